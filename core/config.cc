@@ -1,0 +1,208 @@
+#include "core/config.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace okl {
+namespace {
+
+absl::Status Invalid(absl::string_view field, double value, absl::string_view expected) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, " must be ", expected, ", got ", value));
+}
+
+absl::Status CheckFinite(absl::string_view field, double value) {
+  if (!std::isfinite(value)) return Invalid(field, value, "finite");
+  return absl::OkStatus();
+}
+
+absl::Status CheckPositive(absl::string_view field, double value) {
+  OKL_RETURN_IF_ERROR(CheckFinite(field, value));
+  if (!(value > 0)) return Invalid(field, value, "positive");
+  return absl::OkStatus();
+}
+
+absl::Status CheckNonNegative(absl::string_view field, double value) {
+  OKL_RETURN_IF_ERROR(CheckFinite(field, value));
+  if (!(value >= 0)) return Invalid(field, value, "non-negative");
+  return absl::OkStatus();
+}
+
+absl::Status CheckNu(absl::string_view field, double value) {
+  OKL_RETURN_IF_ERROR(CheckFinite(field, value));
+  if (!(value >= 0 && value <= 1)) return Invalid(field, value, "in [0, 1]");
+  return absl::OkStatus();
+}
+
+absl::Status ValidateKernel(const KernelConfig& kernel, uint32_t dim) {
+  switch (kernel.type) {
+    case KernelType::kGaussian:
+      return CheckPositive("kernel.gaussian.gamma", kernel.gamma);
+    case KernelType::kLaplacian:
+      return CheckPositive("kernel.laplacian.gamma", kernel.gamma);
+    case KernelType::kLinear:
+      return CheckNonNegative("kernel.linear.c", kernel.c);
+    case KernelType::kPolynomial:
+      OKL_RETURN_IF_ERROR(CheckPositive("kernel.polynomial.gamma", kernel.gamma));
+      OKL_RETURN_IF_ERROR(CheckNonNegative("kernel.polynomial.c", kernel.c));
+      if (kernel.degree < 1 || kernel.degree > kMaxPolynomialDegree) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("kernel.polynomial.degree must be in [1, ", kMaxPolynomialDegree,
+                         "], got ", kernel.degree));
+      }
+      return absl::OkStatus();
+    case KernelType::kHeat: {
+      OKL_RETURN_IF_ERROR(CheckPositive("kernel.heat.t", kernel.t));
+      // The normaliser (4 pi t)^(-d/2) must be a normal double, or every kernel value
+      // rounds to 0 (or overflows) and the model cannot learn.
+      const double normaliser = std::pow(4 * std::numbers::pi * kernel.t, -0.5 * dim);
+      if (!std::isnormal(normaliser)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "kernel.heat.t = ", kernel.t, " makes the normaliser (4 pi t)^(-dim/2) = ",
+            normaliser, " at dim ", dim,
+            ", which is not a usable double; choose t closer to 1/(4 pi) ~ 0.0796"));
+      }
+      return absl::OkStatus();
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat("kernel type ",
+                                                 static_cast<int>(kernel.type),
+                                                 " is not one of gaussian, laplacian, "
+                                                 "linear, polynomial, heat"));
+}
+
+absl::Status ValidateLoss(const LossConfig& loss) {
+  switch (loss.type) {
+    case LossType::kSquared:
+    case LossType::kLogistic:
+      return absl::OkStatus();
+    case LossType::kHinge:
+      OKL_RETURN_IF_ERROR(CheckNonNegative("loss.hinge.rho", loss.rho));
+      return CheckNu("loss.hinge.nu", loss.nu);
+    case LossType::kEpsilonInsensitive:
+      OKL_RETURN_IF_ERROR(
+          CheckNonNegative("loss.epsilon_insensitive.epsilon", loss.epsilon));
+      return CheckNu("loss.epsilon_insensitive.nu", loss.nu);
+    case LossType::kHuber:
+      return CheckPositive("loss.huber.delta", loss.delta);
+    case LossType::kNovelty:
+      OKL_RETURN_IF_ERROR(CheckFinite("loss.novelty.rho", loss.rho));
+      return CheckNu("loss.novelty.nu", loss.nu);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("loss type ", static_cast<int>(loss.type),
+                   " is not one of squared, hinge, epsilon_insensitive, logistic, huber, "
+                   "novelty"));
+}
+
+absl::Status ValidateLearningRate(const LearningRateConfig& rate, double lambda) {
+  OKL_RETURN_IF_ERROR(CheckPositive("learning_rate.eta0", rate.eta0));
+  switch (rate.schedule) {
+    case Schedule::kConstant:
+    case Schedule::kInverseSqrt:
+      break;
+    case Schedule::kPower:
+      OKL_RETURN_IF_ERROR(CheckFinite("learning_rate.theta", rate.theta));
+      if (!(rate.theta > 0 && rate.theta <= 1)) {
+        return Invalid("learning_rate.theta", rate.theta, "in (0, 1] for POWER");
+      }
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("learning_rate.schedule ", static_cast<int>(rate.schedule),
+                       " is not one of CONSTANT, INVERSE_SQRT, POWER"));
+  }
+  // Every schedule is non-increasing in t, so eta_1 = eta0 is the largest rate and
+  // eta0 * lambda < 1 gives eta_t * lambda < 1 for every t: the shrink factor
+  // (1 - eta_t lambda) stays positive.
+  if (!(rate.eta0 * lambda < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "learning_rate.eta0 * lambda must be below 1 (the shrink factor 1 - eta_t lambda "
+        "must stay positive), got ",
+        rate.eta0, " * ", lambda, " = ", rate.eta0 * lambda));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateBudget(const BudgetConfig& budget) {
+  if (budget.max_terms > kMaxTerms) {
+    return absl::InvalidArgumentError(absl::StrCat("budget.max_terms must be at most ",
+                                                   kMaxTerms, " (0: no budget), got ",
+                                                   budget.max_terms));
+  }
+  if (budget.policy != BudgetPolicy::kOldest && budget.policy != BudgetPolicy::kSmallest) {
+    return absl::InvalidArgumentError(absl::StrCat("budget.policy ",
+                                                   static_cast<int>(budget.policy),
+                                                   " is not one of OLDEST, SMALLEST"));
+  }
+  return CheckNonNegative("budget.drop_below", budget.drop_below);
+}
+
+}  // namespace
+
+absl::Status ValidateConfig(const ModelConfig& config) {
+  if (config.dim < 1 || config.dim > kMaxDimension) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dim must be in [1, ", kMaxDimension, "], got ", config.dim));
+  }
+  OKL_RETURN_IF_ERROR(ValidateKernel(config.kernel, config.dim));
+  OKL_RETURN_IF_ERROR(ValidateLoss(config.loss));
+  OKL_RETURN_IF_ERROR(CheckNonNegative("lambda", config.lambda));
+  OKL_RETURN_IF_ERROR(ValidateLearningRate(config.learning_rate, config.lambda));
+  OKL_RETURN_IF_ERROR(ValidateBudget(config.budget));
+  if (config.regret_window > kMaxRegretWindow) {
+    return absl::InvalidArgumentError(absl::StrCat("regret_window must be at most ",
+                                                   kMaxRegretWindow, " (0: off), got ",
+                                                   config.regret_window));
+  }
+  return absl::OkStatus();
+}
+
+bool IsClassificationLoss(LossType type) {
+  return type == LossType::kHinge || type == LossType::kLogistic;
+}
+
+absl::string_view KernelTypeName(KernelType type) {
+  switch (type) {
+    case KernelType::kGaussian: return "gaussian";
+    case KernelType::kLaplacian: return "laplacian";
+    case KernelType::kLinear: return "linear";
+    case KernelType::kPolynomial: return "polynomial";
+    case KernelType::kHeat: return "heat";
+  }
+  return "unknown";
+}
+
+absl::string_view LossTypeName(LossType type) {
+  switch (type) {
+    case LossType::kSquared: return "squared";
+    case LossType::kHinge: return "hinge";
+    case LossType::kEpsilonInsensitive: return "epsilon_insensitive";
+    case LossType::kLogistic: return "logistic";
+    case LossType::kHuber: return "huber";
+    case LossType::kNovelty: return "novelty";
+  }
+  return "unknown";
+}
+
+absl::string_view ScheduleName(Schedule schedule) {
+  switch (schedule) {
+    case Schedule::kConstant: return "constant";
+    case Schedule::kInverseSqrt: return "inverse_sqrt";
+    case Schedule::kPower: return "power";
+  }
+  return "unknown";
+}
+
+absl::string_view BudgetPolicyName(BudgetPolicy policy) {
+  switch (policy) {
+    case BudgetPolicy::kOldest: return "oldest";
+    case BudgetPolicy::kSmallest: return "smallest";
+  }
+  return "unknown";
+}
+
+}  // namespace okl

@@ -1,0 +1,133 @@
+// core/config.h
+//
+// ModelConfig is the complete, plain-C++ description of one NORMA model: input dimension,
+// kernel, loss, learning-rate schedule, regulariser, offset, budget and prediction mode.
+// It mirrors okl.v1.ModelConfig on the wire (proto/convert.h converts) and is validated
+// by ValidateConfig() before any model is built from it.
+//
+// Example:
+//   okl::ModelConfig config;
+//   config.dim = 7;
+//   config.kernel = {.type = okl::KernelType::kGaussian, .gamma = 1.0};
+//   config.loss = {.type = okl::LossType::kSquared};
+//   config.learning_rate = {.schedule = okl::Schedule::kConstant, .eta0 = 0.5};
+//   config.lambda = 0.01;
+//   config.budget = {.max_terms = 512, .policy = okl::BudgetPolicy::kOldest};
+//   OKL_RETURN_IF_ERROR(okl::ValidateConfig(config));
+#ifndef OKL_CORE_CONFIG_H_
+#define OKL_CORE_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace okl {
+
+// Limits that keep one model's memory and per-step cost bounded. A full expansion holds
+// max_terms * dim doubles, so these two together bound a model at 32 GiB in theory; the
+// server applies tighter, configurable limits on top.
+inline constexpr uint32_t kMaxDimension = 65536;
+inline constexpr uint32_t kMaxTerms = 1u << 22;
+inline constexpr uint32_t kMaxPolynomialDegree = 64;
+// The regret comparator solves a |W| x |W| system; beyond this it is too slow to be
+// recomputed in the background.
+inline constexpr uint32_t kMaxRegretWindow = 8192;
+
+enum class KernelType { kGaussian, kLaplacian, kLinear, kPolynomial, kHeat };
+
+// Which fields are read depends on `type`:
+//   gaussian   exp(-gamma |x - x'|^2)           gamma > 0
+//   laplacian  exp(-gamma |x - x'|)             gamma > 0
+//   linear     <x, x'> + c                      c >= 0
+//   polynomial (gamma <x, x'> + c)^degree       gamma > 0, c >= 0, 1 <= degree <= 64
+//   heat       (4 pi t)^(-d/2) exp(-|x - x'|^2 / (4 t))   t > 0
+struct KernelConfig {
+  KernelType type = KernelType::kGaussian;
+  double gamma = 1.0;
+  double c = 0.0;
+  uint32_t degree = 2;
+  double t = 1.0;
+
+  friend bool operator==(const KernelConfig&, const KernelConfig&) = default;
+};
+
+enum class LossType {
+  kSquared,             // 1/2 (f - y)^2
+  kHinge,               // max(0, rho - y f), labels +-1
+  kEpsilonInsensitive,  // max(0, |f - y| - epsilon)
+  kLogistic,            // log(1 + exp(-y f)), labels +-1
+  kHuber,               // 1/2 r^2 for |r| <= delta, else delta (|r| - delta/2); r = f - y
+  kNovelty,             // max(0, rho - f), one-class: the label is ignored
+};
+
+// `rho` is the margin of hinge and novelty, `epsilon` the tube of epsilon-insensitive,
+// `delta` Huber's threshold. `nu` > 0 turns on NORMA's nu-trick for hinge, novelty and
+// epsilon-insensitive: rho (or epsilon) starts at the value given and is then learned.
+struct LossConfig {
+  LossType type = LossType::kSquared;
+  double rho = 1.0;
+  double epsilon = 0.1;
+  double delta = 1.0;
+  double nu = 0.0;
+
+  friend bool operator==(const LossConfig&, const LossConfig&) = default;
+};
+
+enum class Schedule {
+  kConstant,     // eta_t = eta0
+  kInverseSqrt,  // eta_t = eta0 / sqrt(t)
+  kPower,        // eta_t = eta0 * t^(-theta), 0 < theta <= 1 (Smale and Yao)
+};
+
+struct LearningRateConfig {
+  Schedule schedule = Schedule::kConstant;
+  double eta0 = 0.1;
+  double theta = 0.5;  // read only by kPower
+
+  friend bool operator==(const LearningRateConfig&, const LearningRateConfig&) = default;
+};
+
+enum class BudgetPolicy {
+  kOldest,    // drop the oldest term (seed 003's truncation)
+  kSmallest,  // drop the term of smallest |alpha|, the newest included; oldest on a tie
+};
+
+struct BudgetConfig {
+  uint32_t max_terms = 0;  // 0: no budget, the expansion may grow without bound
+  BudgetPolicy policy = BudgetPolicy::kOldest;
+  double drop_below = 0.0;  // > 0: drop every term whose |alpha| falls below it
+
+  friend bool operator==(const BudgetConfig&, const BudgetConfig&) = default;
+};
+
+struct ModelConfig {
+  uint32_t dim = 0;
+  KernelConfig kernel;
+  LossConfig loss;
+  LearningRateConfig learning_rate;
+  double lambda = 0.0;  // regulariser; every step shrinks f by (1 - eta_t lambda)
+  bool offset = false;  // learn an unregularised offset b
+  BudgetConfig budget;
+  bool averaged = false;        // Predict with the averaged hypothesis (seed 002)
+  uint32_t regret_window = 0;   // 0: no regret tracking
+
+  friend bool operator==(const ModelConfig&, const ModelConfig&) = default;
+};
+
+// Returns InvalidArgument naming the offending field, its value and the accepted range
+// when `config` cannot be run; OK otherwise.
+absl::Status ValidateConfig(const ModelConfig& config);
+
+// True for the losses whose labels must be -1 or +1 and for which mistakes are counted.
+bool IsClassificationLoss(LossType type);
+
+absl::string_view KernelTypeName(KernelType type);
+absl::string_view LossTypeName(LossType type);
+absl::string_view ScheduleName(Schedule schedule);
+absl::string_view BudgetPolicyName(BudgetPolicy policy);
+
+}  // namespace okl
+
+#endif  // OKL_CORE_CONFIG_H_

@@ -1,0 +1,172 @@
+#include "core/expansion.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "Eigen/Core"
+
+namespace okl {
+namespace {
+
+// Rows per sweep block: the block's kernel values (2 KiB) and one column slice stay in
+// L1 while the sweep runs down the columns. A multiple of 8 keeps every block aligned.
+constexpr size_t kBlockRows = 256;
+constexpr size_t kSlotAlignment = kCacheLineBytes / sizeof(double);
+
+using AlignedConstMap = Eigen::Map<const Eigen::ArrayXd, Eigen::Aligned32>;
+using AlignedMap = Eigen::Map<Eigen::ArrayXd, Eigen::Aligned32>;
+
+size_t RoundUpToSlotAlignment(size_t n) {
+  return (n + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
+}
+
+}  // namespace
+
+Expansion::Expansion(size_t dim, bool track_average, size_t max_terms)
+    : dim_(dim), track_average_(track_average), max_terms_(max_terms) {}
+
+void Expansion::Reserve(size_t terms) {
+  if (terms > capacity_) Grow(terms);
+}
+
+void Expansion::Grow(size_t min_capacity) {
+  const size_t capacity = RoundUpToSlotAlignment(std::max(min_capacity, kSlotAlignment));
+  AlignedVector<double> columns(capacity * dim_);
+  for (size_t j = 0; j < dim_; ++j) {
+    std::copy_n(columns_.data() + j * capacity_, size_, columns.data() + j * capacity);
+  }
+  columns_ = std::move(columns);
+  coefficients_.resize(capacity);
+  added_at_.resize(capacity);
+  if (track_average_) {
+    average_base_.resize(capacity);
+    average_mark_.resize(capacity);
+  }
+  capacity_ = capacity;
+}
+
+template <typename Sweep>
+void Expansion::ForEachBlock(const Kernel& kernel, absl::Span<const double> x,
+                             Sweep sweep) const {
+  alignas(kCacheLineBytes) double values[kBlockRows];
+  for (size_t first = 0; first < size_; first += kBlockRows) {
+    const size_t rows = std::min(kBlockRows, size_ - first);
+    kernel.EvaluateRows(columns_.data() + first, capacity_, rows, x, values);
+    sweep(first, rows, AlignedConstMap(values, static_cast<Eigen::Index>(rows)));
+  }
+}
+
+double Expansion::Dot(const Kernel& kernel, absl::Span<const double> x) const {
+  double sum = 0;
+  ForEachBlock(kernel, x, [&](size_t first, size_t rows, const AlignedConstMap& k) {
+    sum += (k * AlignedConstMap(coefficients_.data() + first,
+                                static_cast<Eigen::Index>(rows)))
+               .sum();
+  });
+  return sum;
+}
+
+double Expansion::AveragedDot(const Kernel& kernel, absl::Span<const double> x,
+                              double average_sum) const {
+  double sum = 0;
+  ForEachBlock(kernel, x, [&](size_t first, size_t rows, const AlignedConstMap& k) {
+    const auto n = static_cast<Eigen::Index>(rows);
+    const AlignedConstMap a(coefficients_.data() + first, n);
+    const AlignedConstMap base(average_base_.data() + first, n);
+    const AlignedConstMap mark(average_mark_.data() + first, n);
+    sum += (k * (base + a * (average_sum - mark))).sum();
+  });
+  return sum;
+}
+
+void Expansion::WriteSlot(size_t slot, absl::Span<const double> x, double coefficient,
+                          uint64_t added_at, double average_mark) {
+  for (size_t j = 0; j < dim_; ++j) columns_[j * capacity_ + slot] = x[j];
+  coefficients_[slot] = coefficient;
+  added_at_[slot] = added_at;
+  if (track_average_) {
+    average_base_[slot] = 0.0;
+    average_mark_[slot] = average_mark;
+  }
+}
+
+void Expansion::Append(absl::Span<const double> x, double coefficient, uint64_t added_at,
+                       double average_mark) {
+  if (size_ == capacity_) {
+    size_t capacity = std::max(2 * capacity_, size_ + 1);
+    if (max_terms_ > 0) capacity = std::max(std::min(capacity, max_terms_), size_ + 1);
+    Grow(capacity);
+  }
+  WriteSlot(size_, x, coefficient, added_at, average_mark);
+  ++size_;
+}
+
+void Expansion::Replace(size_t slot, absl::Span<const double> x, double coefficient,
+                        uint64_t added_at, double average_mark) {
+  WriteSlot(slot, x, coefficient, added_at, average_mark);
+}
+
+void Expansion::Remove(size_t slot) {
+  const size_t last = size_ - 1;
+  if (slot != last) {
+    for (size_t j = 0; j < dim_; ++j) {
+      columns_[j * capacity_ + slot] = columns_[j * capacity_ + last];
+    }
+    coefficients_[slot] = coefficients_[last];
+    added_at_[slot] = added_at_[last];
+    if (track_average_) {
+      average_base_[slot] = average_base_[last];
+      average_mark_[slot] = average_mark_[last];
+    }
+  }
+  --size_;
+}
+
+size_t Expansion::OldestSlot() const {
+  return static_cast<size_t>(std::min_element(added_at_.begin(), added_at_.begin() + size_) -
+                             added_at_.begin());
+}
+
+size_t Expansion::SmallestSlot() const {
+  size_t best = 0;
+  double best_abs = std::abs(coefficients_[0]);
+  for (size_t i = 1; i < size_; ++i) {
+    const double v = std::abs(coefficients_[i]);
+    if (v < best_abs || (v == best_abs && added_at_[i] < added_at_[best])) {
+      best = i;
+      best_abs = v;
+    }
+  }
+  return best;
+}
+
+double Expansion::MinAbsCoefficient() const {
+  double m = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < size_; ++i) m = std::min(m, std::abs(coefficients_[i]));
+  return m;
+}
+
+void Expansion::ScaleCoefficients(double factor) {
+  for (size_t i = 0; i < size_; ++i) coefficients_[i] *= factor;
+}
+
+void Expansion::FoldAverage(double average_sum) {
+  for (size_t i = 0; i < size_; ++i) {
+    average_base_[i] += coefficients_[i] * (average_sum - average_mark_[i]);
+    average_mark_[i] = 0.0;
+  }
+}
+
+void Expansion::CopySupport(size_t slot, double* out) const {
+  for (size_t j = 0; j < dim_; ++j) out[j] = columns_[j * capacity_ + slot];
+}
+
+size_t Expansion::MemoryBytes() const {
+  const size_t per_term = (dim_ + 1) * sizeof(double) + sizeof(uint64_t) +
+                          (track_average_ ? 2 * sizeof(double) : 0);
+  return capacity_ * per_term;
+}
+
+}  // namespace okl

@@ -1,0 +1,116 @@
+// core/expansion.h
+//
+// Expansion stores the terms of a kernel expansion sum_i a_i k(x_i, .): the support
+// vectors x_i, their *unscaled* coefficients a_i (NormaModel keeps the common scale
+// factor), the step each term was added at, and, when the averaged hypothesis is tracked,
+// two numbers per term for its running coefficient sum.
+//
+// Storage is column-major: coordinate j of every term is one contiguous column, so a
+// kernel sweep over all terms runs down columns with the vector unit. Terms occupy slots
+// [0, size()); removing a term moves the last one into its slot, so the slot order is not
+// the insertion order (added_at() gives that). Sums run in slot order, which is part of a
+// model's exported state: a model rebuilt from it sums identically.
+//
+// Not thread-safe for writes; const methods may run concurrently with each other.
+//
+// Example:
+//   okl::Expansion expansion(/*dim=*/2, /*track_average=*/false);
+//   expansion.Append({0.0, 1.0}, /*coefficient=*/0.5, /*added_at=*/1, /*average_mark=*/0);
+//   double f = expansion.Dot(kernel, x);  // 0.5 * k((0, 1), x)
+#ifndef OKL_CORE_EXPANSION_H_
+#define OKL_CORE_EXPANSION_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "core/aligned_allocator.h"
+#include "core/kernel.h"
+
+namespace okl {
+
+class Expansion {
+ public:
+  // `max_terms` > 0 caps the capacity that appends grow to (0: unbounded), so that a
+  // full budgeted expansion holds no slack beyond rounding to a cache line.
+  Expansion(size_t dim, bool track_average, size_t max_terms = 0);
+
+  // Reserves room for `terms` terms so that appending up to that many never reallocates.
+  void Reserve(size_t terms);
+
+  size_t size() const { return size_; }
+  size_t dim() const { return dim_; }
+  bool tracks_average() const { return track_average_; }
+
+  // sum_i a_i k(x_i, x) over all terms, in slot order.
+  double Dot(const Kernel& kernel, absl::Span<const double> x) const;
+
+  // sum_i (base_i + a_i (average_sum - mark_i)) k(x_i, x): the summed coefficients of the
+  // averaged hypothesis (see NormaModel). Requires tracks_average().
+  double AveragedDot(const Kernel& kernel, absl::Span<const double> x,
+                     double average_sum) const;
+
+  // Adds a term in slot size(). `average_mark` is ignored unless tracks_average().
+  void Append(absl::Span<const double> x, double coefficient, uint64_t added_at,
+              double average_mark);
+  // Overwrites the term in `slot` with a new one.
+  void Replace(size_t slot, absl::Span<const double> x, double coefficient,
+               uint64_t added_at, double average_mark);
+  // Removes the term in `slot`; the last term moves into it.
+  void Remove(size_t slot);
+
+  // The slot of the term added earliest. Requires size() > 0.
+  size_t OldestSlot() const;
+  // The slot of smallest |a_i|, the earliest added on a tie. Requires size() > 0.
+  size_t SmallestSlot() const;
+  // min_i |a_i|, +infinity when empty.
+  double MinAbsCoefficient() const;
+
+  // a_i *= factor for every term (the model folds its scale in before it underflows).
+  void ScaleCoefficients(double factor);
+  // Folds the averaged sums at running sum `average_sum` into the per-term base:
+  // base_i += a_i (average_sum - mark_i), mark_i = 0. Requires tracks_average().
+  void FoldAverage(double average_sum);
+
+  double coefficient(size_t slot) const { return coefficients_[slot]; }
+  uint64_t added_at(size_t slot) const { return added_at_[slot]; }
+  double average_base(size_t slot) const { return average_base_[slot]; }
+  double average_mark(size_t slot) const { return average_mark_[slot]; }
+  // Restores a term's averaged base (Append starts it at 0). Requires tracks_average().
+  void set_average_base(size_t slot, double base) { average_base_[slot] = base; }
+  // Coordinate j of the term in `slot`.
+  double support(size_t slot, size_t j) const { return columns_[j * capacity_ + slot]; }
+  // Copies the support vector in `slot` to out[0, dim()).
+  void CopySupport(size_t slot, double* out) const;
+
+  // Bytes held by the term arrays (what a full expansion costs in memory).
+  size_t MemoryBytes() const;
+
+ private:
+  void Grow(size_t min_capacity);
+  void WriteSlot(size_t slot, absl::Span<const double> x, double coefficient,
+                 uint64_t added_at, double average_mark);
+  // Calls sweep(first_row, rows, kernel_values) for consecutive blocks of rows.
+  template <typename Sweep>
+  void ForEachBlock(const Kernel& kernel, absl::Span<const double> x, Sweep sweep) const;
+
+  size_t dim_;
+  bool track_average_;
+  size_t max_terms_;
+  size_t size_ = 0;
+  size_t capacity_ = 0;
+  template <typename T>
+  using AlignedVector = std::vector<T, CacheAlignedAllocator<T>>;
+
+  // capacity_ is a multiple of 8, so every column starts on a cache line.
+  AlignedVector<double> columns_;  // dim_ columns of capacity_ rows each
+  AlignedVector<double> coefficients_;
+  std::vector<uint64_t> added_at_;
+  AlignedVector<double> average_base_;  // empty unless track_average_
+  AlignedVector<double> average_mark_;  // empty unless track_average_
+};
+
+}  // namespace okl
+
+#endif  // OKL_CORE_EXPANSION_H_

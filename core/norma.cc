@@ -1,0 +1,389 @@
+#include "core/norma.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace okl {
+namespace {
+
+// The scale factor is folded into the coefficients once it falls below this. Far above
+// underflow; the early fold also keeps the averaged sums accurate: a term's summed
+// coefficient is a_i (u - mark_i), whose rounding error is eps * u relative to the
+// smallest increment (the scale), so u / scale must stay moderate (below 2^16 here).
+constexpr double kMinScale = 0x1p-8;
+// The running scale sum u of the averaged hypothesis is folded when it exceeds this.
+constexpr double kMaxAverageSum = 0x1p8;
+
+absl::Status CheckFiniteValues(absl::string_view name, absl::Span<const double> values) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!std::isfinite(values[i])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, "[", i, "] is ", values[i], "; values must be finite"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+NormaModel::NormaModel(const ModelConfig& config)
+    : config_(config),
+      kernel_(config.kernel, config.dim),
+      loss_(config.loss),
+      learning_rate_(config.learning_rate),
+      expansion_(config.dim, config.averaged, config.budget.max_terms),
+      margin_(loss_.InitialMargin()),
+      min_abs_coefficient_bound_(std::numeric_limits<double>::infinity()) {}
+
+absl::StatusOr<std::unique_ptr<NormaModel>> NormaModel::Create(const ModelConfig& config) {
+  OKL_RETURN_IF_ERROR(ValidateConfig(config));
+  return std::unique_ptr<NormaModel>(new NormaModel(config));
+}
+
+absl::StatusOr<std::unique_ptr<NormaModel>> NormaModel::FromState(const ModelState& state) {
+  const ModelConfig& config = state.config;
+  OKL_RETURN_IF_ERROR(ValidateConfig(config));
+  const size_t n = state.coefficients.size();
+  auto inconsistent = [](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat("inconsistent model state: ", what));
+  };
+  if (state.support.size() != n * config.dim) {
+    return inconsistent(absl::StrCat("support holds ", state.support.size(),
+                                     " values, expected ", n, " terms x dim ", config.dim));
+  }
+  if (state.added_at.size() != n) {
+    return inconsistent(absl::StrCat("added_at has ", state.added_at.size(),
+                                     " entries for ", n, " terms"));
+  }
+  const size_t average_terms = config.averaged ? n : 0;
+  if (state.average_base.size() != average_terms ||
+      state.average_mark.size() != average_terms) {
+    return inconsistent(absl::StrCat("averaged-hypothesis arrays have ",
+                                     state.average_base.size(), " and ",
+                                     state.average_mark.size(), " entries, expected ",
+                                     average_terms));
+  }
+  if (config.budget.max_terms > 0 && n > config.budget.max_terms) {
+    return inconsistent(absl::StrCat(n, " terms exceed budget.max_terms ",
+                                     config.budget.max_terms));
+  }
+  OKL_RETURN_IF_ERROR(CheckFiniteValues("support", state.support));
+  OKL_RETURN_IF_ERROR(CheckFiniteValues("coefficients", state.coefficients));
+  OKL_RETURN_IF_ERROR(CheckFiniteValues("average_base", state.average_base));
+  OKL_RETURN_IF_ERROR(CheckFiniteValues("average_mark", state.average_mark));
+  OKL_RETURN_IF_ERROR(CheckFiniteValues(
+      "scalars", {state.scale, state.offset, state.margin, state.average_sum,
+                  state.average_offset_sum, state.cumulative_loss}));
+  if (!(state.scale > 0 && state.scale <= 1)) {
+    return inconsistent(absl::StrCat("scale must be in (0, 1], got ", state.scale));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (state.coefficients[i] == 0) {
+      return inconsistent(absl::StrCat("coefficients[", i, "] is zero"));
+    }
+    if (state.added_at[i] < 1 || state.added_at[i] > state.steps) {
+      return inconsistent(absl::StrCat("added_at[", i, "] = ", state.added_at[i],
+                                       " is outside [1, steps = ", state.steps, "]"));
+    }
+  }
+  if (state.mistakes > state.steps) {
+    return inconsistent(absl::StrCat("mistakes ", state.mistakes, " exceed steps ",
+                                     state.steps));
+  }
+
+  std::unique_ptr<NormaModel> model(new NormaModel(config));
+  model->expansion_.Reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    model->expansion_.Append(
+        absl::MakeConstSpan(state.support).subspan(i * config.dim, config.dim),
+        state.coefficients[i], state.added_at[i],
+        config.averaged ? state.average_mark[i] : 0.0);
+  }
+  if (config.averaged) {
+    for (size_t i = 0; i < n; ++i) {
+      model->expansion_.set_average_base(i, state.average_base[i]);
+    }
+  }
+  model->scale_ = state.scale;
+  model->offset_ = state.offset;
+  model->margin_ = state.margin;
+  model->steps_ = state.steps;
+  model->average_sum_ = state.average_sum;
+  model->average_offset_sum_ = state.average_offset_sum;
+  model->cumulative_loss_ = state.cumulative_loss;
+  model->mistakes_ = state.mistakes;
+  model->terms_removed_ = state.terms_removed;
+  model->min_abs_coefficient_bound_ = model->expansion_.MinAbsCoefficient();
+  return model;
+}
+
+ModelState NormaModel::ExportState() const {
+  ModelState state;
+  state.config = config_;
+  const size_t n = expansion_.size();
+  const size_t dim = config_.dim;
+  state.support.resize(n * dim);
+  state.coefficients.resize(n);
+  state.added_at.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    expansion_.CopySupport(i, state.support.data() + i * dim);
+    state.coefficients[i] = expansion_.coefficient(i);
+    state.added_at[i] = expansion_.added_at(i);
+  }
+  if (config_.averaged) {
+    state.average_base.resize(n);
+    state.average_mark.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      state.average_base[i] = expansion_.average_base(i);
+      state.average_mark[i] = expansion_.average_mark(i);
+    }
+  }
+  state.scale = scale_;
+  state.offset = offset_;
+  state.margin = margin_;
+  state.steps = steps_;
+  state.average_sum = average_sum_;
+  state.average_offset_sum = average_offset_sum_;
+  state.cumulative_loss = cumulative_loss_;
+  state.mistakes = mistakes_;
+  state.terms_removed = terms_removed_;
+  return state;
+}
+
+absl::Status NormaModel::ValidateInput(absl::Span<const double> x) const {
+  if (x.size() != config_.dim) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input has ", x.size(), " values but the model's dim is ", config_.dim));
+  }
+  return CheckFiniteValues("x", x);
+}
+
+absl::Status NormaModel::ValidateExample(absl::Span<const double> x, double y) const {
+  OKL_RETURN_IF_ERROR(ValidateInput(x));
+  if (!std::isfinite(y)) {
+    return absl::InvalidArgumentError(absl::StrCat("label y is ", y, "; it must be finite"));
+  }
+  if (IsClassificationLoss(config_.loss.type) && y != 1.0 && y != -1.0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("label y must be -1 or +1 for the ", LossTypeName(config_.loss.type),
+                     " loss, got ", y));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Observation> NormaModel::Observe(absl::Span<const double> x, double y) {
+  OKL_RETURN_IF_ERROR(ValidateExample(x, y));
+  return Step(x, y);
+}
+
+absl::Status NormaModel::ObserveBatch(absl::Span<const double> xs,
+                                      absl::Span<const double> ys,
+                                      std::vector<Observation>* out) {
+  const size_t dim = config_.dim;
+  if (xs.size() != ys.size() * dim) {
+    return absl::InvalidArgumentError(absl::StrCat("batch holds ", xs.size(),
+                                                   " input values for ", ys.size(),
+                                                   " labels at dim ", dim));
+  }
+  for (size_t i = 0; i < ys.size(); ++i) {
+    absl::Status status = ValidateExample(xs.subspan(i * dim, dim), ys[i]);
+    if (!status.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("example ", i, ": ", status.message(), " (no example applied)"));
+    }
+  }
+  out->reserve(out->size() + ys.size());
+  for (size_t i = 0; i < ys.size(); ++i) {
+    absl::StatusOr<Observation> o = Step(xs.subspan(i * dim, dim), ys[i]);
+    if (!o.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "example ", i, ": ", o.status().message(), " (", i, " of ", ys.size(),
+          " examples applied)"));
+    }
+    out->push_back(*o);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Observation> NormaModel::Step(absl::Span<const double> x, double y) {
+  const uint64_t t = steps_ + 1;
+  const double eta = learning_rate_.At(t);
+
+  // 1-2: the prequential prediction and the loss's derivative there.
+  const double p = scale_ * expansion_.Dot(kernel_, x) + offset_;
+  const LossPoint at = loss_.At(y, p, margin_);
+  const double g = at.derivative;
+  const double alpha = -eta * g;
+  const double offset = config_.offset ? offset_ - eta * g : offset_;
+  const double margin = loss_.NextMargin(margin_, eta, at.violated);
+  if (!std::isfinite(p) || !std::isfinite(at.value) || !std::isfinite(alpha) ||
+      !std::isfinite(offset) || !std::isfinite(margin)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the model diverged at step ", t, " (prediction ", p, ", loss ", at.value,
+        "); the example was not applied. Lower learning_rate.eta0 or scale the inputs"));
+  }
+
+  if (config_.averaged) {
+    // f_t, which made this step's prediction, joins the running sum of hypotheses.
+    average_sum_ += scale_;
+    average_offset_sum_ += offset_;
+  }
+  // 3: shrink every coefficient at once through the common scale.
+  scale_ *= 1.0 - eta * config_.lambda;
+  MaybeRenormalize();
+  offset_ = offset;
+  margin_ = margin;
+  steps_ = t;
+  // 4-5: the new term, then drop_below and the budget.
+  if (alpha != 0) {
+    InsertWithinBudget(x, alpha / scale_);
+  } else {
+    DropBelowThreshold();
+  }
+
+  cumulative_loss_ += at.value;
+  if (IsClassificationLoss(config_.loss.type) && !(y * p > 0)) ++mistakes_;
+  return Observation{.prediction = p, .loss = at.value};
+}
+
+void NormaModel::MaybeRenormalize() {
+  const bool fold_average = config_.averaged && average_sum_ > kMaxAverageSum;
+  if (scale_ >= kMinScale && !fold_average) return;
+  if (config_.averaged) {
+    expansion_.FoldAverage(average_sum_);
+    average_sum_ = 0.0;
+  }
+  expansion_.ScaleCoefficients(scale_);
+  min_abs_coefficient_bound_ *= scale_;
+  scale_ = 1.0;
+}
+
+void NormaModel::DropBelowThreshold() {
+  const double threshold = config_.budget.drop_below;
+  if (threshold <= 0 || min_abs_coefficient_bound_ * scale_ >= threshold) return;
+  size_t slot = 0;
+  while (slot < expansion_.size()) {
+    if (std::abs(expansion_.coefficient(slot)) * scale_ < threshold) {
+      expansion_.Remove(slot);  // the last term moves into `slot`; look at it next
+      ++terms_removed_;
+    } else {
+      ++slot;
+    }
+  }
+  min_abs_coefficient_bound_ = expansion_.MinAbsCoefficient();
+}
+
+void NormaModel::InsertWithinBudget(absl::Span<const double> x, double coefficient) {
+  DropBelowThreshold();
+  const double abs_coefficient = std::abs(coefficient);
+  if (abs_coefficient * scale_ < config_.budget.drop_below) {
+    ++terms_removed_;  // added and dropped in the same step
+    return;
+  }
+  const size_t max_terms = config_.budget.max_terms;
+  if (max_terms == 0 || expansion_.size() < max_terms) {
+    expansion_.Append(x, coefficient, steps_, average_sum_);
+    min_abs_coefficient_bound_ = std::min(min_abs_coefficient_bound_, abs_coefficient);
+    return;
+  }
+  // Full: one of the size + 1 candidates goes. The new term is the newest, so it is never
+  // the OLDEST victim and it loses a SMALLEST tie to the older term.
+  ++terms_removed_;
+  size_t victim;
+  if (config_.budget.policy == BudgetPolicy::kOldest) {
+    victim = expansion_.OldestSlot();
+  } else {
+    victim = expansion_.SmallestSlot();
+    if (std::abs(expansion_.coefficient(victim)) > abs_coefficient) return;
+  }
+  expansion_.Replace(victim, x, coefficient, steps_, average_sum_);
+  min_abs_coefficient_bound_ = std::min(min_abs_coefficient_bound_, abs_coefficient);
+}
+
+double NormaModel::PredictUnchecked(absl::Span<const double> x, PredictionMode mode) const {
+  if (mode == PredictionMode::kCurrent ||
+      (mode == PredictionMode::kConfigured && !config_.averaged)) {
+    return scale_ * expansion_.Dot(kernel_, x) + offset_;
+  }
+  if (steps_ == 0) return 0.0;  // the average of no hypotheses: f_1 = 0
+  const double sum = expansion_.AveragedDot(kernel_, x, average_sum_) + average_offset_sum_;
+  return sum / static_cast<double>(steps_);
+}
+
+absl::StatusOr<double> NormaModel::Predict(absl::Span<const double> x,
+                                           PredictionMode mode) const {
+  OKL_RETURN_IF_ERROR(ValidateInput(x));
+  if (mode == PredictionMode::kAveraged && !config_.averaged) {
+    return absl::FailedPreconditionError(
+        "the model does not track the averaged hypothesis; create it with averaged: true");
+  }
+  return PredictUnchecked(x, mode);
+}
+
+absl::Status NormaModel::PredictBatch(absl::Span<const double> xs, absl::Span<double> out,
+                                      PredictionMode mode) const {
+  const size_t dim = config_.dim;
+  if (xs.size() != out.size() * dim) {
+    return absl::InvalidArgumentError(absl::StrCat("batch holds ", xs.size(),
+                                                   " input values for ", out.size(),
+                                                   " outputs at dim ", dim));
+  }
+  if (mode == PredictionMode::kAveraged && !config_.averaged) {
+    return absl::FailedPreconditionError(
+        "the model does not track the averaged hypothesis; create it with averaged: true");
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    absl::Status status = ValidateInput(xs.subspan(i * dim, dim));
+    if (!status.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("input ", i, ": ", status.message()));
+    }
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = PredictUnchecked(xs.subspan(i * dim, dim), mode);
+  }
+  return absl::OkStatus();
+}
+
+double NormaModel::SquaredNorm() const {
+  const size_t n = expansion_.size();
+  std::vector<double> x(config_.dim);
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    expansion_.CopySupport(i, x.data());
+    sum += expansion_.coefficient(i) * expansion_.Dot(kernel_, x);
+  }
+  return scale_ * scale_ * sum;
+}
+
+ModelStats NormaModel::stats() const {
+  ModelStats stats{
+      .steps = steps_,
+      .expansion_size = static_cast<uint32_t>(expansion_.size()),
+      .cumulative_loss = cumulative_loss_,
+      .mistakes = mistakes_,
+      .terms_removed = terms_removed_,
+      .offset = offset_,
+      .margin = margin_,
+      .truncation_error_bound = std::nullopt,
+  };
+  const BudgetConfig& budget = config_.budget;
+  const std::optional<double> c = loss_.DerivativeBound();
+  const std::optional<double> x = kernel_.FeatureNormBound();
+  if (config_.learning_rate.schedule == Schedule::kConstant && config_.lambda > 0 &&
+      budget.max_terms > 0 && budget.policy == BudgetPolicy::kOldest &&
+      budget.drop_below == 0 && c && x) {
+    const double eta = config_.learning_rate.eta0;
+    stats.truncation_error_bound =
+        terms_removed_ == 0
+            ? 0.0
+            : std::pow(1 - eta * config_.lambda, budget.max_terms) * *c * *x / config_.lambda;
+  }
+  return stats;
+}
+
+}  // namespace okl

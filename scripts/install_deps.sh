@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages okl builds, tests and runs with. Idempotent: it only
+# calls apt-get when something is missing, so it is cheap to run before every build.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  g++ clang libclang-rt-14-dev cmake ninja-build pkg-config
+  # core
+  libabsl-dev libeigen3-dev
+  # wire contract, service, storage, metrics
+  libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
+  librocksdb-dev
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  echo "install_deps: installing ${missing[*]}" >&2
+  sudo_cmd=()
+  [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

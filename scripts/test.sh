@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds okl three ways and runs every test:
+#   1. clang with -Wthread-safety -Werror=thread-safety-analysis (a compile-time check),
+#   2. gcc with AddressSanitizer + UndefinedBehaviorSanitizer, running the unit tests,
+#   3. the normal optimised build, running every test; its ctest summary closes the run.
+# Build trees live in build/ (reused between runs, so a second run is incremental).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+bash scripts/install_deps.sh
+
+jobs=${OKL_JOBS:-$(nproc)}
+configure() {  # configure DIR [cmake args...]
+  local dir=$1; shift
+  cmake -S "$root" -B "$dir" -G Ninja -Wno-dev "$@" >/dev/null
+}
+
+echo "== clang thread-safety build"
+configure build/tsa -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
+  -DOKL_THREAD_SAFETY=ON -DOKL_BUILD_BENCHMARKS=OFF
+cmake --build build/tsa -j "$jobs"
+
+echo "== address + undefined-behaviour sanitizer build"
+configure build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOKL_SANITIZE=address,undefined \
+  -DOKL_BUILD_BENCHMARKS=OFF
+cmake --build build/asan -j "$jobs"
+ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build/asan -j "$jobs" --output-on-failure \
+  --timeout 900
+
+echo "== optimised build"
+configure build/release -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build build/release -j "$jobs"
+ctest --test-dir build/release -j "$jobs" --output-on-failure --timeout 900
