@@ -92,6 +92,21 @@ void Expansion::WriteSlot(size_t slot, absl::Span<const double> x, double coeffi
   }
 }
 
+void Expansion::InsertByAge(size_t slot) {
+  const uint64_t age = added_at_[slot];
+  auto newer = by_age_.end();
+  while (newer != by_age_.begin() && added_at_[*(newer - 1)] > age) --newer;
+  by_age_.insert(newer, static_cast<uint32_t>(slot));
+}
+
+void Expansion::EraseByAge(size_t slot) {
+  if (by_age_.front() == slot) {
+    by_age_.pop_front();
+  } else {
+    by_age_.erase(std::find(by_age_.begin(), by_age_.end(), slot));
+  }
+}
+
 void Expansion::Append(absl::Span<const double> x, double coefficient, uint64_t added_at,
                        double average_mark) {
   if (size_ == capacity_) {
@@ -100,17 +115,22 @@ void Expansion::Append(absl::Span<const double> x, double coefficient, uint64_t 
     Grow(capacity);
   }
   WriteSlot(size_, x, coefficient, added_at, average_mark);
+  InsertByAge(size_);
   ++size_;
 }
 
 void Expansion::Replace(size_t slot, absl::Span<const double> x, double coefficient,
                         uint64_t added_at, double average_mark) {
+  EraseByAge(slot);
   WriteSlot(slot, x, coefficient, added_at, average_mark);
+  InsertByAge(slot);
 }
 
 void Expansion::Remove(size_t slot) {
   const size_t last = size_ - 1;
+  EraseByAge(slot);
   if (slot != last) {
+    *std::find(by_age_.begin(), by_age_.end(), last) = static_cast<uint32_t>(slot);
     for (size_t j = 0; j < dim_; ++j) {
       columns_[j * capacity_ + slot] = columns_[j * capacity_ + last];
     }
@@ -122,11 +142,6 @@ void Expansion::Remove(size_t slot) {
     }
   }
   --size_;
-}
-
-size_t Expansion::OldestSlot() const {
-  return static_cast<size_t>(std::min_element(added_at_.begin(), added_at_.begin() + size_) -
-                             added_at_.begin());
 }
 
 size_t Expansion::SmallestSlot() const {
@@ -164,7 +179,7 @@ void Expansion::CopySupport(size_t slot, double* out) const {
 }
 
 size_t Expansion::MemoryBytes() const {
-  const size_t per_term = (dim_ + 1) * sizeof(double) + sizeof(uint64_t) +
+  const size_t per_term = (dim_ + 1) * sizeof(double) + sizeof(uint64_t) + sizeof(uint32_t) +
                           (track_average_ ? 2 * sizeof(double) : 0);
   return capacity_ * per_term;
 }

@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -60,8 +61,8 @@ class Expansion {
   // Removes the term in `slot`; the last term moves into it.
   void Remove(size_t slot);
 
-  // The slot of the term added earliest. Requires size() > 0.
-  size_t OldestSlot() const;
+  // The slot of the term added earliest, in O(1). Requires size() > 0.
+  size_t OldestSlot() const { return by_age_.front(); }
   // The slot of smallest |a_i|, the earliest added on a tie. Requires size() > 0.
   size_t SmallestSlot() const;
   // min_i |a_i|, +infinity when empty.
@@ -91,6 +92,9 @@ class Expansion {
   void Grow(size_t min_capacity);
   void WriteSlot(size_t slot, absl::Span<const double> x, double coefficient,
                  uint64_t added_at, double average_mark);
+  // Keep by_age_ sorted by added_at as slots are written and removed.
+  void InsertByAge(size_t slot);
+  void EraseByAge(size_t slot);
   // Calls sweep(first_row, rows, kernel_values) for consecutive blocks of rows.
   template <typename Sweep>
   void ForEachBlock(const Kernel& kernel, absl::Span<const double> x, Sweep sweep) const;
@@ -109,6 +113,10 @@ class Expansion {
   std::vector<uint64_t> added_at_;
   AlignedVector<double> average_base_;  // empty unless track_average_
   AlignedVector<double> average_mark_;  // empty unless track_average_
+  // The occupied slots ordered by added_at, oldest first: the OLDEST budget's victim is
+  // the front, with no scan. New terms are the newest, so updates are O(1) except where
+  // a term leaves from the middle (drop_below, SMALLEST), which scans anyway.
+  std::deque<uint32_t> by_age_;
 };
 
 }  // namespace okl
