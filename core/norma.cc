@@ -76,14 +76,22 @@ absl::StatusOr<std::unique_ptr<NormaModel>> NormaModel::FromState(const ModelSta
   OKL_RETURN_IF_ERROR(CheckFiniteValues("coefficients", state.coefficients));
   OKL_RETURN_IF_ERROR(CheckFiniteValues("average_base", state.average_base));
   OKL_RETURN_IF_ERROR(CheckFiniteValues("average_mark", state.average_mark));
-  OKL_RETURN_IF_ERROR(CheckFiniteValues(
-      "scalars", {state.scale, state.offset, state.margin, state.average_sum,
-                  state.average_offset_sum, state.cumulative_loss}));
+  for (const auto& [name, value] :
+       {std::pair<absl::string_view, double>{"scale", state.scale},
+        {"offset", state.offset},
+        {"margin", state.margin},
+        {"average_sum", state.average_sum},
+        {"average_offset_sum", state.average_offset_sum},
+        {"cumulative_loss", state.cumulative_loss}}) {
+    if (!std::isfinite(value)) return inconsistent(absl::StrCat(name, " is ", value));
+  }
   if (!(state.scale > 0 && state.scale <= 1)) {
     return inconsistent(absl::StrCat("scale must be in (0, 1], got ", state.scale));
   }
   for (size_t i = 0; i < n; ++i) {
-    if (state.coefficients[i] == 0) {
+    // An averaged model keeps a term whose coefficient underflowed: its past still counts
+    // in the average. Otherwise such terms are removed at once.
+    if (state.coefficients[i] == 0 && !config.averaged) {
       return inconsistent(absl::StrCat("coefficients[", i, "] is zero"));
     }
     if (state.added_at[i] < 1 || state.added_at[i] > state.steps) {
@@ -222,7 +230,9 @@ absl::StatusOr<Observation> NormaModel::Step(absl::Span<const double> x, double 
   const double offset = config_.offset ? offset_ - eta * g : offset_;
   const double margin = loss_.NextMargin(margin_, eta, at.violated);
   if (!std::isfinite(p) || !std::isfinite(at.value) || !std::isfinite(alpha) ||
-      !std::isfinite(offset) || !std::isfinite(margin)) {
+      !std::isfinite(offset) || !std::isfinite(margin) ||
+      !std::isfinite(cumulative_loss_ + at.value) ||
+      (config_.averaged && !std::isfinite(average_offset_sum_ + offset_))) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the model diverged at step ", t, " (prediction ", p, ", loss ", at.value,
         "); the example was not applied. Lower learning_rate.eta0 or scale the inputs"));
@@ -261,14 +271,18 @@ void NormaModel::MaybeRenormalize() {
   expansion_.ScaleCoefficients(scale_);
   min_abs_coefficient_bound_ *= scale_;
   scale_ = 1.0;
+  // Coefficients that underflowed to 0 have no effect on f: remove them, as a zero
+  // coefficient is never stored (the averaged model keeps them for their past sums).
+  if (min_abs_coefficient_bound_ == 0 && !config_.averaged) {
+    RemoveTermsWhere([](double coefficient) { return coefficient == 0; });
+  }
 }
 
-void NormaModel::DropBelowThreshold() {
-  const double threshold = config_.budget.drop_below;
-  if (threshold <= 0 || min_abs_coefficient_bound_ * scale_ >= threshold) return;
+template <typename Predicate>
+void NormaModel::RemoveTermsWhere(Predicate remove) {
   size_t slot = 0;
   while (slot < expansion_.size()) {
-    if (std::abs(expansion_.coefficient(slot)) * scale_ < threshold) {
+    if (remove(expansion_.coefficient(slot))) {
       expansion_.Remove(slot);  // the last term moves into `slot`; look at it next
       ++terms_removed_;
     } else {
@@ -276,6 +290,15 @@ void NormaModel::DropBelowThreshold() {
     }
   }
   min_abs_coefficient_bound_ = expansion_.MinAbsCoefficient();
+}
+
+void NormaModel::DropBelowThreshold() {
+  const double threshold = config_.budget.drop_below;
+  if (threshold <= 0 || min_abs_coefficient_bound_ * scale_ >= threshold) return;
+  const double scale = scale_;
+  RemoveTermsWhere([=](double coefficient) {
+    return std::abs(coefficient) * scale < threshold;
+  });
 }
 
 void NormaModel::InsertWithinBudget(absl::Span<const double> x, double coefficient) {
@@ -292,7 +315,7 @@ void NormaModel::InsertWithinBudget(absl::Span<const double> x, double coefficie
     return;
   }
   // Full: one of the size + 1 candidates goes. The new term is the newest, so it is never
-  // the OLDEST victim and it loses a SMALLEST tie to the older term.
+  // the OLDEST victim, and on a SMALLEST tie the older term goes and the new one stays.
   ++terms_removed_;
   size_t victim;
   if (config_.budget.policy == BudgetPolicy::kOldest) {

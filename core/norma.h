@@ -151,6 +151,9 @@ class NormaModel {
   // the step adds none). Writes the candidate into the expansion if it survives.
   void InsertWithinBudget(absl::Span<const double> x, double coefficient);
   void DropBelowThreshold();
+  // Removes every term whose unscaled coefficient satisfies `remove`.
+  template <typename Predicate>
+  void RemoveTermsWhere(Predicate remove);
   // Folds the scale (and the averaged sums) into the coefficients when needed.
   void MaybeRenormalize();
 

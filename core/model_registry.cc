@@ -1,0 +1,173 @@
+#include "core/model_registry.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace okl {
+namespace {
+
+bool IsNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         c == '.' || c == '_' || c == '-';
+}
+
+absl::Status NotFound(absl::string_view tenant, absl::string_view model) {
+  return absl::NotFoundError(
+      absl::StrCat("model \"", model, "\" of tenant \"", tenant, "\" does not exist"));
+}
+
+}  // namespace
+
+absl::Status ValidateName(absl::string_view what, absl::string_view name) {
+  if (name.empty() || name.size() > kMaxNameLength ||
+      !std::all_of(name.begin(), name.end(), IsNameChar)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " name \"", name.substr(0, 2 * kMaxNameLength),
+        "\" is invalid: use 1 to 64 characters of A-Z, a-z, 0-9, '.', '_' and '-'"));
+  }
+  return absl::OkStatus();
+}
+
+ModelEntry::ModelEntry(std::string tenant, std::string model,
+                       std::unique_ptr<NormaModel> norma)
+    : tenant_(std::move(tenant)), model_(std::move(model)), norma_(std::move(norma)) {}
+
+absl::Status ModelEntry::CheckLive() const {
+  if (deleted_) return NotFound(tenant_, model_);
+  return absl::OkStatus();
+}
+
+absl::Status ModelEntry::ObserveBatch(absl::Span<const double> xs,
+                                      absl::Span<const double> ys,
+                                      std::vector<Observation>* out) {
+  WriterLock lock(&mu_);
+  OKL_RETURN_IF_ERROR(CheckLive());
+  return norma_->ObserveBatch(xs, ys, out);
+}
+
+absl::Status ModelEntry::PredictBatch(absl::Span<const double> xs, absl::Span<double> out,
+                                      PredictionMode mode) const {
+  ReaderLock lock(&mu_);
+  OKL_RETURN_IF_ERROR(CheckLive());
+  return norma_->PredictBatch(xs, out, mode);
+}
+
+absl::StatusOr<ModelSummary> ModelEntry::Summary() const {
+  ReaderLock lock(&mu_);
+  OKL_RETURN_IF_ERROR(CheckLive());
+  return ModelSummary{.tenant = tenant_,
+                      .model = model_,
+                      .config = norma_->config(),
+                      .stats = norma_->stats(),
+                      .memory_bytes = norma_->MemoryBytes()};
+}
+
+absl::StatusOr<ModelState> ModelEntry::ExportState() const {
+  ReaderLock lock(&mu_);
+  OKL_RETURN_IF_ERROR(CheckLive());
+  return norma_->ExportState();
+}
+
+void ModelEntry::MarkDeleted() {
+  WriterLock lock(&mu_);
+  deleted_ = true;
+}
+
+ModelRegistry::ModelRegistry(Options options) : options_(options) {}
+
+absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Create(
+    absl::string_view tenant, absl::string_view model, const ModelConfig& config) {
+  OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
+  OKL_RETURN_IF_ERROR(ValidateName("model", model));
+  OKL_ASSIGN_OR_RETURN(std::unique_ptr<NormaModel> norma, NormaModel::Create(config));
+  Key key(tenant, model);
+  WriterLock lock(&mu_);
+  if (models_.contains(key)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("model \"", model, "\" of tenant \"", tenant, "\" already exists"));
+  }
+  if (models_.size() >= options_.max_models) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the server holds its maximum of ", options_.max_models,
+        " models (--max_models); delete one first"));
+  }
+  auto entry = std::make_shared<ModelEntry>(key.first, key.second, std::move(norma));
+  models_.emplace(std::move(key), entry);
+  return entry;
+}
+
+absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Put(
+    absl::string_view tenant, absl::string_view model, std::unique_ptr<NormaModel> norma) {
+  OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
+  OKL_RETURN_IF_ERROR(ValidateName("model", model));
+  Key key(tenant, model);
+  auto entry = std::make_shared<ModelEntry>(key.first, key.second, std::move(norma));
+  std::shared_ptr<ModelEntry> replaced;
+  {
+    WriterLock lock(&mu_);
+    auto it = models_.find(key);
+    if (it == models_.end()) {
+      if (models_.size() >= options_.max_models) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "the server holds its maximum of ", options_.max_models,
+            " models (--max_models); delete one first"));
+      }
+      models_.emplace(std::move(key), entry);
+    } else {
+      replaced = std::exchange(it->second, entry);
+    }
+  }
+  // Requests that found the old entry see it as gone and are retried by their callers.
+  if (replaced) replaced->MarkDeleted();
+  return entry;
+}
+
+absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Find(
+    absl::string_view tenant, absl::string_view model) const {
+  OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
+  OKL_RETURN_IF_ERROR(ValidateName("model", model));
+  ReaderLock lock(&mu_);
+  auto it = models_.find(Key(tenant, model));
+  if (it == models_.end()) return NotFound(tenant, model);
+  return it->second;
+}
+
+absl::Status ModelRegistry::Delete(absl::string_view tenant, absl::string_view model) {
+  OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
+  OKL_RETURN_IF_ERROR(ValidateName("model", model));
+  std::shared_ptr<ModelEntry> entry;
+  {
+    WriterLock lock(&mu_);
+    auto it = models_.find(Key(tenant, model));
+    if (it == models_.end()) return NotFound(tenant, model);
+    entry = std::move(it->second);
+    models_.erase(it);
+  }
+  entry->MarkDeleted();
+  return absl::OkStatus();
+}
+
+std::vector<std::shared_ptr<ModelEntry>> ModelRegistry::List(
+    absl::string_view tenant) const {
+  std::vector<std::shared_ptr<ModelEntry>> entries;
+  {
+    ReaderLock lock(&mu_);
+    for (const auto& [key, entry] : models_) {
+      if (tenant.empty() || key.first == tenant) entries.push_back(entry);
+    }
+  }
+  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+    return std::tie(a->tenant(), a->model()) < std::tie(b->tenant(), b->model());
+  });
+  return entries;
+}
+
+size_t ModelRegistry::size() const {
+  ReaderLock lock(&mu_);
+  return models_.size();
+}
+
+}  // namespace okl

@@ -1,0 +1,360 @@
+// proto/convert.cc
+
+#include "proto/convert.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+
+namespace okl {
+namespace {
+
+absl::StatusOr<KernelConfig> KernelFromProto(const v1::KernelConfig& proto) {
+  KernelConfig kernel;
+  switch (proto.kind_case()) {
+    case v1::KernelConfig::kGaussian:
+      kernel.type = KernelType::kGaussian;
+      kernel.gamma = proto.gaussian().gamma();
+      return kernel;
+    case v1::KernelConfig::kLaplacian:
+      kernel.type = KernelType::kLaplacian;
+      kernel.gamma = proto.laplacian().gamma();
+      return kernel;
+    case v1::KernelConfig::kLinear:
+      kernel.type = KernelType::kLinear;
+      kernel.c = proto.linear().c();
+      return kernel;
+    case v1::KernelConfig::kPolynomial:
+      kernel.type = KernelType::kPolynomial;
+      kernel.gamma = proto.polynomial().gamma();
+      kernel.c = proto.polynomial().c();
+      kernel.degree = proto.polynomial().degree();
+      return kernel;
+    case v1::KernelConfig::kHeat:
+      kernel.type = KernelType::kHeat;
+      kernel.t = proto.heat().t();
+      return kernel;
+    case v1::KernelConfig::KIND_NOT_SET:
+      break;
+  }
+  return absl::InvalidArgumentError(
+      "kernel must set one of gaussian, laplacian, linear, polynomial, heat");
+}
+
+absl::StatusOr<LossConfig> LossFromProto(const v1::LossConfig& proto) {
+  LossConfig loss;
+  switch (proto.kind_case()) {
+    case v1::LossConfig::kSquared:
+      loss.type = LossType::kSquared;
+      return loss;
+    case v1::LossConfig::kHinge:
+      loss.type = LossType::kHinge;
+      if (proto.hinge().has_rho()) loss.rho = proto.hinge().rho();
+      loss.nu = proto.hinge().nu();
+      return loss;
+    case v1::LossConfig::kEpsilonInsensitive:
+      loss.type = LossType::kEpsilonInsensitive;
+      if (proto.epsilon_insensitive().has_epsilon()) {
+        loss.epsilon = proto.epsilon_insensitive().epsilon();
+      }
+      loss.nu = proto.epsilon_insensitive().nu();
+      return loss;
+    case v1::LossConfig::kLogistic:
+      loss.type = LossType::kLogistic;
+      return loss;
+    case v1::LossConfig::kHuber:
+      loss.type = LossType::kHuber;
+      loss.delta = proto.huber().delta();
+      return loss;
+    case v1::LossConfig::kNovelty:
+      loss.type = LossType::kNovelty;
+      if (proto.novelty().has_rho()) loss.rho = proto.novelty().rho();
+      loss.nu = proto.novelty().nu();
+      return loss;
+    case v1::LossConfig::KIND_NOT_SET:
+      break;
+  }
+  return absl::InvalidArgumentError(
+      "loss must set one of squared, hinge, epsilon_insensitive, logistic, huber, "
+      "novelty");
+}
+
+absl::StatusOr<LearningRateConfig> LearningRateFromProto(const v1::LearningRate& proto) {
+  LearningRateConfig rate;
+  rate.eta0 = proto.eta0();
+  if (proto.has_theta()) rate.theta = proto.theta();
+  switch (proto.schedule()) {
+    case v1::LearningRate::SCHEDULE_UNSPECIFIED:
+    case v1::LearningRate::CONSTANT:
+      rate.schedule = Schedule::kConstant;
+      return rate;
+    case v1::LearningRate::INVERSE_SQRT:
+      rate.schedule = Schedule::kInverseSqrt;
+      return rate;
+    case v1::LearningRate::POWER:
+      rate.schedule = Schedule::kPower;
+      return rate;
+    default:
+      break;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("learning_rate.schedule ", static_cast<int>(proto.schedule()),
+                   " is not one of CONSTANT (1), INVERSE_SQRT (2), POWER (3)"));
+}
+
+absl::StatusOr<BudgetConfig> BudgetFromProto(const v1::Budget& proto) {
+  BudgetConfig budget;
+  budget.max_terms = proto.max_terms();
+  budget.drop_below = proto.drop_below();
+  switch (proto.policy()) {
+    case v1::Budget::POLICY_UNSPECIFIED:
+    case v1::Budget::OLDEST:
+      budget.policy = BudgetPolicy::kOldest;
+      return budget;
+    case v1::Budget::SMALLEST:
+      budget.policy = BudgetPolicy::kSmallest;
+      return budget;
+    default:
+      break;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("budget.policy ", static_cast<int>(proto.policy()),
+                   " is not one of OLDEST (1), SMALLEST (2)"));
+}
+
+v1::KernelConfig KernelToProto(const KernelConfig& kernel) {
+  v1::KernelConfig proto;
+  switch (kernel.type) {
+    case KernelType::kGaussian:
+      proto.mutable_gaussian()->set_gamma(kernel.gamma);
+      break;
+    case KernelType::kLaplacian:
+      proto.mutable_laplacian()->set_gamma(kernel.gamma);
+      break;
+    case KernelType::kLinear:
+      proto.mutable_linear()->set_c(kernel.c);
+      break;
+    case KernelType::kPolynomial:
+      proto.mutable_polynomial()->set_gamma(kernel.gamma);
+      proto.mutable_polynomial()->set_c(kernel.c);
+      proto.mutable_polynomial()->set_degree(kernel.degree);
+      break;
+    case KernelType::kHeat:
+      proto.mutable_heat()->set_t(kernel.t);
+      break;
+  }
+  return proto;
+}
+
+v1::LossConfig LossToProto(const LossConfig& loss) {
+  v1::LossConfig proto;
+  switch (loss.type) {
+    case LossType::kSquared:
+      proto.mutable_squared();
+      break;
+    case LossType::kHinge:
+      proto.mutable_hinge()->set_rho(loss.rho);
+      proto.mutable_hinge()->set_nu(loss.nu);
+      break;
+    case LossType::kEpsilonInsensitive:
+      proto.mutable_epsilon_insensitive()->set_epsilon(loss.epsilon);
+      proto.mutable_epsilon_insensitive()->set_nu(loss.nu);
+      break;
+    case LossType::kLogistic:
+      proto.mutable_logistic();
+      break;
+    case LossType::kHuber:
+      proto.mutable_huber()->set_delta(loss.delta);
+      break;
+    case LossType::kNovelty:
+      proto.mutable_novelty()->set_rho(loss.rho);
+      proto.mutable_novelty()->set_nu(loss.nu);
+      break;
+  }
+  return proto;
+}
+
+v1::LearningRate::Schedule ScheduleToProto(Schedule schedule) {
+  switch (schedule) {
+    case Schedule::kConstant:
+      return v1::LearningRate::CONSTANT;
+    case Schedule::kInverseSqrt:
+      return v1::LearningRate::INVERSE_SQRT;
+    case Schedule::kPower:
+      return v1::LearningRate::POWER;
+  }
+  return v1::LearningRate::SCHEDULE_UNSPECIFIED;
+}
+
+v1::Budget::Policy PolicyToProto(BudgetPolicy policy) {
+  switch (policy) {
+    case BudgetPolicy::kOldest:
+      return v1::Budget::OLDEST;
+    case BudgetPolicy::kSmallest:
+      return v1::Budget::SMALLEST;
+  }
+  return v1::Budget::POLICY_UNSPECIFIED;
+}
+
+// Keeps the first error with its position; protobuf's positions are 0-based.
+class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string& message) override {
+    if (has_error_) return;
+    has_error_ = true;
+    line_ = line + 1;
+    column_ = column + 1;
+    message_ = message;
+  }
+  void AddWarning(int line, google::protobuf::io::ColumnNumber column,
+                  const std::string& message) override {}
+
+  bool has_error() const { return has_error_; }
+  int line() const { return line_; }
+  int column() const { return column_; }
+  const std::string& message() const { return message_; }
+
+ private:
+  bool has_error_ = false;
+  int line_ = 0;
+  int column_ = 0;
+  std::string message_;
+};
+
+}  // namespace
+
+absl::StatusOr<ModelConfig> FromProto(const v1::ModelConfig& proto) {
+  ModelConfig config;
+  config.dim = proto.dim();
+  OKL_ASSIGN_OR_RETURN(config.kernel, KernelFromProto(proto.kernel()));
+  OKL_ASSIGN_OR_RETURN(config.loss, LossFromProto(proto.loss()));
+  OKL_ASSIGN_OR_RETURN(config.learning_rate, LearningRateFromProto(proto.learning_rate()));
+  config.lambda = proto.lambda();
+  config.offset = proto.offset();
+  OKL_ASSIGN_OR_RETURN(config.budget, BudgetFromProto(proto.budget()));
+  config.averaged = proto.averaged();
+  config.regret_window = proto.regret_window();
+  OKL_RETURN_IF_ERROR(ValidateConfig(config));
+  return config;
+}
+
+v1::ModelConfig ToProto(const ModelConfig& config) {
+  v1::ModelConfig proto;
+  proto.set_dim(config.dim);
+  *proto.mutable_kernel() = KernelToProto(config.kernel);
+  *proto.mutable_loss() = LossToProto(config.loss);
+  v1::LearningRate* rate = proto.mutable_learning_rate();
+  rate->set_eta0(config.learning_rate.eta0);
+  rate->set_schedule(ScheduleToProto(config.learning_rate.schedule));
+  rate->set_theta(config.learning_rate.theta);
+  proto.set_lambda(config.lambda);
+  proto.set_offset(config.offset);
+  v1::Budget* budget = proto.mutable_budget();
+  budget->set_max_terms(config.budget.max_terms);
+  budget->set_policy(PolicyToProto(config.budget.policy));
+  budget->set_drop_below(config.budget.drop_below);
+  proto.set_averaged(config.averaged);
+  proto.set_regret_window(config.regret_window);
+  return proto;
+}
+
+v1::ModelSnapshot ToProto(const ModelState& state) {
+  v1::ModelSnapshot proto;
+  proto.set_format_version(kSnapshotFormatVersion);
+  *proto.mutable_config() = ToProto(state.config);
+  proto.mutable_support()->Assign(state.support.begin(), state.support.end());
+  proto.mutable_coefficients()->Assign(state.coefficients.begin(),
+                                       state.coefficients.end());
+  proto.mutable_added_at()->Assign(state.added_at.begin(), state.added_at.end());
+  proto.mutable_average_base()->Assign(state.average_base.begin(),
+                                       state.average_base.end());
+  proto.mutable_average_mark()->Assign(state.average_mark.begin(),
+                                       state.average_mark.end());
+  proto.set_scale(state.scale);
+  proto.set_offset(state.offset);
+  proto.set_margin(state.margin);
+  proto.set_steps(state.steps);
+  proto.set_average_sum(state.average_sum);
+  proto.set_average_offset_sum(state.average_offset_sum);
+  proto.set_cumulative_loss(state.cumulative_loss);
+  proto.set_mistakes(state.mistakes);
+  proto.set_terms_removed(state.terms_removed);
+  return proto;
+}
+
+absl::StatusOr<ModelState> FromProto(const v1::ModelSnapshot& proto) {
+  if (proto.format_version() != kSnapshotFormatVersion) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "snapshot format_version ", proto.format_version(),
+        " is not supported (this build reads version ", kSnapshotFormatVersion, ")"));
+  }
+  if (!proto.has_config()) {
+    return absl::InvalidArgumentError("snapshot has no config");
+  }
+  ModelState state;
+  absl::StatusOr<ModelConfig> config = FromProto(proto.config());
+  if (!config.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("snapshot config: ", config.status().message()));
+  }
+  state.config = *std::move(config);
+  // proto3 writes no zero scalars, so a scale of 0 is what a writer that forgot the
+  // field produces; no live model has one (the scale is renormalised long before).
+  if (proto.scale() == 0) {
+    return absl::InvalidArgumentError("snapshot scale is 0 (unset)");
+  }
+  state.support.assign(proto.support().begin(), proto.support().end());
+  state.coefficients.assign(proto.coefficients().begin(), proto.coefficients().end());
+  state.added_at.assign(proto.added_at().begin(), proto.added_at().end());
+  state.average_base.assign(proto.average_base().begin(), proto.average_base().end());
+  state.average_mark.assign(proto.average_mark().begin(), proto.average_mark().end());
+  state.scale = proto.scale();
+  state.offset = proto.offset();
+  state.margin = proto.margin();
+  state.steps = proto.steps();
+  state.average_sum = proto.average_sum();
+  state.average_offset_sum = proto.average_offset_sum();
+  state.cumulative_loss = proto.cumulative_loss();
+  state.mistakes = proto.mistakes();
+  state.terms_removed = proto.terms_removed();
+  return state;
+}
+
+v1::ModelStats ToProto(const ModelStats& stats) {
+  v1::ModelStats proto;
+  proto.set_steps(stats.steps);
+  proto.set_expansion_size(stats.expansion_size);
+  proto.set_cumulative_loss(stats.cumulative_loss);
+  proto.set_mistakes(stats.mistakes);
+  proto.set_truncation_error_bound(stats.truncation_error_bound.value_or(0.0));
+  return proto;
+}
+
+absl::StatusOr<ModelConfig> ParseModelConfigText(absl::string_view text,
+                                                 absl::string_view source) {
+  v1::ModelConfig proto;
+  google::protobuf::TextFormat::Parser parser;
+  FirstErrorCollector errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(std::string(text), &proto)) {
+    if (!errors.has_error()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": not a text-format okl.v1.ModelConfig"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ":", errors.line(), ":", errors.column(), ": ", errors.message()));
+  }
+  absl::StatusOr<ModelConfig> config = FromProto(proto);
+  if (!config.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": ", config.status().message()));
+  }
+  return config;
+}
+
+}  // namespace okl

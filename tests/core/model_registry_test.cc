@@ -1,0 +1,215 @@
+#include "core/model_registry.h"
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace okl {
+namespace {
+
+using ::testing::HasSubstr;
+
+ModelConfig SmallConfig() {
+  ModelConfig config;
+  config.dim = 2;
+  config.kernel = {.type = KernelType::kGaussian, .gamma = 0.5};
+  config.loss = {.type = LossType::kSquared};
+  config.learning_rate = {.schedule = Schedule::kConstant, .eta0 = 0.2};
+  config.lambda = 0.01;
+  config.budget = {.max_terms = 32};
+  return config;
+}
+
+TEST(ValidateNameTest, AcceptsTheDocumentedAlphabetUpTo64Characters) {
+  EXPECT_TRUE(ValidateName("tenant", "a").ok());
+  EXPECT_TRUE(ValidateName("tenant", "Acme-Corp_1.prod").ok());
+  EXPECT_TRUE(ValidateName("model", std::string(64, 'x')).ok());
+}
+
+TEST(ValidateNameTest, RejectsEmptyLongAndForeignCharacters) {
+  for (const std::string& bad :
+       {std::string(), std::string(65, 'x'), std::string("a b"), std::string("a/b"),
+        std::string("caf\xc3\xa9"), std::string("a\0b", 3)}) {
+    absl::Status status = ValidateName("model", bad);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(status.message(), HasSubstr("model name"));
+  }
+}
+
+TEST(ModelRegistryTest, CreateFindListDelete) {
+  ModelRegistry registry({.max_models = 10});
+  ASSERT_TRUE(registry.Create("t1", "b", SmallConfig()).ok());
+  ASSERT_TRUE(registry.Create("t1", "a", SmallConfig()).ok());
+  ASSERT_TRUE(registry.Create("t2", "a", SmallConfig()).ok());
+  EXPECT_EQ(registry.size(), 3u);
+
+  absl::StatusOr<std::shared_ptr<ModelEntry>> found = registry.Find("t1", "b");
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ((*found)->model(), "b");
+
+  std::vector<std::shared_ptr<ModelEntry>> t1 = registry.List("t1");
+  ASSERT_EQ(t1.size(), 2u);
+  EXPECT_EQ(t1[0]->model(), "a");  // sorted
+  EXPECT_EQ(t1[1]->model(), "b");
+  EXPECT_EQ(registry.List("").size(), 3u);
+
+  ASSERT_TRUE(registry.Delete("t1", "a").ok());
+  EXPECT_EQ(registry.Find("t1", "a").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(registry.Delete("t1", "a").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(registry.size(), 2u);
+}
+
+TEST(ModelRegistryTest, CreateRejectsDuplicatesFullRegistryBadNamesAndConfigs) {
+  ModelRegistry registry({.max_models = 1});
+  ASSERT_TRUE(registry.Create("t", "m", SmallConfig()).ok());
+  EXPECT_EQ(registry.Create("t", "m", SmallConfig()).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  absl::Status full = registry.Create("t", "other", SmallConfig()).status();
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(full.message(), HasSubstr("max_models"));
+  EXPECT_EQ(registry.Create("t", "bad name", SmallConfig()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ModelConfig bad = SmallConfig();
+  bad.kernel.gamma = -1;
+  ASSERT_TRUE(registry.Delete("t", "m").ok());
+  EXPECT_EQ(registry.Create("t", "m", bad).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.size(), 0u);
+}
+
+TEST(ModelRegistryTest, EntryObservesAndPredictsLikeThePlainModel) {
+  ModelRegistry registry({});
+  auto entry = registry.Create("t", "m", SmallConfig());
+  ASSERT_TRUE(entry.ok());
+  auto plain = NormaModel::Create(SmallConfig());
+  ASSERT_TRUE(plain.ok());
+
+  const std::vector<double> xs = {0.1, 0.2, -0.3, 0.4, 0.5, -0.6};
+  const std::vector<double> ys = {1.0, -0.5, 0.25};
+  std::vector<Observation> via_entry, via_plain;
+  ASSERT_TRUE((*entry)->ObserveBatch(xs, ys, &via_entry).ok());
+  ASSERT_TRUE((*plain)->ObserveBatch(xs, ys, &via_plain).ok());
+  ASSERT_EQ(via_entry.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(via_entry[i].prediction, via_plain[i].prediction);
+  }
+  std::vector<double> out(3), expected(3);
+  ASSERT_TRUE((*entry)->PredictBatch(xs, absl::MakeSpan(out)).ok());
+  ASSERT_TRUE((*plain)->PredictBatch(xs, absl::MakeSpan(expected)).ok());
+  EXPECT_EQ(out, expected);
+
+  absl::StatusOr<ModelSummary> summary = (*entry)->Summary();
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ(summary->stats.steps, 3u);
+  EXPECT_EQ(summary->config, SmallConfig());
+}
+
+TEST(ModelRegistryTest, DeletedEntryRefusesWorkHeldByInFlightRequests) {
+  ModelRegistry registry({});
+  auto entry = registry.Create("t", "m", SmallConfig());
+  ASSERT_TRUE(entry.ok());
+  std::shared_ptr<ModelEntry> held = *entry;  // as a request in flight holds it
+  ASSERT_TRUE(registry.Delete("t", "m").ok());
+  std::vector<Observation> out;
+  EXPECT_EQ(held->ObserveBatch({0.0, 0.0}, {1.0}, &out).code(),
+            absl::StatusCode::kNotFound);
+  std::vector<double> p(1);
+  EXPECT_EQ(held->PredictBatch({0.0, 0.0}, absl::MakeSpan(p)).code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_TRUE(out.empty());
+}
+
+TEST(ModelRegistryTest, PutReplacesAtomicallyAndRetiresTheOldEntry) {
+  ModelRegistry registry({.max_models = 1});
+  auto old_entry = registry.Create("t", "m", SmallConfig());
+  ASSERT_TRUE(old_entry.ok());
+  std::vector<Observation> out;
+  ASSERT_TRUE((*old_entry)->ObserveBatch({0.5, 0.5}, {1.0}, &out).ok());
+
+  auto fresh = NormaModel::Create(SmallConfig());
+  ASSERT_TRUE(fresh.ok());
+  auto put = registry.Put("t", "m", std::move(*fresh));  // replacing needs no free slot
+  ASSERT_TRUE(put.ok());
+  EXPECT_EQ((*registry.Find("t", "m"))->Summary()->stats.steps, 0u);
+  EXPECT_EQ((*old_entry)->Summary().status().code(), absl::StatusCode::kNotFound);
+
+  auto another = NormaModel::Create(SmallConfig());
+  ASSERT_TRUE(another.ok());
+  EXPECT_EQ(registry.Put("t", "n", std::move(*another)).status().code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+// Many threads observe and predict on shared and separate models while others create
+// and delete. Run under ThreadSanitizer in CI; here it also checks that each shared
+// model saw exactly the examples acknowledged to its writers.
+TEST(ModelRegistryTest, ConcurrentObservePredictCreateDelete) {
+  ModelRegistry registry({.max_models = 100});
+  ASSERT_TRUE(registry.Create("t", "shared", SmallConfig()).ok());
+  constexpr int kWriters = 4;
+  constexpr int kReaders = 4;
+  constexpr int kStepsPerWriter = 300;
+  std::atomic<int> acknowledged{0};
+  std::atomic<bool> failed{false};
+  std::vector<std::thread> threads;
+
+  for (int w = 0; w < kWriters; ++w) {
+    threads.emplace_back([&, w] {
+      const std::string own = absl::StrCat("own", w);
+      if (!registry.Create("t", own, SmallConfig()).ok()) failed = true;
+      for (int i = 0; i < kStepsPerWriter; ++i) {
+        const std::vector<double> x = {0.01 * i, -0.02 * w};
+        std::vector<Observation> out;
+        auto shared = registry.Find("t", "shared");
+        if (!shared.ok() || !(*shared)->ObserveBatch(x, {0.5}, &out).ok()) {
+          failed = true;
+        } else {
+          ++acknowledged;
+        }
+        auto mine = registry.Find("t", own);
+        if (!mine.ok() || !(*mine)->ObserveBatch(x, {-0.5}, &out).ok()) failed = true;
+      }
+    });
+  }
+  for (int r = 0; r < kReaders; ++r) {
+    threads.emplace_back([&] {
+      std::vector<double> p(1);
+      for (int i = 0; i < 2 * kStepsPerWriter; ++i) {
+        auto shared = registry.Find("t", "shared");
+        if (!shared.ok() || !(*shared)->PredictBatch({0.1, 0.1}, absl::MakeSpan(p)).ok()) {
+          failed = true;
+        }
+      }
+    });
+  }
+  threads.emplace_back([&] {  // churn: create and delete short-lived models
+    for (int i = 0; i < 200; ++i) {
+      const std::string name = absl::StrCat("temp", i % 5);
+      (void)registry.Create("t", name, SmallConfig());
+      if (auto e = registry.Find("t", name); e.ok()) {
+        std::vector<Observation> out;
+        (void)(*e)->ObserveBatch({0.0, 0.0}, {1.0}, &out);  // may race with Delete
+      }
+      (void)registry.Delete("t", name);
+    }
+  });
+  for (std::thread& t : threads) t.join();
+
+  EXPECT_FALSE(failed);
+  auto shared = registry.Find("t", "shared");
+  ASSERT_TRUE(shared.ok());
+  EXPECT_EQ((*shared)->Summary()->stats.steps, static_cast<uint64_t>(acknowledged.load()));
+  EXPECT_EQ(acknowledged.load(), kWriters * kStepsPerWriter);
+  for (int w = 0; w < kWriters; ++w) {
+    auto own = registry.Find("t", absl::StrCat("own", w));
+    ASSERT_TRUE(own.ok());
+    EXPECT_EQ((*own)->Summary()->stats.steps, static_cast<uint64_t>(kStepsPerWriter));
+  }
+}
+
+}  // namespace
+}  // namespace okl

@@ -1,0 +1,427 @@
+// Checks okl::NormaModel against ReferenceNorma (tests/core/reference_norma.h), an eager
+// implementation of DESIGN.md's equations that shares no code with core/: on every
+// prequential prediction of long synthetic streams, on the current and the averaged
+// hypothesis at probe points afterwards, and on the statistics, for every kernel x loss x
+// learning-rate schedule x budget policy, with and without an offset.
+//
+// Tolerance. The two implementations perform the same arithmetic in a different order
+// and representation: core sums the expansion in slot order with unscaled coefficients
+// times one scale factor (folded in now and then), the reference sums in insertion order
+// and multiplies each alpha_i by (1 - eta lambda) every step. A prediction is a sum of
+// terms alpha_i k(x_i, x) (plus b); each term carries a relative rounding error of at most
+// a few ulps per multiplication it went through, i.e. < 10^4 * 2^-53 ~ 1e-12 after 10,000
+// steps, and summing in any order adds at most n * 2^-53 relative to sum_i |term_i|. The
+// dynamics are contracting (lambda > 0, eta_t k(x, x) <= 1 for every kernel here), so
+// earlier differences do not grow. We therefore require
+//     |p - p_ref| <= 1e-9 * (|b| + sum_i |alpha_i k(x_i, x)|)   (the reference's terms),
+// a margin of ~1000 over the worst case above, yet far below any real disagreement (a
+// missing or extra term, a wrong shrink, a wrong step size all show at 1e-3 or more).
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "core/config.h"
+#include "core/norma.h"
+#include "gtest/gtest.h"
+#include "tests/core/reference_norma.h"
+
+namespace okl {
+namespace {
+
+using ::okl::testing::ReferenceNorma;
+using ::okl::testing::ReferenceObservation;
+
+constexpr size_t kDim = 3;
+constexpr double kRelativeTolerance = 1e-9;
+constexpr uint64_t kSeed = 20240601;
+
+// |actual - expected| <= kRelativeTolerance * magnitude, where `magnitude` is the sum of
+// the absolute values of the numbers `expected` was added up from (see the file comment).
+::testing::AssertionResult Agrees(double actual, double expected, double magnitude) {
+  const double bound = kRelativeTolerance * magnitude;
+  if (std::abs(actual - expected) <= bound) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "core " << actual << " vs reference " << expected << ": difference "
+         << std::abs(actual - expected) << " > " << bound << " (1e-9 * " << magnitude << ")";
+}
+
+// Uniform in [lo, hi) from the top 53 bits, written out so the stream does not depend on
+// the standard library's distribution implementations.
+double Uniform(std::mt19937_64& rng, double lo, double hi) {
+  return lo + (hi - lo) * static_cast<double>(rng() >> 11) * 0x1.0p-53;
+}
+
+enum class Labels { kRegression, kClassification, kOneClass };
+
+// Inputs uniform in [-1/2, 1/2]^3, so |x|^2 <= 3/4: with the kernel parameters below every
+// kernel has k(x, x) <= 1 on the data, and eta_t <= 1 keeps even the squared loss's SGD
+// contracting. Targets are a smooth function plus noise, or its sign with 5% flipped.
+struct Stream {
+  std::vector<double> x;  // steps * kDim, row-major
+  std::vector<double> y;
+  absl::Span<const double> row(size_t i) const {
+    return absl::MakeConstSpan(x).subspan(i * kDim, kDim);
+  }
+};
+
+Stream MakeStream(Labels labels, size_t steps, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Stream stream;
+  for (size_t i = 0; i < steps; ++i) {
+    double v[kDim];
+    for (double& c : v) c = Uniform(rng, -0.5, 0.5);
+    stream.x.insert(stream.x.end(), v, v + kDim);
+    const double h = 0.7 * std::sin(6.0 * v[0]) + v[1] - 2.0 * v[1] * v[2];
+    const double noise = Uniform(rng, -0.05, 0.05);
+    switch (labels) {
+      case Labels::kRegression:
+        stream.y.push_back(h + noise);
+        break;
+      case Labels::kClassification: {
+        const double sign = h >= 0.0 ? 1.0 : -1.0;
+        stream.y.push_back(Uniform(rng, 0.0, 1.0) < 0.05 ? -sign : sign);
+        break;
+      }
+      case Labels::kOneClass:
+        stream.y.push_back(1.0);
+        break;
+    }
+  }
+  return stream;
+}
+
+struct KernelCase {
+  const char* name;
+  KernelConfig config;
+};
+
+struct LossCase {
+  const char* name;
+  LossConfig config;
+  Labels labels;
+};
+
+// The step sizes and lambda of each schedule are chosen so that terms fade over some
+// hundred steps; drop_below sits below the late step sizes, so that new terms still
+// enter (a term is born with |alpha| = eta_t |g|).
+struct ScheduleCase {
+  const char* name;
+  LearningRateConfig config;
+  double lambda;
+  double drop_below;
+};
+
+enum class BudgetKind { kNone, kOldest, kSmallest, kDropBelow };
+
+struct BudgetCase {
+  const char* name;
+  BudgetKind kind;
+};
+
+const KernelCase kKernels[] = {
+    {"Gaussian", {.type = KernelType::kGaussian, .gamma = 2.0}},
+    {"Laplacian", {.type = KernelType::kLaplacian, .gamma = 2.0}},
+    {"Linear", {.type = KernelType::kLinear, .c = 0.25}},
+    {"Polynomial", {.type = KernelType::kPolynomial, .gamma = 1.0, .c = 0.25, .degree = 3}},
+    {"Heat", {.type = KernelType::kHeat, .t = 0.1}},  // k(x, x) = (0.4 pi)^-1.5 = 0.71
+};
+
+const LossCase kLosses[] = {
+    {"Squared", {.type = LossType::kSquared}, Labels::kRegression},
+    {"Hinge", {.type = LossType::kHinge, .rho = 1.0}, Labels::kClassification},
+    {"EpsilonInsensitive", {.type = LossType::kEpsilonInsensitive, .epsilon = 0.1},
+     Labels::kRegression},
+    {"Logistic", {.type = LossType::kLogistic}, Labels::kClassification},
+    {"Huber", {.type = LossType::kHuber, .delta = 0.3}, Labels::kRegression},
+    {"Novelty", {.type = LossType::kNovelty, .rho = 0.5}, Labels::kOneClass},
+    {"NuHinge", {.type = LossType::kHinge, .rho = 1.0, .nu = 0.2}, Labels::kClassification},
+    {"NuEpsilonInsensitive",
+     {.type = LossType::kEpsilonInsensitive, .epsilon = 0.1, .nu = 0.3},
+     Labels::kRegression},
+    {"NuNovelty", {.type = LossType::kNovelty, .rho = 0.5, .nu = 0.2}, Labels::kOneClass},
+};
+
+const ScheduleCase kSchedules[] = {
+    // eta lambda = 0.01: the scale factor falls below 2^-8 every ~550 steps.
+    {"Constant", {.schedule = Schedule::kConstant, .eta0 = 0.25}, 0.04, 0.1},
+    // eta_t lambda = 0.5 / sqrt(t); eta_10000 = 0.01.
+    {"InverseSqrt", {.schedule = Schedule::kInverseSqrt, .eta0 = 1.0}, 0.5, 0.007},
+    // eta_t lambda = 0.3 t^-0.4; eta_10000 = 0.025.
+    {"Power", {.schedule = Schedule::kPower, .eta0 = 1.0, .theta = 0.4}, 0.3, 0.015},
+};
+
+const BudgetCase kBudgets[] = {
+    {"Unbudgeted", BudgetKind::kNone},
+    {"Oldest", BudgetKind::kOldest},
+    {"Smallest", BudgetKind::kSmallest},
+    {"DropBelow", BudgetKind::kDropBelow},
+};
+
+// gtest prints parameters of failing tests with these.
+void PrintTo(const KernelCase& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const LossCase& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const ScheduleCase& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const BudgetCase& c, std::ostream* os) { *os << c.name; }
+
+// With these budgets and thresholds the expansion holds 20-150 terms in every combination.
+constexpr uint32_t kMaxTerms = 50;
+constexpr size_t kBudgetedSteps = 10000;
+// Without a budget the squared, logistic and Huber losses add a term on every step, so a
+// step costs O(t) and a stream O(T^2) kernel evaluations: 1,000 steps keep it cheap.
+constexpr size_t kUnbudgetedSteps = 1000;
+
+using Param = std::tuple<KernelCase, LossCase, ScheduleCase, BudgetCase, bool>;
+
+ModelConfig MakeConfig(const Param& param) {
+  const auto& [kernel, loss, schedule, budget, offset] = param;
+  ModelConfig config;
+  config.dim = kDim;
+  config.kernel = kernel.config;
+  config.loss = loss.config;
+  config.learning_rate = schedule.config;
+  config.lambda = schedule.lambda;
+  config.offset = offset;
+  config.averaged = true;
+  switch (budget.kind) {
+    case BudgetKind::kNone:
+      break;
+    case BudgetKind::kOldest:
+      config.budget = {.max_terms = kMaxTerms, .policy = BudgetPolicy::kOldest};
+      break;
+    case BudgetKind::kSmallest:
+      config.budget = {.max_terms = kMaxTerms, .policy = BudgetPolicy::kSmallest};
+      break;
+    case BudgetKind::kDropBelow:
+      config.budget = {.drop_below = schedule.drop_below};
+      break;
+  }
+  return config;
+}
+
+std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
+  const auto& [kernel, loss, schedule, budget, offset] = info.param;
+  return absl::StrCat(kernel.name, "_", loss.name, "_", schedule.name, "_", budget.name,
+                      offset ? "_Offset" : "_NoOffset");
+}
+
+// Runs `stream` through core (once with the averaged hypothesis tracked, once without) and
+// the reference, checking every prequential prediction, loss and expansion size, then the
+// predictions at probe points and the statistics. Stores the largest expansion size seen
+// in *max_size if given.
+void ExpectAgreement(const ModelConfig& config, const Stream& stream,
+                     size_t* max_size = nullptr) {
+  ASSERT_TRUE(ValidateConfig(config).ok()) << ValidateConfig(config);
+  absl::StatusOr<std::unique_ptr<NormaModel>> averaged = NormaModel::Create(config);
+  ASSERT_TRUE(averaged.ok()) << averaged.status();
+  ModelConfig plain_config = config;
+  plain_config.averaged = false;
+  absl::StatusOr<std::unique_ptr<NormaModel>> plain = NormaModel::Create(plain_config);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ReferenceNorma reference(config);
+
+  for (size_t t = 0; t < stream.y.size(); ++t) {
+    const absl::Span<const double> x = stream.row(t);
+    const double y = stream.y[t];
+    const double margin = reference.margin();
+    const ReferenceObservation expected = reference.Observe(x, y);
+    for (NormaModel* model : {averaged->get(), plain->get()}) {
+      const absl::StatusOr<Observation> o = model->Observe(x, y);
+      ASSERT_TRUE(o.ok()) << "step " << t + 1 << ": " << o.status();
+      ASSERT_TRUE(Agrees(o->prediction, expected.prediction, expected.magnitude))
+          << "prediction at step " << t + 1 << " (averaged: " << model->config().averaged
+          << ")";
+      // Every loss is Lipschitz in f and in the margin with constant max(1, |f - y|) (the
+      // squared loss) or <= 1, so a difference d in p moves it by at most that times d.
+      ASSERT_TRUE(Agrees(o->loss, expected.loss,
+                         (expected.magnitude + std::abs(margin)) *
+                             std::max(1.0, std::abs(expected.prediction - y))))
+          << "loss at step " << t + 1;
+      ASSERT_EQ(model->expansion_size(), reference.size()) << "after step " << t + 1;
+    }
+    if (max_size != nullptr) *max_size = std::max(*max_size, reference.size());
+  }
+
+  std::mt19937_64 rng(kSeed + 1);
+  for (int i = 0; i < 16; ++i) {
+    std::vector<double> probe(kDim);
+    for (double& c : probe) c = Uniform(rng, -0.6, 0.6);
+    for (NormaModel* model : {averaged->get(), plain->get()}) {
+      const absl::StatusOr<double> p = model->Predict(probe, PredictionMode::kCurrent);
+      ASSERT_TRUE(p.ok()) << p.status();
+      EXPECT_TRUE(Agrees(*p, reference.Predict(probe), reference.Magnitude(probe)))
+          << "current hypothesis at probe " << i;
+    }
+    const absl::StatusOr<double> a = (*averaged)->Predict(probe, PredictionMode::kAveraged);
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_TRUE(
+        Agrees(*a, reference.PredictAveraged(probe), reference.AveragedMagnitude(probe)))
+        << "averaged hypothesis at probe " << i;
+  }
+
+  for (NormaModel* model : {averaged->get(), plain->get()}) {
+    const ModelStats stats = model->stats();
+    EXPECT_EQ(stats.steps, reference.steps());
+    EXPECT_EQ(stats.expansion_size, reference.size());
+    EXPECT_EQ(stats.mistakes, reference.mistakes());
+    EXPECT_EQ(stats.terms_removed, reference.terms_removed());
+    EXPECT_TRUE(Agrees(stats.cumulative_loss, reference.cumulative_loss(),
+                       1.0 + reference.cumulative_loss()))
+        << "cumulative loss";
+    // b and the learned margin are sums of +-eta_t (times g_t): the same operations in
+    // the same order on both sides, up to the rounding of g_t.
+    EXPECT_TRUE(Agrees(stats.offset, reference.offset(), 1.0 + std::abs(reference.offset())))
+        << "offset";
+    EXPECT_TRUE(Agrees(stats.margin, reference.margin(), 1.0 + std::abs(reference.margin())))
+        << "margin";
+  }
+}
+
+class NormaReferenceCombinationTest : public ::testing::TestWithParam<Param> {};
+
+TEST_P(NormaReferenceCombinationTest, MatchesReferenceOnEveryPredictionAndStatistic) {
+  const Param& param = GetParam();
+  const size_t steps = std::get<BudgetCase>(param).kind == BudgetKind::kNone
+                           ? kUnbudgetedSteps
+                           : kBudgetedSteps;
+  ExpectAgreement(MakeConfig(param), MakeStream(std::get<LossCase>(param).labels, steps, kSeed));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllCombinations, NormaReferenceCombinationTest,
+                         ::testing::Combine(::testing::ValuesIn(kKernels),
+                                            ::testing::ValuesIn(kLosses),
+                                            ::testing::ValuesIn(kSchedules),
+                                            ::testing::ValuesIn(kBudgets),
+                                            ::testing::Bool()),
+                         ParamName);
+
+// eta lambda = 0.05 for 10,000 steps: unrenormalised, the scale factor would reach
+// 0.95^10000 ~ 1e-223 (and underflow long before the averaged sums did); core must fold it
+// in every ~108 steps, when it falls below 2^-8, without changing any prediction.
+TEST(NormaReferenceTest, MatchesReferenceThroughManyRenormalisations) {
+  ModelConfig config;
+  config.dim = kDim;
+  config.kernel = {.type = KernelType::kGaussian, .gamma = 2.0};
+  config.loss = {.type = LossType::kSquared};
+  config.learning_rate = {.schedule = Schedule::kConstant, .eta0 = 0.5};
+  config.lambda = 0.1;
+  config.offset = true;
+  config.averaged = true;
+  config.budget = {.max_terms = 100, .policy = BudgetPolicy::kSmallest};
+  const Stream stream = MakeStream(Labels::kRegression, 10000, kSeed);
+
+  ExpectAgreement(config, stream);
+
+  // The renormalisation really ran: the exported scale went up (a fold) many times and
+  // never fell far below 2^-8.
+  absl::StatusOr<std::unique_ptr<NormaModel>> model = NormaModel::Create(config);
+  ASSERT_TRUE(model.ok()) << model.status();
+  int folds = 0;
+  double previous_scale = 1.0;
+  double min_scale = 1.0;
+  for (size_t t = 0; t < stream.y.size(); ++t) {
+    ASSERT_TRUE((*model)->Observe(stream.row(t), stream.y[t]).ok());
+    const double scale = (*model)->ExportState().scale;
+    if (scale > previous_scale) ++folds;
+    min_scale = std::min(min_scale, scale);
+    previous_scale = scale;
+  }
+  // 10,000 steps / ~108 steps per fold = 92 folds.
+  EXPECT_GE(folds, 80);
+  EXPECT_GE(min_scale, 0x1.0p-8 * 0.95);
+}
+
+// No max_terms, only drop_below, over a long stream: the logistic loss adds a term on
+// every step with |alpha| = eta |g| < eta = 0.25, which shrinks by 0.99 a step and so
+// falls below 0.01 within ceil(log(0.01 / 0.25) / log(0.99)) = 321 steps. The expansion
+// stays bounded by that although nothing else removes terms.
+TEST(NormaReferenceTest, MatchesReferenceOnALongStreamBudgetedOnlyByDropBelow) {
+  ModelConfig config;
+  config.dim = kDim;
+  config.kernel = {.type = KernelType::kGaussian, .gamma = 2.0};
+  config.loss = {.type = LossType::kLogistic};
+  config.learning_rate = {.schedule = Schedule::kConstant, .eta0 = 0.25};
+  config.lambda = 0.04;
+  config.offset = true;
+  config.averaged = true;
+  config.budget = {.drop_below = 0.01};
+  size_t max_size = 0;
+
+  ExpectAgreement(config, MakeStream(Labels::kClassification, 50000, kSeed), &max_size);
+
+  EXPECT_LE(max_size, 322u);
+  EXPECT_GE(max_size, 100u);  // drop_below is what bounds it, not a small stream
+}
+
+// Exact arithmetic, to check the rules for the boundary cases that a continuous stream
+// never hits. Four inputs 20 apart: with gamma = 1/2 the kernel between two of them is
+// exp(-200) or exp(-400), which vanishes when added to 0.5 or 1, so each input's prediction
+// is exactly the sum of its own terms' coefficients (k(x, x) = 1). (Not exp(-900): that
+// underflows, and a vectorised exp may then return ~2e-308 rather than 0.) With lambda = 0 and eta = 0.5 every coefficient is exactly +-0.5, so an
+// input's predictions step through 0, 0.5, 1 and land exactly on the kink (y f = rho = 1,
+// |f - y| = epsilon = 0.25, f = rho = 1), where the flat side wins; every |alpha| ties, so
+// SMALLEST must remove the oldest; and drop_below = 0.5 equals every |alpha|, which is
+// therefore not below it. The first three inputs come round until they sit at the kink
+// (6 terms, the budget), then the fourth one joins and pushes the oldest terms out.
+TEST(NormaReferenceTest, MatchesReferenceOnExactKinksTiesAndThresholds) {
+  struct Case {
+    LossConfig loss;
+    double y;
+  };
+  const Case cases[] = {
+      {{.type = LossType::kHinge, .rho = 1.0}, 1.0},
+      {{.type = LossType::kEpsilonInsensitive, .epsilon = 0.25}, 1.25},
+      {{.type = LossType::kNovelty, .rho = 1.0}, 1.0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(LossTypeName(c.loss.type));
+    Stream stream;
+    for (int t = 0; t < 60; ++t) {
+      const int input = t < 12 ? t % 3 : t % 4;
+      std::vector<double> x(kDim, 0.0);
+      if (input > 0) x[input - 1] = 20.0;
+      stream.x.insert(stream.x.end(), x.begin(), x.end());
+      stream.y.push_back(c.y);
+    }
+    ModelConfig config;
+    config.dim = kDim;
+    config.kernel = {.type = KernelType::kGaussian, .gamma = 0.5};
+    config.loss = c.loss;
+    config.learning_rate = {.schedule = Schedule::kConstant, .eta0 = 0.5};
+    config.lambda = 0.0;
+    config.averaged = true;
+    config.budget = {.max_terms = 6, .policy = BudgetPolicy::kSmallest, .drop_below = 0.5};
+
+    ExpectAgreement(config, stream);
+
+    // The stream does reach the boundaries: predictions exactly at the kink (zero loss,
+    // no new term), and a full budget of 6 terms (none dropped by drop_below) that has to
+    // remove terms.
+    absl::StatusOr<std::unique_ptr<NormaModel>> model = NormaModel::Create(config);
+    ASSERT_TRUE(model.ok()) << model.status();
+    int at_kink = 0;
+    for (size_t t = 0; t < stream.y.size(); ++t) {
+      const absl::StatusOr<Observation> o = (*model)->Observe(stream.row(t), stream.y[t]);
+      ASSERT_TRUE(o.ok()) << o.status();
+      if (o->prediction == 1.0) {
+        EXPECT_EQ(o->loss, 0.0);
+        ++at_kink;
+      }
+    }
+    EXPECT_GT(at_kink, 0);
+    EXPECT_EQ((*model)->expansion_size(), 6u);
+    EXPECT_GT((*model)->stats().terms_removed, 0u);
+  }
+}
+
+}  // namespace
+}  // namespace okl

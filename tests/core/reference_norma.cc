@@ -1,0 +1,250 @@
+#include "tests/core/reference_norma.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numbers>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "core/config.h"
+
+namespace okl::testing {
+namespace {
+
+double SquaredDistance(absl::Span<const double> a, absl::Span<const double> b) {
+  double sum = 0.0;
+  for (size_t j = 0; j < a.size(); ++j) sum += (a[j] - b[j]) * (a[j] - b[j]);
+  return sum;
+}
+
+double InnerProduct(absl::Span<const double> a, absl::Span<const double> b) {
+  double sum = 0.0;
+  for (size_t j = 0; j < a.size(); ++j) sum += a[j] * b[j];
+  return sum;
+}
+
+double Sign(double v) { return v > 0.0 ? 1.0 : (v < 0.0 ? -1.0 : 0.0); }
+
+}  // namespace
+
+double ReferenceKernel(const KernelConfig& config, absl::Span<const double> a,
+                       absl::Span<const double> b) {
+  switch (config.type) {
+    case KernelType::kGaussian:
+      return std::exp(-config.gamma * SquaredDistance(a, b));
+    case KernelType::kLaplacian:
+      return std::exp(-config.gamma * std::sqrt(SquaredDistance(a, b)));
+    case KernelType::kLinear:
+      return InnerProduct(a, b) + config.c;
+    case KernelType::kPolynomial: {
+      // Powers by repeated multiplication rather than std::pow: as plain, and it keeps
+      // the comparison suite fast.
+      const double base = config.gamma * InnerProduct(a, b) + config.c;
+      double k = 1.0;
+      for (uint32_t i = 0; i < config.degree; ++i) k *= base;
+      return k;
+    }
+    case KernelType::kHeat: {
+      // (4 pi t)^(-d/2): divide d times by (4 pi t)^(1/2).
+      const double root = std::sqrt(4.0 * std::numbers::pi * config.t);
+      double k = std::exp(-SquaredDistance(a, b) / (4.0 * config.t));
+      for (size_t j = 0; j < a.size(); ++j) k /= root;
+      return k;
+    }
+  }
+  return 0.0;
+}
+
+ReferenceLossPoint ReferenceLoss(const LossConfig& config, double y, double f,
+                                 double margin) {
+  ReferenceLossPoint point;
+  switch (config.type) {
+    case LossType::kSquared:
+      point.value = 0.5 * (f - y) * (f - y);
+      point.derivative = f - y;
+      break;
+    case LossType::kHinge:
+      point.violated = y * f < margin;
+      point.value = std::max(0.0, margin - y * f);
+      point.derivative = point.violated ? -y : 0.0;
+      break;
+    case LossType::kEpsilonInsensitive:
+      point.violated = std::abs(f - y) > margin;
+      point.value = std::max(0.0, std::abs(f - y) - margin);
+      point.derivative = point.violated ? Sign(f - y) : 0.0;
+      break;
+    case LossType::kLogistic: {
+      // log(1 + exp(-m)) without overflowing exp for large |m|.
+      const double m = y * f;
+      point.value = m > 0.0 ? std::log1p(std::exp(-m)) : -m + std::log1p(std::exp(m));
+      point.derivative = -y / (1.0 + std::exp(m));
+      break;
+    }
+    case LossType::kHuber: {
+      const double r = f - y;
+      if (std::abs(r) <= config.delta) {
+        point.value = 0.5 * r * r;
+        point.derivative = r;
+      } else {
+        point.value = config.delta * (std::abs(r) - config.delta / 2.0);
+        point.derivative = config.delta * Sign(r);
+      }
+      break;
+    }
+    case LossType::kNovelty:
+      point.violated = f < margin;
+      point.value = std::max(0.0, margin - f);
+      point.derivative = point.violated ? -1.0 : 0.0;
+      break;
+  }
+  return point;
+}
+
+double ReferenceLearningRate(const LearningRateConfig& config, uint64_t t) {
+  const double td = static_cast<double>(t);
+  switch (config.schedule) {
+    case Schedule::kConstant:
+      return config.eta0;
+    case Schedule::kInverseSqrt:
+      return config.eta0 / std::sqrt(td);
+    case Schedule::kPower:
+      return config.eta0 * std::pow(td, -config.theta);
+  }
+  return 0.0;
+}
+
+ReferenceNorma::ReferenceNorma(const ModelConfig& config) : config_(config) {
+  switch (config.loss.type) {
+    case LossType::kHinge:
+    case LossType::kNovelty:
+      margin_ = config.loss.rho;
+      break;
+    case LossType::kEpsilonInsensitive:
+      margin_ = config.loss.epsilon;
+      break;
+    default:
+      margin_ = 0.0;
+  }
+}
+
+ReferenceObservation ReferenceNorma::Observe(absl::Span<const double> x, double y) {
+  // The averaged hypothesis sums f_1..f_T, the hypotheses that predict: add f_t now.
+  for (Term& term : terms_) term.alpha_sum += term.alpha;
+  offset_sum_ += offset_;
+  offset_sum_scale_ += offset_scale_;
+
+  ++steps_;
+  const double eta = ReferenceLearningRate(config_.learning_rate, steps_);
+
+  // 1. The prequential prediction; 2. the loss and its derivative there.
+  ReferenceObservation observation;
+  Sum(x, [](const Term& term) { return term.alpha; }, offset_, offset_scale_,
+      &observation.prediction, &observation.magnitude);
+  const double p = observation.prediction;
+  const ReferenceLossPoint loss = ReferenceLoss(config_.loss, y, p, margin_);
+  observation.loss = loss.value;
+  cumulative_loss_ += loss.value;
+  if ((config_.loss.type == LossType::kHinge || config_.loss.type == LossType::kLogistic) &&
+      y * p <= 0.0) {
+    ++mistakes_;
+  }
+
+  // 3. Every coefficient shrinks.
+  for (Term& term : terms_) term.alpha *= 1.0 - eta * config_.lambda;
+
+  // 4. The new term (never a zero coefficient) and the unregularised offset.
+  const double g = loss.derivative;
+  if (g != 0.0) {
+    terms_.push_back(Term{.x = std::vector<double>(x.begin(), x.end()),
+                          .alpha = -eta * g,
+                          .alpha_sum = 0.0,
+                          .added_at = steps_});
+    if (config_.offset) {
+      offset_ -= eta * g;
+      offset_scale_ += std::abs(eta * g);
+    }
+  }
+
+  // The nu-trick, with s_t from the margin the loss was evaluated at.
+  if (config_.loss.nu > 0.0) {
+    const double s = loss.violated ? 1.0 : 0.0;
+    if (config_.loss.type == LossType::kHinge || config_.loss.type == LossType::kNovelty) {
+      margin_ += eta * (config_.loss.nu - s);
+    } else if (config_.loss.type == LossType::kEpsilonInsensitive) {
+      margin_ = std::max(0.0, margin_ + eta * (s - config_.loss.nu));
+    }
+  }
+
+  // 5. The budget.
+  EnforceBudget();
+  return observation;
+}
+
+void ReferenceNorma::EnforceBudget() {
+  const BudgetConfig& budget = config_.budget;
+  if (budget.drop_below > 0.0) {
+    const auto below = [&](const Term& term) {
+      return std::abs(term.alpha) < budget.drop_below;
+    };
+    const size_t before = terms_.size();
+    terms_.erase(std::remove_if(terms_.begin(), terms_.end(), below), terms_.end());
+    terms_removed_ += before - terms_.size();
+  }
+  while (budget.max_terms > 0 && terms_.size() > budget.max_terms) {
+    // terms_ is in insertion order, so index 0 is the oldest, and the first minimum
+    // found by a strict comparison is the earliest added among equals.
+    size_t victim = 0;
+    if (budget.policy == BudgetPolicy::kSmallest) {
+      for (size_t i = 1; i < terms_.size(); ++i) {
+        if (std::abs(terms_[i].alpha) < std::abs(terms_[victim].alpha)) victim = i;
+      }
+    }
+    terms_.erase(terms_.begin() + static_cast<std::ptrdiff_t>(victim));
+    ++terms_removed_;
+  }
+}
+
+template <typename Weight>
+void ReferenceNorma::Sum(absl::Span<const double> x, Weight weight, double bias,
+                         double bias_scale, double* sum, double* magnitude) const {
+  *sum = bias;
+  *magnitude = bias_scale;
+  for (const Term& term : terms_) {
+    const double v = weight(term) * ReferenceKernel(config_.kernel, term.x, x);
+    *sum += v;
+    *magnitude += std::abs(v);
+  }
+}
+
+double ReferenceNorma::Predict(absl::Span<const double> x) const {
+  double sum, magnitude;
+  Sum(x, [](const Term& term) { return term.alpha; }, offset_, offset_scale_, &sum,
+      &magnitude);
+  return sum;
+}
+
+double ReferenceNorma::Magnitude(absl::Span<const double> x) const {
+  double sum, magnitude;
+  Sum(x, [](const Term& term) { return term.alpha; }, offset_, offset_scale_, &sum,
+      &magnitude);
+  return magnitude;
+}
+
+double ReferenceNorma::PredictAveraged(absl::Span<const double> x) const {
+  if (steps_ == 0) return 0.0;
+  double sum, magnitude;
+  Sum(x, [](const Term& term) { return term.alpha_sum; }, offset_sum_, offset_sum_scale_,
+      &sum, &magnitude);
+  return sum / static_cast<double>(steps_);
+}
+
+double ReferenceNorma::AveragedMagnitude(absl::Span<const double> x) const {
+  if (steps_ == 0) return 0.0;
+  double sum, magnitude;
+  Sum(x, [](const Term& term) { return term.alpha_sum; }, offset_sum_, offset_sum_scale_,
+      &sum, &magnitude);
+  return magnitude / static_cast<double>(steps_);
+}
+
+}  // namespace okl::testing

@@ -1,0 +1,110 @@
+// tests/core/reference_norma.h
+//
+// ReferenceNorma is a plain, eager implementation of NORMA exactly as DESIGN.md ("The
+// algorithm") states it, written to check okl::NormaModel against. It shares no code with
+// core/ beyond the config structs: kernels and losses are computed from their definitions,
+// every coefficient alpha_i is stored explicitly and multiplied by (1 - eta_t lambda) on
+// every step (no scale factor), and the averaged hypothesis keeps, per term, the running
+// sum of its coefficient. It is O(size) per step in every part and makes no attempt to be
+// fast or robust: it trusts its input (a config that passed okl::ValidateConfig, examples
+// of the right dimension).
+//
+// Example:
+//   okl::testing::ReferenceNorma reference(config);
+//   double p = reference.Observe(x, y);     // f_t(x), before the update
+//   double q = reference.Predict(x);        // f_{t+1}(x)
+//   double a = reference.PredictAveraged(x);  // (1/T) sum_{t=1..T} f_t(x)
+#ifndef OKL_TESTS_CORE_REFERENCE_NORMA_H_
+#define OKL_TESTS_CORE_REFERENCE_NORMA_H_
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "core/config.h"
+
+namespace okl::testing {
+
+// k(a, b) straight from the definitions in core/config.h.
+double ReferenceKernel(const KernelConfig& config, absl::Span<const double> a,
+                       absl::Span<const double> b);
+
+struct ReferenceLossPoint {
+  double value = 0.0;       // loss(y, f), without the nu term
+  double derivative = 0.0;  // d loss / d f; the flat side at a kink
+  bool violated = false;    // s_t of the nu-trick
+};
+
+// The loss at prediction f for label y; `margin` is rho (hinge, novelty) or epsilon
+// (epsilon-insensitive) and ignored otherwise.
+ReferenceLossPoint ReferenceLoss(const LossConfig& config, double y, double f, double margin);
+
+// eta_t, t >= 1.
+double ReferenceLearningRate(const LearningRateConfig& config, uint64_t t);
+
+// What one ReferenceNorma::Observe reports.
+struct ReferenceObservation {
+  double prediction = 0.0;  // p_t = f_t(x_t), before the update
+  double magnitude = 0.0;   // Magnitude(x_t) of f_t
+  double loss = 0.0;        // loss(y_t, p_t) at the margin before the update
+};
+
+class ReferenceNorma {
+ public:
+  explicit ReferenceNorma(const ModelConfig& config);
+
+  // One NORMA step on (x, y).
+  ReferenceObservation Observe(absl::Span<const double> x, double y);
+
+  // f(x) of the current hypothesis.
+  double Predict(absl::Span<const double> x) const;
+  // (1/T) sum_{t=1..T} f_t(x) over the hypotheses that made the T predictions; 0 if T = 0.
+  double PredictAveraged(absl::Span<const double> x) const;
+  // The size of the numbers Predict(x) is added up from, so the scale of its rounding
+  // error in any order of summation: sum_i |alpha_i k(x_i, x)| plus, for b, the sum of
+  // the absolute values of its increments sum_t |eta_t g_t| (b itself may be a small
+  // difference of large increments).
+  double Magnitude(absl::Span<const double> x) const;
+  // The same for PredictAveraged(x).
+  double AveragedMagnitude(absl::Span<const double> x) const;
+
+  size_t size() const { return terms_.size(); }
+  uint64_t steps() const { return steps_; }
+  double cumulative_loss() const { return cumulative_loss_; }
+  uint64_t mistakes() const { return mistakes_; }
+  uint64_t terms_removed() const { return terms_removed_; }
+  double offset() const { return offset_; }
+  double margin() const { return margin_; }
+
+ private:
+  struct Term {
+    std::vector<double> x;
+    double alpha = 0.0;
+    double alpha_sum = 0.0;  // sum of alpha over the hypotheses since the term was added
+    uint64_t added_at = 0;
+  };
+
+  // *sum = bias + sum_i weight(term_i) k(x_i, x);
+  // *magnitude = bias_scale + sum_i |weight(term_i) k(x_i, x)|.
+  template <typename Weight>
+  void Sum(absl::Span<const double> x, Weight weight, double bias, double bias_scale,
+           double* sum, double* magnitude) const;
+  void EnforceBudget();
+
+  ModelConfig config_;
+  std::deque<Term> terms_;  // in the order they were added: the oldest first
+  double offset_ = 0.0;
+  double offset_sum_ = 0.0;        // sum of b over the hypotheses so far
+  double offset_scale_ = 0.0;      // sum_t |eta_t g_t|
+  double offset_sum_scale_ = 0.0;  // sum of offset_scale_ over the hypotheses so far
+  double margin_ = 0.0;
+  uint64_t steps_ = 0;
+  double cumulative_loss_ = 0.0;
+  uint64_t mistakes_ = 0;
+  uint64_t terms_removed_ = 0;
+};
+
+}  // namespace okl::testing
+
+#endif  // OKL_TESTS_CORE_REFERENCE_NORMA_H_

@@ -1,0 +1,368 @@
+// tests/proto/convert_test.cc
+
+#include "proto/convert.h"
+
+#include <bit>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/norma.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+
+namespace okl {
+namespace {
+
+using ::testing::HasSubstr;
+
+ModelConfig BaseConfig() {
+  ModelConfig config;
+  config.dim = 3;
+  config.kernel = {.type = KernelType::kGaussian, .gamma = 0.5};
+  config.loss = {.type = LossType::kSquared};
+  config.learning_rate = {.schedule = Schedule::kConstant, .eta0 = 0.25};
+  config.lambda = 0.01;
+  return config;
+}
+
+void ExpectConfigRoundTrip(const ModelConfig& config) {
+  ASSERT_TRUE(ValidateConfig(config).ok()) << ValidateConfig(config);
+  absl::StatusOr<ModelConfig> back = FromProto(ToProto(config));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, config);
+}
+
+TEST(ConvertConfigTest, EveryKernelRoundTrips) {
+  std::vector<KernelConfig> kernels;
+  kernels.push_back({.type = KernelType::kGaussian, .gamma = 0.3});
+  kernels.push_back({.type = KernelType::kLaplacian, .gamma = 1.0 / 3});
+  kernels.push_back({.type = KernelType::kLinear, .c = 2.5});
+  kernels.push_back(
+      {.type = KernelType::kPolynomial, .gamma = 0.7, .c = 1.25, .degree = 5});
+  kernels.push_back({.type = KernelType::kHeat, .t = 0.08});
+  for (const KernelConfig& kernel : kernels) {
+    SCOPED_TRACE(KernelTypeName(kernel.type));
+    ModelConfig config = BaseConfig();
+    config.kernel = kernel;
+    ExpectConfigRoundTrip(config);
+  }
+}
+
+TEST(ConvertConfigTest, EveryLossRoundTrips) {
+  std::vector<LossConfig> losses;
+  losses.push_back({.type = LossType::kSquared});
+  losses.push_back({.type = LossType::kHinge, .rho = 0.75, .nu = 0.2});
+  losses.push_back({.type = LossType::kHinge, .rho = 0.0});
+  losses.push_back({.type = LossType::kEpsilonInsensitive, .epsilon = 0.05, .nu = 0.5});
+  losses.push_back({.type = LossType::kEpsilonInsensitive, .epsilon = 0.0});
+  losses.push_back({.type = LossType::kLogistic});
+  losses.push_back({.type = LossType::kHuber, .delta = 0.3});
+  losses.push_back({.type = LossType::kNovelty, .rho = -0.5, .nu = 0.1});
+  for (const LossConfig& loss : losses) {
+    SCOPED_TRACE(LossTypeName(loss.type));
+    ModelConfig config = BaseConfig();
+    config.loss = loss;
+    ExpectConfigRoundTrip(config);
+  }
+}
+
+TEST(ConvertConfigTest, EveryScheduleBudgetAndFlagRoundTrips) {
+  ModelConfig config = BaseConfig();
+  config.learning_rate = {.schedule = Schedule::kPower, .eta0 = 0.9, .theta = 0.6};
+  config.lambda = 0.125;
+  config.offset = true;
+  config.budget = {.max_terms = 77, .policy = BudgetPolicy::kSmallest, .drop_below = 1e-9};
+  config.averaged = true;
+  config.regret_window = 500;
+  ExpectConfigRoundTrip(config);
+
+  config.learning_rate = {.schedule = Schedule::kInverseSqrt, .eta0 = 2.0, .theta = 0.5};
+  config.budget = {.max_terms = 0, .policy = BudgetPolicy::kOldest, .drop_below = 0.0};
+  ExpectConfigRoundTrip(config);
+}
+
+TEST(ConvertConfigTest, FullySpecifiedProtoRoundTrips) {
+  v1::ModelConfig proto;
+  proto.set_dim(4);
+  proto.mutable_kernel()->mutable_polynomial()->set_gamma(0.5);
+  proto.mutable_kernel()->mutable_polynomial()->set_c(1);
+  proto.mutable_kernel()->mutable_polynomial()->set_degree(3);
+  proto.mutable_loss()->mutable_hinge()->set_rho(0.5);
+  proto.mutable_loss()->mutable_hinge()->set_nu(0.25);
+  proto.mutable_learning_rate()->set_eta0(0.1);
+  proto.mutable_learning_rate()->set_schedule(v1::LearningRate::POWER);
+  proto.mutable_learning_rate()->set_theta(0.75);
+  proto.set_lambda(0.5);
+  proto.set_offset(true);
+  proto.mutable_budget()->set_max_terms(10);
+  proto.mutable_budget()->set_policy(v1::Budget::SMALLEST);
+  proto.mutable_budget()->set_drop_below(0.001);
+  proto.set_averaged(true);
+  proto.set_regret_window(64);
+  absl::StatusOr<ModelConfig> config = FromProto(proto);
+  ASSERT_TRUE(config.ok()) << config.status();
+  const v1::ModelConfig back = ToProto(*config);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(back, proto))
+      << back.DebugString() << "\nvs\n"
+      << proto.DebugString();
+}
+
+TEST(ConvertConfigTest, UnspecifiedScheduleMeansConstantAndUnspecifiedPolicyMeansOldest) {
+  v1::ModelConfig proto = ToProto(BaseConfig());
+  proto.mutable_learning_rate()->set_schedule(v1::LearningRate::SCHEDULE_UNSPECIFIED);
+  proto.mutable_budget()->set_policy(v1::Budget::POLICY_UNSPECIFIED);
+  proto.mutable_budget()->set_max_terms(5);
+  absl::StatusOr<ModelConfig> config = FromProto(proto);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->learning_rate.schedule, Schedule::kConstant);
+  EXPECT_EQ(config->budget.policy, BudgetPolicy::kOldest);
+}
+
+TEST(ConvertConfigTest, UnsetMarginsAndThetaTakeCoreDefaultsButExplicitZeroStays) {
+  v1::ModelConfig proto = ToProto(BaseConfig());
+  proto.mutable_loss()->mutable_hinge();
+  absl::StatusOr<ModelConfig> config = FromProto(proto);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->loss.rho, 1.0);
+
+  proto.mutable_loss()->mutable_hinge()->set_rho(0.0);
+  config = FromProto(proto);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->loss.rho, 0.0);
+
+  proto.mutable_loss()->mutable_novelty();
+  config = FromProto(proto);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->loss.rho, 1.0);
+
+  proto.mutable_loss()->mutable_epsilon_insensitive();
+  config = FromProto(proto);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->loss.epsilon, 0.1);
+
+  proto.mutable_learning_rate()->set_schedule(v1::LearningRate::POWER);
+  proto.mutable_learning_rate()->clear_theta();
+  config = FromProto(proto);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->learning_rate.theta, 0.5);
+}
+
+void ExpectInvalid(const v1::ModelConfig& proto, const std::string& needle) {
+  absl::StatusOr<ModelConfig> config = FromProto(proto);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(config.status().message(), HasSubstr(needle));
+}
+
+TEST(ConvertConfigTest, RejectsUnsetKernel) {
+  v1::ModelConfig proto = ToProto(BaseConfig());
+  proto.clear_kernel();
+  ExpectInvalid(proto, "kernel");
+}
+
+TEST(ConvertConfigTest, RejectsUnsetLoss) {
+  v1::ModelConfig proto = ToProto(BaseConfig());
+  proto.mutable_loss()->clear_kind();
+  ExpectInvalid(proto, "loss");
+}
+
+TEST(ConvertConfigTest, RejectsUnknownScheduleNumber) {
+  v1::ModelConfig proto = ToProto(BaseConfig());
+  proto.mutable_learning_rate()->set_schedule(static_cast<v1::LearningRate::Schedule>(7));
+  ExpectInvalid(proto, "learning_rate.schedule 7");
+}
+
+TEST(ConvertConfigTest, RejectsUnknownPolicyNumber) {
+  v1::ModelConfig proto = ToProto(BaseConfig());
+  proto.mutable_budget()->set_policy(static_cast<v1::Budget::Policy>(9));
+  ExpectInvalid(proto, "budget.policy 9");
+}
+
+TEST(ConvertConfigTest, RunsValidateConfig) {
+  v1::ModelConfig proto = ToProto(BaseConfig());
+  proto.mutable_kernel()->mutable_gaussian()->set_gamma(0);
+  ExpectInvalid(proto, "kernel.gaussian.gamma");
+
+  proto = ToProto(BaseConfig());
+  proto.set_dim(0);
+  ExpectInvalid(proto, "dim");
+}
+
+// A state with every field set to a distinct value that is not a short decimal.
+ModelState SampleState() {
+  ModelState state;
+  state.config = BaseConfig();
+  state.config.dim = 2;
+  state.config.averaged = true;
+  state.config.budget.max_terms = 8;
+  state.support = {0.1, -1.0 / 3, 2.0 / 7, 1e-300};
+  state.coefficients = {0.625, -1.0 / 9};
+  state.added_at = {3, 18446744073709551615u};
+  state.average_base = {1.0 / 11, -2.5};
+  state.average_mark = {0.0, 4.0 / 13};
+  state.scale = 0.004 / 3;
+  state.offset = -0.1;
+  state.margin = 0.2;
+  state.steps = 123456789012345;
+  state.average_sum = 17.0 / 19;
+  state.average_offset_sum = -1.0 / 23;
+  state.cumulative_loss = 1234.5678;
+  state.mistakes = 42;
+  state.terms_removed = 7;
+  return state;
+}
+
+TEST(ConvertSnapshotTest, StateRoundTripsThroughBytesExactly) {
+  const ModelState state = SampleState();
+  const v1::ModelSnapshot snapshot = ToProto(state);
+  EXPECT_EQ(snapshot.format_version(), kSnapshotFormatVersion);
+  std::string bytes;
+  ASSERT_TRUE(snapshot.SerializeToString(&bytes));
+  v1::ModelSnapshot parsed;
+  ASSERT_TRUE(parsed.ParseFromString(bytes));
+  absl::StatusOr<ModelState> back = FromProto(parsed);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, state);
+  // operator== on doubles equates -0 and 0; the bits must match too.
+  EXPECT_EQ(std::bit_cast<uint64_t>(back->scale), std::bit_cast<uint64_t>(state.scale));
+}
+
+TEST(ConvertSnapshotTest, RestoredModelContinuesBitIdentically) {
+  ModelConfig config = BaseConfig();
+  config.dim = 2;
+  config.offset = true;
+  config.averaged = true;
+  config.budget = {.max_terms = 4, .policy = BudgetPolicy::kSmallest};
+  absl::StatusOr<std::unique_ptr<NormaModel>> model = NormaModel::Create(config);
+  ASSERT_TRUE(model.ok()) << model.status();
+  for (int t = 0; t < 10; ++t) {
+    const double x[2] = {0.1 * t, 1.0 - 0.07 * t * t};
+    ASSERT_TRUE((*model)->Observe(x, 0.3 * t - 1).ok());
+  }
+  std::string bytes;
+  ASSERT_TRUE(ToProto((*model)->ExportState()).SerializeToString(&bytes));
+  v1::ModelSnapshot parsed;
+  ASSERT_TRUE(parsed.ParseFromString(bytes));
+  absl::StatusOr<ModelState> state = FromProto(parsed);
+  ASSERT_TRUE(state.ok()) << state.status();
+  absl::StatusOr<std::unique_ptr<NormaModel>> restored = NormaModel::FromState(*state);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  for (int t = 10; t < 20; ++t) {
+    const double x[2] = {0.05 * t, -0.5 + 0.01 * t};
+    absl::StatusOr<Observation> a = (*model)->Observe(x, 0.2 * t);
+    absl::StatusOr<Observation> b = (*restored)->Observe(x, 0.2 * t);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(std::bit_cast<uint64_t>(a->prediction),
+              std::bit_cast<uint64_t>(b->prediction))
+        << "step " << t;
+  }
+  EXPECT_EQ((*model)->ExportState(), (*restored)->ExportState());
+}
+
+void ExpectSnapshotInvalid(const v1::ModelSnapshot& snapshot, const std::string& needle) {
+  absl::StatusOr<ModelState> state = FromProto(snapshot);
+  ASSERT_FALSE(state.ok());
+  EXPECT_EQ(state.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(state.status().message(), HasSubstr(needle));
+}
+
+TEST(ConvertSnapshotTest, RejectsUnknownFormatVersions) {
+  v1::ModelSnapshot snapshot = ToProto(SampleState());
+  snapshot.set_format_version(0);
+  ExpectSnapshotInvalid(snapshot, "format_version 0");
+  snapshot.set_format_version(kSnapshotFormatVersion + 1);
+  ExpectSnapshotInvalid(snapshot, "format_version 2");
+}
+
+TEST(ConvertSnapshotTest, RejectsMissingConfig) {
+  v1::ModelSnapshot snapshot = ToProto(SampleState());
+  snapshot.clear_config();
+  ExpectSnapshotInvalid(snapshot, "no config");
+}
+
+TEST(ConvertSnapshotTest, RejectsInvalidConfig) {
+  v1::ModelSnapshot snapshot = ToProto(SampleState());
+  snapshot.mutable_config()->mutable_kernel()->Clear();
+  ExpectSnapshotInvalid(snapshot, "snapshot config: kernel");
+}
+
+TEST(ConvertSnapshotTest, RejectsUnsetScale) {
+  v1::ModelSnapshot snapshot = ToProto(SampleState());
+  snapshot.clear_scale();
+  ExpectSnapshotInvalid(snapshot, "scale");
+}
+
+TEST(ConvertStatsTest, CopiesEveryFieldAndZeroForAnAbsentBound) {
+  ModelStats stats;
+  stats.steps = 10;
+  stats.expansion_size = 4;
+  stats.cumulative_loss = 2.5;
+  stats.mistakes = 3;
+  v1::ModelStats proto = ToProto(stats);
+  EXPECT_EQ(proto.steps(), 10u);
+  EXPECT_EQ(proto.expansion_size(), 4u);
+  EXPECT_EQ(proto.cumulative_loss(), 2.5);
+  EXPECT_EQ(proto.mistakes(), 3u);
+  EXPECT_EQ(proto.truncation_error_bound(), 0.0);
+  EXPECT_EQ(proto.regret(), 0.0);
+  stats.truncation_error_bound = 0.75;
+  EXPECT_EQ(ToProto(stats).truncation_error_bound(), 0.75);
+}
+
+TEST(ParseModelConfigTextTest, ParsesTheDocumentedExample) {
+  absl::StatusOr<ModelConfig> config = ParseModelConfigText(R"pb(
+    dim: 7
+    kernel { gaussian { gamma: 1 } }
+    loss { squared {} }
+    learning_rate { eta0: 0.5 }
+    lambda: 0.01
+    budget { max_terms: 512 }
+  )pb");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ModelConfig expected;
+  expected.dim = 7;
+  expected.kernel = {.type = KernelType::kGaussian, .gamma = 1};
+  expected.loss = {.type = LossType::kSquared};
+  expected.learning_rate = {.schedule = Schedule::kConstant, .eta0 = 0.5};
+  expected.lambda = 0.01;
+  expected.budget = {.max_terms = 512, .policy = BudgetPolicy::kOldest};
+  EXPECT_EQ(*config, expected);
+}
+
+TEST(ParseModelConfigTextTest, SyntaxErrorNamesSourceLineAndColumn) {
+  absl::StatusOr<ModelConfig> config =
+      ParseModelConfigText("dim: 7\nkernel { gaussian { gamma: } }\n", "my.textproto");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  // The parser reports the position of the unexpected '}', 1-based.
+  EXPECT_THAT(config.status().message(), HasSubstr("my.textproto:2:28: "));
+  EXPECT_THAT(config.status().message(), HasSubstr("Expected double"));
+}
+
+TEST(ParseModelConfigTextTest, UnknownFieldAndEnumNameAreErrorsWithPositions) {
+  absl::StatusOr<ModelConfig> config =
+      ParseModelConfigText("dim: 7\nkernel {\n  gausian { gamma: 1 }\n}\n");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(), HasSubstr("<config>:3:"));
+  EXPECT_THAT(config.status().message(), HasSubstr("gausian"));
+
+  config = ParseModelConfigText("dim: 7\nlearning_rate { schedule: FAST }");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(), HasSubstr("<config>:2:"));
+  EXPECT_THAT(config.status().message(), HasSubstr("FAST"));
+}
+
+TEST(ParseModelConfigTextTest, ConversionErrorNamesSource) {
+  absl::StatusOr<ModelConfig> config =
+      ParseModelConfigText("dim: 7\nkernel { gaussian { gamma: 1 } }\n", "a.textproto");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(config.status().message(), HasSubstr("a.textproto: loss must set one of"));
+}
+
+}  // namespace
+}  // namespace okl
