@@ -13,6 +13,16 @@ namespace {
 using ArrayMap = Eigen::Map<Eigen::ArrayXd>;
 using ConstArrayMap = Eigen::Map<const Eigen::ArrayXd>;
 
+// Eigen's vectorised exp() returns DBL_MIN rather than 0 (or a subnormal) for arguments
+// below log(DBL_MIN). Flushing those to exactly 0 keeps far-away terms from contributing
+// anything, so that e.g. a prediction of exactly 0 stays 0 however many terms there are.
+constexpr double kExpUnderflowArgument = -708.3964185322641;  // log(DBL_MIN)
+
+template <typename Argument>
+auto FlushedExp(const Argument& argument) {
+  return (argument < kExpUnderflowArgument).select(0.0, argument.exp());
+}
+
 bool UsesDistance(KernelType type) {
   return type == KernelType::kGaussian || type == KernelType::kLaplacian ||
          type == KernelType::kHeat;
@@ -77,13 +87,13 @@ void Kernel::Finish(double* values, size_t n) const {
   ArrayMap v(values, static_cast<Eigen::Index>(n));
   switch (config_.type) {
     case KernelType::kGaussian:
-      v = (distance_gain_ * v).exp();
+      v = FlushedExp(distance_gain_ * v);
       return;
     case KernelType::kLaplacian:
-      v = (distance_gain_ * v.sqrt()).exp();
+      v = FlushedExp(distance_gain_ * v.sqrt());
       return;
     case KernelType::kHeat:
-      v = heat_scale_ * (distance_gain_ * v).exp();
+      v = heat_scale_ * FlushedExp(distance_gain_ * v);
       return;
     case KernelType::kLinear:
       v += config_.c;

@@ -26,9 +26,10 @@ std::string DataPath(const char* name) { return std::string(OKL_DATA_DIR) + "/" 
 // Mackey-Glass: row n = [s_n, ..., s_{n-6}], target s_{n+1}; 4,999 rows, values in
 // [0.21, 1.39] with variance 0.079. Gaussian kernel, squared loss, a constant step and a
 // small regulariser, no budget (every step adds a term: 4,999 terms, ~0.03 s).
-// Why no budget: with lambda this small a term keeps ~80% of its weight after 1,000
-// steps, so truncating to the newest 500-2,000 terms (OLDEST) throws away much of the
-// function and the error no longer falls steadily (measured: last-1,000 MSE 0.0025-0.009).
+// Why no budget: with lambda this small a term keeps 86% of its weight after 1,000 steps,
+// so truncating to the newest 500-2,000 terms (OLDEST) throws away much of the function
+// and the error no longer falls steadily (measured with gamma 1: last-1,000 MSE
+// 0.0025-0.009; with an offset and a budget it even diverged).
 TEST(NormaRealDataTest, MackeyGlassPrequentialSquaredErrorFalls) {
   absl::StatusOr<Dataset> data = ReadSeries(DataPath("mg30.dat"), 7);
   ASSERT_TRUE(data.ok()) << data.status();
@@ -66,8 +67,9 @@ TEST(NormaRealDataTest, MackeyGlassPrequentialSquaredErrorFalls) {
 
 // Adult: the first 20,000 rows of a9a_train, labels +-1 (24% positive, so always guessing
 // -1 errs 24% of the time). Gaussian kernel, hinge loss, a constant step with an offset,
-// an OLDEST budget of 1,000 terms (~0.4 s). (With a constant step and the hinge loss every
-// term is born with |alpha| = eta, so SMALLEST removes the oldest term too.)
+// an OLDEST budget of 500 terms (~0.2 s; ~6 s under ASan). (With a constant step and the
+// hinge loss every term is born with |alpha| = eta, so SMALLEST removes the oldest term
+// too.) A budget of 1,000 learns a little better (17.56% later) at twice the cost.
 TEST(NormaRealDataTest, AdultPrequentialMistakeRateFalls) {
   absl::StatusOr<Dataset> data = ReadLibsvm(DataPath("a9a_train.txt"), 123);
   ASSERT_TRUE(data.ok()) << data.status();
@@ -81,7 +83,7 @@ TEST(NormaRealDataTest, AdultPrequentialMistakeRateFalls) {
   config.learning_rate = {.schedule = Schedule::kConstant, .eta0 = 0.3};
   config.lambda = 0.0001;
   config.offset = true;
-  config.budget = {.max_terms = 1000, .policy = BudgetPolicy::kOldest};
+  config.budget = {.max_terms = 500, .policy = BudgetPolicy::kOldest};
   absl::StatusOr<std::unique_ptr<NormaModel>> model = NormaModel::Create(config);
   ASSERT_TRUE(model.ok()) << model.status();
 
@@ -104,11 +106,12 @@ TEST(NormaRealDataTest, AdultPrequentialMistakeRateFalls) {
   const double early = static_cast<double>(early_mistakes) / kEarly;
   const double later = static_cast<double>(later_mistakes) / (kRows - kLater);
 
-  // Measured: 20.45% mistakes on rows 1-2,000, 17.58% on rows 10,001-20,000 (published
-  // one-pass NORMA test error on Adult: 16.35%). Asserted with a margin of half the drop:
-  // the later rate is at least 1.5 points below the early one, and below 19%.
-  EXPECT_LT(later, early - 0.015) << "early " << early << ", later " << later;
-  EXPECT_LT(later, 0.19) << "measured 0.1758";
+  // Measured: 20.75% mistakes on rows 1-2,000, 18.62% on rows 10,001-20,000 (published
+  // one-pass NORMA test error on Adult: 16.35%). Asserted with margins of about half the
+  // drop (2.1 points): the later rate is at least 1 point below the early one, and at
+  // most 19.6%, 1 point above the measured rate.
+  EXPECT_LT(later, early - 0.01) << "early " << early << ", later " << later;
+  EXPECT_LT(later, 0.196) << "measured 0.1862";
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <numbers>
 #include <vector>
@@ -56,8 +57,7 @@ double ReferenceKernel(const KernelConfig& config, absl::Span<const double> a,
   return 0.0;
 }
 
-ReferenceLossPoint ReferenceLoss(const LossConfig& config, double y, double f,
-                                 double margin) {
+ReferenceLossPoint ReferenceLoss(const LossConfig& config, double y, double f, double margin) {
   ReferenceLossPoint point;
   switch (config.type) {
     case LossType::kSquared:
@@ -139,8 +139,7 @@ ReferenceObservation ReferenceNorma::Observe(absl::Span<const double> x, double 
 
   // 1. The prequential prediction; 2. the loss and its derivative there.
   ReferenceObservation observation;
-  Sum(x, [](const Term& term) { return term.alpha; }, offset_, offset_scale_,
-      &observation.prediction, &observation.magnitude);
+  Evaluate(x, /*averaged=*/false, &observation.prediction, &observation.magnitude);
   const double p = observation.prediction;
   const ReferenceLossPoint loss = ReferenceLoss(config_.loss, y, p, margin_);
   observation.loss = loss.value;
@@ -156,10 +155,7 @@ ReferenceObservation ReferenceNorma::Observe(absl::Span<const double> x, double 
   // 4. The new term (never a zero coefficient) and the unregularised offset.
   const double g = loss.derivative;
   if (g != 0.0) {
-    terms_.push_back(Term{.x = std::vector<double>(x.begin(), x.end()),
-                          .alpha = -eta * g,
-                          .alpha_sum = 0.0,
-                          .added_at = steps_});
+    terms_.push_back(Term{.x = std::vector<double>(x.begin(), x.end()), .alpha = -eta * g});
     if (config_.offset) {
       offset_ -= eta * g;
       offset_scale_ += std::abs(eta * g);
@@ -205,13 +201,13 @@ void ReferenceNorma::EnforceBudget() {
   }
 }
 
-template <typename Weight>
-void ReferenceNorma::Sum(absl::Span<const double> x, Weight weight, double bias,
-                         double bias_scale, double* sum, double* magnitude) const {
-  *sum = bias;
-  *magnitude = bias_scale;
+void ReferenceNorma::Evaluate(absl::Span<const double> x, bool averaged, double* sum,
+                              double* magnitude) const {
+  *sum = averaged ? offset_sum_ : offset_;
+  *magnitude = averaged ? offset_sum_scale_ : offset_scale_;
   for (const Term& term : terms_) {
-    const double v = weight(term) * ReferenceKernel(config_.kernel, term.x, x);
+    const double alpha = averaged ? term.alpha_sum : term.alpha;
+    const double v = alpha * ReferenceKernel(config_.kernel, term.x, x);
     *sum += v;
     *magnitude += std::abs(v);
   }
@@ -219,31 +215,27 @@ void ReferenceNorma::Sum(absl::Span<const double> x, Weight weight, double bias,
 
 double ReferenceNorma::Predict(absl::Span<const double> x) const {
   double sum, magnitude;
-  Sum(x, [](const Term& term) { return term.alpha; }, offset_, offset_scale_, &sum,
-      &magnitude);
+  Evaluate(x, /*averaged=*/false, &sum, &magnitude);
   return sum;
 }
 
 double ReferenceNorma::Magnitude(absl::Span<const double> x) const {
   double sum, magnitude;
-  Sum(x, [](const Term& term) { return term.alpha; }, offset_, offset_scale_, &sum,
-      &magnitude);
+  Evaluate(x, /*averaged=*/false, &sum, &magnitude);
   return magnitude;
 }
 
 double ReferenceNorma::PredictAveraged(absl::Span<const double> x) const {
   if (steps_ == 0) return 0.0;
   double sum, magnitude;
-  Sum(x, [](const Term& term) { return term.alpha_sum; }, offset_sum_, offset_sum_scale_,
-      &sum, &magnitude);
+  Evaluate(x, /*averaged=*/true, &sum, &magnitude);
   return sum / static_cast<double>(steps_);
 }
 
 double ReferenceNorma::AveragedMagnitude(absl::Span<const double> x) const {
   if (steps_ == 0) return 0.0;
   double sum, magnitude;
-  Sum(x, [](const Term& term) { return term.alpha_sum; }, offset_sum_, offset_sum_scale_,
-      &sum, &magnitude);
+  Evaluate(x, /*averaged=*/true, &sum, &magnitude);
   return magnitude / static_cast<double>(steps_);
 }
 

@@ -11,12 +11,13 @@
 //
 // Example:
 //   okl::testing::ReferenceNorma reference(config);
-//   double p = reference.Observe(x, y);     // f_t(x), before the update
-//   double q = reference.Predict(x);        // f_{t+1}(x)
-//   double a = reference.PredictAveraged(x);  // (1/T) sum_{t=1..T} f_t(x)
+//   double p = reference.Observe(x, y).prediction;  // f_t(x), before the update
+//   double q = reference.Predict(x);                // f_{t+1}(x)
+//   double a = reference.PredictAveraged(x);        // (1/T) sum_{t=1..T} f_t(x)
 #ifndef OKL_TESTS_CORE_REFERENCE_NORMA_H_
 #define OKL_TESTS_CORE_REFERENCE_NORMA_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <vector>
@@ -82,14 +83,13 @@ class ReferenceNorma {
     std::vector<double> x;
     double alpha = 0.0;
     double alpha_sum = 0.0;  // sum of alpha over the hypotheses since the term was added
-    uint64_t added_at = 0;
   };
 
-  // *sum = bias + sum_i weight(term_i) k(x_i, x);
-  // *magnitude = bias_scale + sum_i |weight(term_i) k(x_i, x)|.
-  template <typename Weight>
-  void Sum(absl::Span<const double> x, Weight weight, double bias, double bias_scale,
-           double* sum, double* magnitude) const;
+  // *sum = b + sum_i alpha_i k(x_i, x) and *magnitude = sum_t |eta_t g_t| +
+  // sum_i |alpha_i k(x_i, x)|; with `averaged`, the same with every b and alpha_i summed
+  // over the hypotheses so far (T times the averaged hypothesis).
+  void Evaluate(absl::Span<const double> x, bool averaged, double* sum,
+                double* magnitude) const;
   void EnforceBudget();
 
   ModelConfig config_;
