@@ -13,12 +13,15 @@
 //
 // Every benchmark is single-threaded and reports real (wall) time per call. The summary
 // uses the fastest repetition of each benchmark: noise from other processes only ever adds
-// time, so the minimum is the best estimate of the code's own cost.
+// time, so the minimum is the best estimate of the code's own cost. On a busy machine
+// preemption inflates real time alone; the summary then says so, and
+// --okl_summary_time=cpu compares CPU times instead.
 //
 // Example:
 //   build/bench/okl_core_bench                                  # all of it, ~1 minute
 //   build/bench/okl_core_bench --benchmark_filter='B:1024/d:32'
 //   build/bench/okl_core_bench --benchmark_repetitions=5 --benchmark_min_time=0.5
+//   build/bench/okl_core_bench --okl_summary_time=cpu            # a shared machine
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
@@ -142,8 +145,8 @@ std::map<ModelKey, std::unique_ptr<NormaModel>>& Models() {
 }
 
 // Returns the full model for the key, or nullptr after SkipWithError.
-NormaModel* FullModel(benchmark::State& state, int64_t terms, int64_t dim,
-                      BudgetPolicy policy, bool averaged) {
+NormaModel* FullModel(benchmark::State& state, int64_t terms, int64_t dim, BudgetPolicy policy,
+                      bool averaged) {
   const ModelKey key{terms, dim, policy, averaged};
   auto& models = Models();
   if (auto it = models.find(key); it != models.end()) return it->second.get();
@@ -165,9 +168,8 @@ NormaModel* FullModel(benchmark::State& state, int64_t terms, int64_t dim,
     }
   }
   if ((*model)->expansion_size() != static_cast<size_t>(terms)) {
-    state.SkipWithError(("prefilled model holds " +
-                         std::to_string((*model)->expansion_size()) + " terms, not " +
-                         std::to_string(terms))
+    state.SkipWithError(("prefilled model holds " + std::to_string((*model)->expansion_size()) +
+                         " terms, not " + std::to_string(terms))
                             .c_str());
     return nullptr;
   }
@@ -280,20 +282,31 @@ double Minimum(const std::vector<double>& v) {
   return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end());
 }
 
-// Prints what ConsoleReporter prints and keeps, per (benchmark, B, d), the fastest real
-// time per call in nanoseconds. With --benchmark_display_aggregates_only only aggregates
-// arrive here; the "min" statistic registered on every benchmark covers that case.
-class SummaryReporter : public benchmark::ConsoleReporter {
- public:
-  using benchmark::ConsoleReporter::ConsoleReporter;
+enum class SummaryTime { kReal, kCpu };
 
+// Keeps, per (benchmark, B, d), the fastest time per call in nanoseconds, real and CPU,
+// and passes every report on to the display reporter that --benchmark_format chose. With
+// --benchmark_display_aggregates_only only aggregates arrive here; the "min" statistic
+// registered on every benchmark covers that case.
+class SummaryReporter : public benchmark::BenchmarkReporter {
+ public:
+  explicit SummaryReporter(std::unique_ptr<benchmark::BenchmarkReporter> display)
+      : display_(std::move(display)) {}
+
+  bool ReportContext(const Context& context) override {
+    return display_->ReportContext(context);
+  }
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& run : runs) Record(run);
-    benchmark::ConsoleReporter::ReportRuns(runs);
+    display_->ReportRuns(runs);
   }
+  void Finalize() override { display_->Finalize(); }
 
-  std::optional<double> Nanoseconds(const std::string& function, int64_t terms,
-                                    int64_t dim) const {
+  struct Times {
+    double real_ns;
+    double cpu_ns;
+  };
+  std::optional<Times> Find(const std::string& function, int64_t terms, int64_t dim) const {
     const Key key{function, terms, dim};
     if (auto it = iterations_.find(key); it != iterations_.end()) return it->second;
     if (auto it = minimums_.find(key); it != minimums_.end()) return it->second;
@@ -311,18 +324,21 @@ class SummaryReporter : public benchmark::ConsoleReporter {
     long long dim = 0;
     if (std::sscanf(run.run_name.args.c_str(), "B:%lld/d:%lld", &terms, &dim) != 2) return;
     const Key key{run.run_name.function_name, terms, dim};
-    const double ns =
-        run.GetAdjustedRealTime() * 1e9 / benchmark::GetTimeUnitMultiplier(run.time_unit);
+    const double to_ns = 1e9 / benchmark::GetTimeUnitMultiplier(run.time_unit);
+    const Times times{run.GetAdjustedRealTime() * to_ns, run.GetAdjustedCPUTime() * to_ns};
     if (run.run_type == Run::RT_Iteration) {
-      auto [it, inserted] = iterations_.emplace(key, ns);
-      if (!inserted) it->second = std::min(it->second, ns);
+      auto [it, inserted] = iterations_.emplace(key, times);
+      if (!inserted && times.real_ns < it->second.real_ns) it->second = times;
     } else if (run.aggregate_name == "min") {
-      minimums_[key] = ns;
+      // The min statistic is computed per column, so real and CPU may come from
+      // different repetitions; each is still a minimum.
+      minimums_[key] = times;
     }
   }
 
-  std::map<Key, double> iterations_;
-  std::map<Key, double> minimums_;
+  std::unique_ptr<benchmark::BenchmarkReporter> display_;
+  std::map<Key, Times> iterations_;
+  std::map<Key, Times> minimums_;
 };
 
 std::string LoadAverage() {
@@ -334,11 +350,9 @@ std::string LoadAverage() {
   return buffer;
 }
 
-const char* Verdict(double value, double target) {
-  return value <= target ? "PASS" : "MISS";
-}
+const char* Verdict(double value, double target) { return value <= target ? "PASS" : "MISS"; }
 
-// Formats "ratio VERDICT" into `out`, or "-" when either time is missing, and counts it.
+// Formats "ratio VERDICT", or "-" when either time is missing, and counts it.
 std::string Ratio(std::optional<double> num, std::optional<double> den, double target,
                   int* passed, int* checked) {
   if (!num || !den || *den <= 0) return "-";
@@ -357,23 +371,36 @@ std::string Nanos(std::optional<double> ns) {
   return buffer;
 }
 
-void PrintSummary(const SummaryReporter& reporter, const std::string& load_before) {
+void PrintSummary(const SummaryReporter& reporter, SummaryTime summary_time,
+                  const std::string& load_before, FILE* out) {
   if (reporter.empty()) return;
   int passed = 0;
   int checked = 0;
-  std::printf(
-      "\nokl_core summary: real ns per call, fastest repetition; gaussian kernel, "
-      "squared loss, full OLDEST budget of B terms\n"
-      "targets: Observe/Predict <= %.1f, Predict/Limit <= %.1f, "
-      "MemoryBytes/(B*(d+2)*8) <= %.1f\n",
-      kObservePerPredictTarget, kPredictPerLimitTarget, kMemoryTarget);
-  std::printf("%6s %4s %11s %11s %11s  %-12s %-12s %-12s\n", "B", "d", "Observe ns",
-              "Predict ns", "Limit ns", "Obs/Pred", "Pred/Limit", "Memory");
+  // How much longer than its CPU time any summarised run took: the share of time the
+  // benchmark thread waited for a core that other processes held.
+  double worst_preemption = 0.0;
+  auto time = [&](const char* function, int64_t terms, int64_t dim) -> std::optional<double> {
+    const auto times = reporter.Find(function, terms, dim);
+    if (!times) return std::nullopt;
+    if (times->cpu_ns > 0) {
+      worst_preemption = std::max(worst_preemption, times->real_ns / times->cpu_ns - 1.0);
+    }
+    return summary_time == SummaryTime::kReal ? times->real_ns : times->cpu_ns;
+  };
+  const char* time_name = summary_time == SummaryTime::kReal ? "real" : "CPU";
+  std::fprintf(out,
+               "\nokl_core summary: %s ns per call, fastest repetition; gaussian kernel, "
+               "squared loss, full OLDEST budget of B terms\n"
+               "targets: Observe/Predict <= %.1f, Predict/Limit <= %.1f, "
+               "MemoryBytes/(B*(d+2)*8) <= %.1f\n",
+               time_name, kObservePerPredictTarget, kPredictPerLimitTarget, kMemoryTarget);
+  std::fprintf(out, "%6s %4s %11s %11s %11s  %-12s %-12s %-12s\n", "B", "d", "Observe ns",
+               "Predict ns", "Limit ns", "Obs/Pred", "Pred/Limit", "Memory");
   for (int64_t terms : kTermCounts) {
     for (int64_t dim : kDimensions) {
-      const auto observe = reporter.Nanoseconds("BM_Observe", terms, dim);
-      const auto predict = reporter.Nanoseconds("BM_Predict", terms, dim);
-      const auto limit = reporter.Nanoseconds("BM_LimitSweep", terms, dim);
+      const auto observe = time("BM_Observe", terms, dim);
+      const auto predict = time("BM_Predict", terms, dim);
+      const auto limit = time("BM_LimitSweep", terms, dim);
       if (!observe && !predict && !limit) continue;
       std::string memory = "-";
       const ModelKey key{terms, dim, BudgetPolicy::kOldest, false};
@@ -386,27 +413,34 @@ void PrintSummary(const SummaryReporter& reporter, const std::string& load_befor
         ++checked;
         if (ratio <= kMemoryTarget) ++passed;
       }
-      std::printf("%6" PRId64 " %4" PRId64 " %11s %11s %11s  %-12s %-12s %-12s\n", terms, dim,
-                  Nanos(observe).c_str(), Nanos(predict).c_str(), Nanos(limit).c_str(),
-                  Ratio(observe, predict, kObservePerPredictTarget, &passed, &checked).c_str(),
-                  Ratio(predict, limit, kPredictPerLimitTarget, &passed, &checked).c_str(),
-                  memory.c_str());
+      std::fprintf(out, "%6" PRId64 " %4" PRId64 " %11s %11s %11s  %-12s %-12s %-12s\n", terms,
+                   dim, Nanos(observe).c_str(), Nanos(predict).c_str(), Nanos(limit).c_str(),
+                   Ratio(observe, predict, kObservePerPredictTarget, &passed, &checked).c_str(),
+                   Ratio(predict, limit, kPredictPerLimitTarget, &passed, &checked).c_str(),
+                   memory.c_str());
     }
   }
-  const auto oldest = reporter.Nanoseconds("BM_Observe", kVariantTerms, kVariantDimension);
-  const auto predict = reporter.Nanoseconds("BM_Predict", kVariantTerms, kVariantDimension);
+  const auto oldest = time("BM_Observe", kVariantTerms, kVariantDimension);
+  const auto predict = time("BM_Predict", kVariantTerms, kVariantDimension);
   for (const char* variant : {"BM_ObserveSmallest", "BM_ObserveAveraged"}) {
-    const auto ns = reporter.Nanoseconds(variant, kVariantTerms, kVariantDimension);
+    const auto ns = time(variant, kVariantTerms, kVariantDimension);
     if (!ns) continue;
-    std::printf("informative, B=%" PRId64 " d=%" PRId64 ": %-18s %8.0f ns", kVariantTerms,
-                kVariantDimension, variant, *ns);
-    if (oldest) std::printf("  = %.2f x Observe(OLDEST)", *ns / *oldest);
-    if (predict) std::printf("  = %.2f x Predict", *ns / *predict);
-    std::printf("\n");
+    std::fprintf(out, "informative, B=%" PRId64 " d=%" PRId64 ": %-18s %8.0f ns", kVariantTerms,
+                 kVariantDimension, variant, *ns);
+    if (oldest) std::fprintf(out, "  = %.2f x Observe(OLDEST)", *ns / *oldest);
+    if (predict) std::fprintf(out, "  = %.2f x Predict", *ns / *predict);
+    std::fprintf(out, "\n");
   }
-  std::printf("%d of %d targets met; load average before %s, after %s (%ld CPUs)\n", passed,
-              checked, load_before.c_str(), LoadAverage().c_str(),
-              sysconf(_SC_NPROCESSORS_ONLN));
+  std::fprintf(out, "%d of %d targets met; load average before %s, after %s (%ld CPUs)\n",
+               passed, checked, load_before.c_str(), LoadAverage().c_str(),
+               sysconf(_SC_NPROCESSORS_ONLN));
+  if (summary_time == SummaryTime::kReal && worst_preemption > 0.05) {
+    std::fprintf(out,
+                 "NOTE: real time exceeded CPU time by up to %.0f%%: other processes held "
+                 "the CPU, so these ratios are unreliable. Rerun on a quiet machine, or "
+                 "with --okl_summary_time=cpu.\n",
+                 100.0 * worst_preemption);
+  }
 #if defined(EIGEN_VECTORIZE_AVX512)
   const char* simd = "AVX-512";
 #elif defined(EIGEN_VECTORIZE_AVX2) && defined(EIGEN_VECTORIZE_FMA)
@@ -416,7 +450,7 @@ void PrintSummary(const SummaryReporter& reporter, const std::string& load_befor
 #else
   const char* simd = "SSE2 (the x86-64 baseline)";
 #endif
-  std::printf("Eigen vectorises this binary with %s\n", simd);
+  std::fprintf(out, "Eigen vectorises this binary with %s\n", simd);
 }
 
 void RegisterBenchmarks() {
@@ -445,15 +479,70 @@ void RegisterBenchmarks() {
 }  // namespace
 }  // namespace okl
 
+namespace okl {
+namespace {
+
+// The value of `--name=value` in args, or nullopt.
+std::optional<std::string> FlagValue(const std::vector<char*>& args, const std::string& name) {
+  const std::string prefix = "--" + name + "=";
+  std::optional<std::string> value;
+  for (const char* arg : args) {
+    if (arg == nullptr) continue;  // argv's terminator
+    const std::string s(arg);
+    if (s.rfind(prefix, 0) == 0) value = s.substr(prefix.size());
+  }
+  return value;
+}
+
+// The reporter --benchmark_format and --benchmark_color ask for; RunSpecifiedBenchmarks
+// builds it itself only when it is given no display reporter, and we give it ours.
+std::unique_ptr<benchmark::BenchmarkReporter> DisplayReporter(const std::vector<char*>& args) {
+  const std::string format = FlagValue(args, "benchmark_format").value_or("console");
+  if (format == "json") return std::make_unique<benchmark::JSONReporter>();
+  if (format == "csv") {
+    // Deprecated upstream but still what --benchmark_format=csv selects in 1.7.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    return std::make_unique<benchmark::CSVReporter>();
+#pragma GCC diagnostic pop
+  }
+  const std::string color = FlagValue(args, "benchmark_color").value_or("auto");
+  const bool use_color = color == "auto" ? isatty(STDOUT_FILENO) != 0
+                                         : !(color == "false" || color == "no" || color == "0");
+  return std::make_unique<benchmark::ConsoleReporter>(
+      use_color ? benchmark::ConsoleReporter::OO_ColorTabular
+                : benchmark::ConsoleReporter::OO_Tabular);
+}
+
+}  // namespace
+}  // namespace okl
+
+// Flags: Google Benchmark's (--help lists them), a default --benchmark_min_time of 0.2 s,
+// and --okl_summary_time=real|cpu, which time the summary compares (default real; cpu
+// when other processes share the machine, since preemption inflates real time only).
 int main(int argc, char** argv) {
-  // A default --benchmark_min_time that the command line can still override (a MinTime()
-  // on the benchmarks themselves would win over the flag).
-  std::vector<char*> args(argv, argv + argc);
+  std::vector<char*> args;
+  okl::SummaryTime summary_time = okl::SummaryTime::kReal;
+  for (int i = 0; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--okl_summary_time=", 0) == 0) {
+      const std::string value = arg.substr(std::string("--okl_summary_time=").size());
+      if (value != "real" && value != "cpu") {
+        std::fprintf(stderr, "%s: --okl_summary_time must be real or cpu, got %s\n", argv[0],
+                     value.c_str());
+        return 1;
+      }
+      summary_time = value == "cpu" ? okl::SummaryTime::kCpu : okl::SummaryTime::kReal;
+      continue;
+    }
+    args.push_back(argv[i]);
+  }
+  // A default that the command line can still override (a MinTime() on the benchmarks
+  // themselves would win over the flag).
   std::string min_time_flag = okl::kDefaultMinTimeFlag;
-  const bool has_min_time = std::any_of(args.begin(), args.end(), [](const char* arg) {
-    return std::string(arg).rfind("--benchmark_min_time", 0) == 0;
-  });
-  if (!has_min_time) args.insert(args.begin() + 1, min_time_flag.data());
+  if (!okl::FlagValue(args, "benchmark_min_time")) {
+    args.insert(args.begin() + 1, min_time_flag.data());
+  }
   int args_count = static_cast<int>(args.size());
   args.push_back(nullptr);
 
@@ -462,12 +551,13 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(args_count, args.data())) return 1;
 
   const std::string load_before = okl::LoadAverage();
-  okl::SummaryReporter reporter(isatty(STDOUT_FILENO)
-                                    ? benchmark::ConsoleReporter::OO_ColorTabular
-                                    : benchmark::ConsoleReporter::OO_Tabular);
+  const bool console =
+      okl::FlagValue(args, "benchmark_format").value_or("console") == "console";
+  okl::SummaryReporter reporter(okl::DisplayReporter(args));
   benchmark::RunSpecifiedBenchmarks(&reporter);
   std::fflush(stdout);
-  okl::PrintSummary(reporter, load_before);
+  // With JSON or CSV on stdout the summary goes to stderr, keeping stdout machine-readable.
+  okl::PrintSummary(reporter, summary_time, load_before, console ? stdout : stderr);
   benchmark::Shutdown();
   return 0;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 #include "Eigen/Core"
@@ -16,11 +17,13 @@ using ConstArrayMap = Eigen::Map<const Eigen::ArrayXd>;
 // Eigen's vectorised exp() returns DBL_MIN rather than 0 (or a subnormal) for arguments
 // below log(DBL_MIN). Flushing those to exactly 0 keeps far-away terms from contributing
 // anything, so that e.g. a prediction of exactly 0 stays 0 however many terms there are.
-constexpr double kExpUnderflowArgument = -708.3964185322641;  // log(DBL_MIN)
-
-template <typename Argument>
-auto FlushedExp(const Argument& argument) {
-  return (argument < kExpUnderflowArgument).select(0.0, argument.exp());
+// A plain loop after the vector exp: Eigen 3.4's select() has no vector path and would
+// turn every exp into a libm call (3x slower).
+void FlushUnderflowToZero(ArrayMap values) {
+  double* v = values.data();
+  for (Eigen::Index i = 0; i < values.size(); ++i) {
+    v[i] = v[i] > std::numeric_limits<double>::min() ? v[i] : 0.0;
+  }
 }
 
 bool UsesDistance(KernelType type) {
@@ -87,13 +90,17 @@ void Kernel::Finish(double* values, size_t n) const {
   ArrayMap v(values, static_cast<Eigen::Index>(n));
   switch (config_.type) {
     case KernelType::kGaussian:
-      v = FlushedExp(distance_gain_ * v);
+      v = (distance_gain_ * v).exp();
+      FlushUnderflowToZero(v);
       return;
     case KernelType::kLaplacian:
-      v = FlushedExp(distance_gain_ * v.sqrt());
+      v = (distance_gain_ * v.sqrt()).exp();
+      FlushUnderflowToZero(v);
       return;
     case KernelType::kHeat:
-      v = heat_scale_ * FlushedExp(distance_gain_ * v);
+      v = (distance_gain_ * v).exp();
+      FlushUnderflowToZero(v);
+      v *= heat_scale_;
       return;
     case KernelType::kLinear:
       v += config_.c;

@@ -33,7 +33,10 @@ absl::Status ValidateName(absl::string_view what, absl::string_view name) {
 
 ModelEntry::ModelEntry(std::string tenant, std::string model,
                        std::unique_ptr<NormaModel> norma)
-    : tenant_(std::move(tenant)), model_(std::move(model)), norma_(std::move(norma)) {}
+    : tenant_(std::move(tenant)),
+      model_(std::move(model)),
+      config_(norma->config()),
+      norma_(std::move(norma)) {}
 
 absl::Status ModelEntry::CheckLive() const {
   if (deleted_) return NotFound(tenant_, model_);
@@ -42,10 +45,13 @@ absl::Status ModelEntry::CheckLive() const {
 
 absl::Status ModelEntry::ObserveBatch(absl::Span<const double> xs,
                                       absl::Span<const double> ys,
-                                      std::vector<Observation>* out) {
+                                      std::vector<Observation>* out,
+                                      ModelStats* stats_after) {
   WriterLock lock(&mu_);
   OKL_RETURN_IF_ERROR(CheckLive());
-  return norma_->ObserveBatch(xs, ys, out);
+  absl::Status status = norma_->ObserveBatch(xs, ys, out);
+  if (stats_after != nullptr) *stats_after = norma_->stats();
+  return status;
 }
 
 absl::Status ModelEntry::PredictBatch(absl::Span<const double> xs, absl::Span<double> out,

@@ -59,10 +59,16 @@ class ModelEntry {
 
   const std::string& tenant() const { return tenant_; }
   const std::string& model() const { return model_; }
+  // The model's configuration; fixed for the entry's life (Restore installs a new entry),
+  // so it is read without the lock.
+  const ModelConfig& config() const { return config_; }
 
   // NormaModel::ObserveBatch under the writer lock; NotFound once the entry is deleted.
+  // If `stats_after` is set, it receives the statistics right after this batch, taken
+  // under the same lock (another writer's batch may follow at once).
   absl::Status ObserveBatch(absl::Span<const double> xs, absl::Span<const double> ys,
-                            std::vector<Observation>* out) ABSL_LOCKS_EXCLUDED(mu_);
+                            std::vector<Observation>* out, ModelStats* stats_after = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // NormaModel::PredictBatch under a reader lock.
   absl::Status PredictBatch(absl::Span<const double> xs, absl::Span<double> out,
                             PredictionMode mode = PredictionMode::kConfigured) const
@@ -79,6 +85,7 @@ class ModelEntry {
 
   const std::string tenant_;
   const std::string model_;
+  const ModelConfig config_;
   mutable Mutex mu_;
   std::unique_ptr<NormaModel> norma_ ABSL_GUARDED_BY(mu_);
   bool deleted_ ABSL_GUARDED_BY(mu_) = false;

@@ -12,7 +12,9 @@ packages=(
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   librocksdb-dev
   # tests and benchmarks
-  libgtest-dev libgmock-dev libbenchmark-dev python3
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # the Python client test: stubs generated at test time with protoc + grpc_python_plugin
+  python3 python3-grpcio python3-protobuf
 )
 
 missing=()

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds okl three ways and runs every test:
 #   1. clang with -Wthread-safety -Werror=thread-safety-analysis (a compile-time check),
-#   2. gcc with AddressSanitizer + UndefinedBehaviorSanitizer, running the unit tests,
-#   3. the normal optimised build, running every test; its ctest summary closes the run.
+#   2. gcc with ThreadSanitizer, running the model registry's concurrency tests (gRPC and
+#      Abseil come from Debian uninstrumented, so TSan runs where okl owns every lock),
+#   3. gcc with AddressSanitizer + UndefinedBehaviorSanitizer, running the unit tests,
+#   4. the normal optimised build, running every test; its ctest summary closes the run.
 # Build trees live in build/ (reused between runs, so a second run is incremental).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +22,12 @@ echo "== clang thread-safety build"
 configure build/tsa -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
   -DOKL_THREAD_SAFETY=ON -DOKL_BUILD_BENCHMARKS=OFF
 cmake --build build/tsa -j "$jobs"
+
+echo "== thread sanitizer build: concurrency tests of the model registry"
+configure build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOKL_SANITIZE=thread \
+  -DOKL_BUILD_BENCHMARKS=OFF
+cmake --build build/tsan -j "$jobs" --target okl_core_test
+build/tsan/tests/core/okl_core_test --gtest_filter='ModelRegistry*:ValidateName*'
 
 echo "== address + undefined-behaviour sanitizer build"
 configure build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOKL_SANITIZE=address,undefined \
