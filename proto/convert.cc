@@ -2,6 +2,7 @@
 
 #include "proto/convert.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/status/status.h"
@@ -121,9 +122,9 @@ absl::StatusOr<BudgetConfig> BudgetFromProto(const v1::Budget& proto) {
     default:
       break;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("budget.policy ", static_cast<int>(proto.policy()),
-                   " is not one of OLDEST (1), SMALLEST (2)"));
+  return absl::InvalidArgumentError(absl::StrCat("budget.policy ",
+                                                 static_cast<int>(proto.policy()),
+                                                 " is not one of OLDEST (1), SMALLEST (2)"));
 }
 
 v1::KernelConfig KernelToProto(const KernelConfig& kernel) {
@@ -268,13 +269,10 @@ v1::ModelSnapshot ToProto(const ModelState& state) {
   proto.set_format_version(kSnapshotFormatVersion);
   *proto.mutable_config() = ToProto(state.config);
   proto.mutable_support()->Assign(state.support.begin(), state.support.end());
-  proto.mutable_coefficients()->Assign(state.coefficients.begin(),
-                                       state.coefficients.end());
+  proto.mutable_coefficients()->Assign(state.coefficients.begin(), state.coefficients.end());
   proto.mutable_added_at()->Assign(state.added_at.begin(), state.added_at.end());
-  proto.mutable_average_base()->Assign(state.average_base.begin(),
-                                       state.average_base.end());
-  proto.mutable_average_mark()->Assign(state.average_mark.begin(),
-                                       state.average_mark.end());
+  proto.mutable_average_base()->Assign(state.average_base.begin(), state.average_base.end());
+  proto.mutable_average_mark()->Assign(state.average_mark.begin(), state.average_mark.end());
   proto.set_scale(state.scale);
   proto.set_offset(state.offset);
   proto.set_margin(state.margin);
@@ -335,6 +333,168 @@ v1::ModelStats ToProto(const ModelStats& stats) {
   return proto;
 }
 
+v1::ModelInfo ToProto(const ModelSummary& summary) {
+  v1::ModelInfo proto;
+  proto.mutable_ref()->set_tenant(summary.tenant);
+  proto.mutable_ref()->set_model(summary.model);
+  *proto.mutable_config() = ToProto(summary.config);
+  *proto.mutable_stats() = ToProto(summary.stats);
+  return proto;
+}
+
+absl::Status DensifyVector(const v1::Vector& vector, absl::Span<double> out) {
+  const size_t dim = out.size();
+  const size_t values = vector.values_size();
+  if (vector.indices().empty()) {
+    if (values != dim) {
+      return absl::InvalidArgumentError(absl::StrCat("dense vector has ", values,
+                                                     " values but the model's dim is ", dim,
+                                                     " (set indices for a sparse vector)"));
+    }
+    std::copy(vector.values().begin(), vector.values().end(), out.begin());
+    return absl::OkStatus();
+  }
+  const size_t indices = vector.indices_size();
+  if (values != indices) {
+    return absl::InvalidArgumentError(absl::StrCat("sparse vector has ", indices,
+                                                   " indices but ", values,
+                                                   " values; give one value per index"));
+  }
+  std::fill(out.begin(), out.end(), 0.0);
+  for (size_t k = 0; k < indices; ++k) {
+    const uint32_t index = vector.indices(k);
+    if (index >= dim) {
+      return absl::InvalidArgumentError(absl::StrCat("sparse index indices[", k, "] = ", index,
+                                                     " is not below the model's dim ", dim,
+                                                     " (indices are 0-based)"));
+    }
+    if (k > 0 && index <= vector.indices(k - 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sparse indices must be strictly increasing: indices[", k, "] = ", index,
+                       " follows ", vector.indices(k - 1)));
+    }
+    out[index] = vector.values(k);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FromProto(const v1::ObserveRequest& request, uint32_t dim, ExampleBatch* batch) {
+  const size_t n = request.examples_size();
+  batch->xs.resize(n * dim);
+  batch->ys.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const v1::Example& example = request.examples(i);
+    absl::Status status =
+        DensifyVector(example.x(), absl::MakeSpan(batch->xs).subspan(i * dim, dim));
+    if (!status.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("examples[", i, "].x: ", status.message()));
+    }
+    batch->ys[i] = example.y();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FromProto(const v1::PredictRequest& request, uint32_t dim,
+                       std::vector<double>* xs) {
+  const size_t n = request.inputs_size();
+  xs->resize(n * dim);
+  for (size_t i = 0; i < n; ++i) {
+    absl::Status status =
+        DensifyVector(request.inputs(i), absl::MakeSpan(*xs).subspan(i * dim, dim));
+    if (!status.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("inputs[", i, "]: ", status.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void AppendToProto(absl::Span<const Observation> observations, v1::ObserveResponse* response) {
+  auto* predictions = response->mutable_predictions();
+  auto* losses = response->mutable_losses();
+  predictions->Reserve(predictions->size() + observations.size());
+  losses->Reserve(losses->size() + observations.size());
+  for (const Observation& o : observations) {
+    predictions->AddAlreadyReserved(o.prediction);
+    losses->AddAlreadyReserved(o.loss);
+  }
+}
+
+namespace {
+
+// The checksum field's tag: field 100, wire type 1 (64-bit), as a varint.
+constexpr char kChecksumTag[2] = {static_cast<char>(0xA1), static_cast<char>(0x06)};
+constexpr size_t kChecksumFieldBytes = sizeof(kChecksumTag) + sizeof(uint64_t);
+
+}  // namespace
+
+uint64_t Fnv1a64(absl::string_view bytes) {
+  uint64_t hash = 0xcbf29ce484222325u;
+  for (const char c : bytes) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 0x100000001b3u;
+  }
+  return hash;
+}
+
+absl::StatusOr<std::string> EncodeSnapshot(const ModelState& state) {
+  const v1::ModelSnapshot proto = ToProto(state);
+  const size_t size = proto.ByteSizeLong();
+  if (size + kChecksumFieldBytes > kMaxSnapshotBytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the model's snapshot would take ", size + kChecksumFieldBytes,
+                     " bytes, over protobuf's limit of ", kMaxSnapshotBytes,
+                     "; a model with a smaller budget or dim can be snapshotted"));
+  }
+  std::string bytes;
+  bytes.reserve(size + kChecksumFieldBytes);
+  if (!proto.AppendToString(&bytes)) {
+    return absl::InternalError("serializing the snapshot failed");
+  }
+  const uint64_t checksum = Fnv1a64(bytes);
+  bytes.append(kChecksumTag, sizeof(kChecksumTag));
+  for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<char>(checksum >> (8 * i)));
+  return bytes;
+}
+
+absl::StatusOr<ModelState> DecodeSnapshot(absl::string_view bytes) {
+  if (bytes.size() < kChecksumFieldBytes) {
+    return absl::DataLossError(
+        absl::StrCat("snapshot is ", bytes.size(), " bytes, too short to be one (truncated?)"));
+  }
+  if (bytes.size() > kMaxSnapshotBytes) {
+    return absl::DataLossError(absl::StrCat("snapshot is ", bytes.size(),
+                                            " bytes, over the limit of ", kMaxSnapshotBytes));
+  }
+  const absl::string_view body = bytes.substr(0, bytes.size() - kChecksumFieldBytes);
+  const absl::string_view trailer = bytes.substr(body.size());
+  if (trailer.substr(0, sizeof(kChecksumTag)) !=
+      absl::string_view(kChecksumTag, sizeof(kChecksumTag))) {
+    return absl::DataLossError(
+        "snapshot does not end in its checksum field (truncated, or not a snapshot)");
+  }
+  uint64_t expected = 0;
+  for (int i = 0; i < 8; ++i) {
+    expected |= uint64_t{static_cast<unsigned char>(trailer[sizeof(kChecksumTag) + i])}
+                << (8 * i);
+  }
+  const uint64_t actual = Fnv1a64(body);
+  if (actual != expected) {
+    return absl::DataLossError(absl::StrCat("snapshot checksum mismatch: the bytes hash to ",
+                                            absl::Hex(actual), ", the snapshot says ",
+                                            absl::Hex(expected), " (corrupted in transit?)"));
+  }
+  v1::ModelSnapshot proto;
+  if (!proto.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+    return absl::DataLossError("snapshot bytes do not parse as okl.v1.ModelSnapshot");
+  }
+  absl::StatusOr<ModelState> state = FromProto(proto);
+  if (!state.ok()) {
+    return absl::DataLossError(absl::StrCat("snapshot: ", state.status().message()));
+  }
+  return state;
+}
+
 absl::StatusOr<ModelConfig> ParseModelConfigText(absl::string_view text,
                                                  absl::string_view source) {
   v1::ModelConfig proto;
@@ -346,13 +506,12 @@ absl::StatusOr<ModelConfig> ParseModelConfigText(absl::string_view text,
       return absl::InvalidArgumentError(
           absl::StrCat(source, ": not a text-format okl.v1.ModelConfig"));
     }
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ":", errors.line(), ":", errors.column(), ": ", errors.message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ":", errors.line(), ":", errors.column(), ": ", errors.message()));
   }
   absl::StatusOr<ModelConfig> config = FromProto(proto);
   if (!config.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": ", config.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", config.status().message()));
   }
   return config;
 }

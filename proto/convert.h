@@ -1,9 +1,11 @@
 // proto/convert.h
 //
 // ToProto/FromProto overloads between the wire messages of okl/v1/okl.proto and core's
-// plain C++ types, and a parser for ModelConfig in protobuf text format (the format of
-// the `okl` tool's --config files). This is the one place that knows both sides: core
-// never sees protobuf, and the server and client convert only through here.
+// plain C++ types, the dense copies of wire vectors that core computes on, the snapshot
+// byte format (a serialized ModelSnapshot with its checksum), and a parser for
+// ModelConfig in protobuf text format (the format of the `okl` tool's --config files).
+// This is the one place that knows both sides: core never sees protobuf, and the server
+// and client convert only through here.
 //
 // FromProto validates: it returns InvalidArgument naming the offending field for what
 // the wire allows but the model cannot run (an unset oneof, an unknown enum number, a
@@ -21,14 +23,24 @@
 //   )pb"));
 //   okl::v1::ModelConfig wire = okl::ToProto(config);
 //   OKL_ASSIGN_OR_RETURN(okl::ModelConfig again, okl::FromProto(wire));  // == config
+//
+//   okl::ExampleBatch batch;
+//   OKL_RETURN_IF_ERROR(okl::FromProto(observe_request, config.dim, &batch));
+//   OKL_RETURN_IF_ERROR(model->ObserveBatch(batch.xs, batch.ys, &observations));
 #ifndef OKL_PROTO_CONVERT_H_
 #define OKL_PROTO_CONVERT_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "core/config.h"
+#include "core/model_registry.h"
 #include "core/norma.h"
 #include "okl/v1/okl.pb.h"
 
@@ -63,6 +75,61 @@ absl::StatusOr<ModelState> FromProto(const v1::ModelSnapshot& proto);
 // The wire statistics. `regret` is not part of core's ModelStats and is left 0 for the
 // caller to fill; an absent truncation bound is 0.
 v1::ModelStats ToProto(const ModelStats& stats);
+
+// The wire view of a model: ref, config and statistics (regret 0 until core tracks it).
+v1::ModelInfo ToProto(const ModelSummary& summary);
+
+// --- Inputs -------------------------------------------------------------------------
+
+// Writes `vector` densely into `out`, whose size is the model's dimension. Dense
+// (`indices` empty): exactly out.size() values. Sparse: as many values as indices, the
+// indices strictly increasing and below out.size(); the other entries become 0.
+// InvalidArgument otherwise, saying what to fix; callers prefix where the vector was.
+// Values are copied as they are: NaN and Inf are left for the model's validation.
+absl::Status DensifyVector(const v1::Vector& vector, absl::Span<double> out);
+
+// A batch of labelled examples as core takes them: xs holds ys.size() inputs of dim
+// values each, term-major.
+struct ExampleBatch {
+  std::vector<double> xs;
+  std::vector<double> ys;
+};
+
+// Replaces `batch` with request.examples() densified for a model of dimension `dim`.
+// InvalidArgument naming the first bad example ("examples[i].x: ..."); `batch` is
+// unspecified then. Neither the batch's size nor its values are checked here.
+absl::Status FromProto(const v1::ObserveRequest& request, uint32_t dim, ExampleBatch* batch);
+
+// Replaces `xs` with request.inputs() densified for a model of dimension `dim`
+// (inputs_size() * dim values, term-major). InvalidArgument naming the first bad input.
+absl::Status FromProto(const v1::PredictRequest& request, uint32_t dim,
+                       std::vector<double>* xs);
+
+// Appends one prediction and one loss per observation, in order.
+void AppendToProto(absl::Span<const Observation> observations, v1::ObserveResponse* response);
+
+// --- Snapshot bytes -----------------------------------------------------------------
+
+// The size of the SnapshotChunks the server sends: the last may be shorter.
+inline constexpr size_t kSnapshotChunkBytes = size_t{1} << 20;
+
+// FNV-1a, 64 bits: the snapshot's corruption check (see ModelSnapshot.checksum).
+uint64_t Fnv1a64(absl::string_view bytes);
+
+// Protobuf parses no message over 2 GiB - 1 bytes, so no snapshot may be longer.
+inline constexpr size_t kMaxSnapshotBytes = 2147483647;
+
+// The snapshot bytes of `state`: ToProto(state) serialized, then the checksum field
+// (tag 0xA1 0x06 and FNV-1a 64 of the bytes before it, little-endian) appended.
+// ResourceExhausted if they would exceed kMaxSnapshotBytes.
+absl::StatusOr<std::string> EncodeSnapshot(const ModelState& state);
+
+// Verifies the trailing checksum of `bytes`, parses the bytes before it as a ModelSnapshot and
+// converts it with FromProto. DataLoss, saying which, if the bytes are too short, the
+// checksum field is missing or does not match, the message does not parse, or
+// FromProto rejects it. Whether the arrays are consistent is NormaModel::FromState's
+// check; a server reports its error as DataLoss too.
+absl::StatusOr<ModelState> DecodeSnapshot(absl::string_view bytes);
 
 // Parses a ModelConfig written in protobuf text format, then converts it with FromProto.
 // A syntax error (or an unknown field) is InvalidArgument "<source>:line:column: what"

@@ -3,12 +3,16 @@
 #include "proto/convert.h"
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "core/model_registry.h"
 #include "core/norma.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -363,6 +367,228 @@ TEST(ParseModelConfigTextTest, ConversionErrorNamesSource) {
   EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(config.status().message(), HasSubstr("a.textproto: loss must set one of"));
 }
+
+v1::Vector Dense(std::vector<double> values) {
+  v1::Vector v;
+  v.mutable_values()->Assign(values.begin(), values.end());
+  return v;
+}
+
+v1::Vector Sparse(std::vector<uint32_t> indices, std::vector<double> values) {
+  v1::Vector v;
+  v.mutable_indices()->Assign(indices.begin(), indices.end());
+  v.mutable_values()->Assign(values.begin(), values.end());
+  return v;
+}
+
+absl::Status Densify(const v1::Vector& v, std::vector<double>* out) {
+  return DensifyVector(v, absl::MakeSpan(*out));
+}
+
+TEST(DensifyVectorTest, CopiesADenseVectorOfTheModelsDim) {
+  std::vector<double> out(3, -7.0);
+  ASSERT_TRUE(Densify(Dense({1.5, -2, 0.25}), &out).ok());
+  EXPECT_THAT(out, ::testing::ElementsAre(1.5, -2, 0.25));
+}
+
+TEST(DensifyVectorTest, RejectsADenseVectorOfAnotherLength) {
+  std::vector<double> out(3);
+  absl::Status status = Densify(Dense({1, 2}), &out);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("2 values but the model's dim is 3"));
+  // An unset vector is a dense one with no values.
+  status = Densify(v1::Vector(), &out);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(DensifyVectorTest, FillsASparseVectorWithZerosElsewhere) {
+  std::vector<double> out(5, -7.0);
+  ASSERT_TRUE(Densify(Sparse({0, 3}, {2.5, -1}), &out).ok());
+  EXPECT_THAT(out, ::testing::ElementsAre(2.5, 0, 0, -1, 0));
+  ASSERT_TRUE(Densify(Sparse({4}, {9}), &out).ok());
+  EXPECT_THAT(out, ::testing::ElementsAre(0, 0, 0, 0, 9));
+}
+
+TEST(DensifyVectorTest, RejectsBadSparseIndices) {
+  std::vector<double> out(4);
+  absl::Status status = Densify(Sparse({1, 4}, {1, 2}), &out);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("indices[1] = 4 is not below the model's dim 4"));
+
+  status = Densify(Sparse({2, 1}, {1, 2}), &out);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("strictly increasing: indices[1] = 1 follows 2"));
+
+  status = Densify(Sparse({2, 2}, {1, 2}), &out);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("strictly increasing"));
+
+  status = Densify(Sparse({0, 1}, {1}), &out);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("2 indices but 1 values"));
+}
+
+TEST(DensifyVectorTest, LeavesNonFiniteValuesToTheModel) {
+  std::vector<double> out(2);
+  ASSERT_TRUE(Densify(Sparse({1}, {std::numeric_limits<double>::infinity()}), &out).ok());
+  EXPECT_TRUE(std::isinf(out[1]));
+}
+
+TEST(ConvertObserveRequestTest, FlattensExamplesInOrder) {
+  v1::ObserveRequest request;
+  v1::Example* a = request.add_examples();
+  *a->mutable_x() = Dense({1, 2, 3});
+  a->set_y(0.5);
+  v1::Example* b = request.add_examples();
+  *b->mutable_x() = Sparse({1}, {-4});
+  b->set_y(-1);
+  ExampleBatch batch;
+  ASSERT_TRUE(FromProto(request, 3, &batch).ok());
+  EXPECT_THAT(batch.xs, ::testing::ElementsAre(1, 2, 3, 0, -4, 0));
+  EXPECT_THAT(batch.ys, ::testing::ElementsAre(0.5, -1));
+
+  // A second conversion replaces the batch.
+  request.mutable_examples()->RemoveLast();
+  ASSERT_TRUE(FromProto(request, 3, &batch).ok());
+  EXPECT_THAT(batch.xs, ::testing::ElementsAre(1, 2, 3));
+  EXPECT_THAT(batch.ys, ::testing::ElementsAre(0.5));
+}
+
+TEST(ConvertObserveRequestTest, NamesTheBadExample) {
+  v1::ObserveRequest request;
+  *request.add_examples()->mutable_x() = Dense({1, 2});
+  *request.add_examples()->mutable_x() = Sparse({7}, {1});
+  ExampleBatch batch;
+  absl::Status status = FromProto(request, 2, &batch);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("examples[1].x: sparse index"));
+}
+
+TEST(ConvertPredictRequestTest, FlattensInputsAndNamesTheBadOne) {
+  v1::PredictRequest request;
+  *request.add_inputs() = Dense({1, 2});
+  *request.add_inputs() = Sparse({0}, {3});
+  std::vector<double> xs;
+  ASSERT_TRUE(FromProto(request, 2, &xs).ok());
+  EXPECT_THAT(xs, ::testing::ElementsAre(1, 2, 3, 0));
+
+  *request.add_inputs() = Dense({1, 2, 3});
+  absl::Status status = FromProto(request, 2, &xs);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("inputs[2]: dense vector has 3 values"));
+}
+
+TEST(ConvertObserveResponseTest, AppendsPredictionsAndLossesInOrder) {
+  v1::ObserveResponse response;
+  const std::vector<Observation> first = {{.prediction = 1, .loss = 2}};
+  const std::vector<Observation> second = {{.prediction = 3, .loss = 4},
+                                           {.prediction = 5, .loss = 6}};
+  AppendToProto(first, &response);
+  AppendToProto(second, &response);
+  EXPECT_THAT(response.predictions(), ::testing::ElementsAre(1, 3, 5));
+  EXPECT_THAT(response.losses(), ::testing::ElementsAre(2, 4, 6));
+}
+
+TEST(ConvertModelInfoTest, CarriesRefConfigAndStats) {
+  ModelSummary summary;
+  summary.tenant = "acme";
+  summary.model = "churn";
+  summary.config = BaseConfig();
+  summary.stats.steps = 12;
+  summary.stats.expansion_size = 5;
+  summary.stats.truncation_error_bound = 0.125;
+  const v1::ModelInfo info = ToProto(summary);
+  EXPECT_EQ(info.ref().tenant(), "acme");
+  EXPECT_EQ(info.ref().model(), "churn");
+  absl::StatusOr<ModelConfig> config = FromProto(info.config());
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(*config, summary.config);
+  EXPECT_EQ(info.stats().steps(), 12u);
+  EXPECT_EQ(info.stats().expansion_size(), 5u);
+  EXPECT_EQ(info.stats().truncation_error_bound(), 0.125);
+  EXPECT_EQ(info.stats().regret(), 0.0);
+}
+
+TEST(Fnv1a64Test, MatchesPublishedValues) {
+  // From the reference test vectors of FNV's authors.
+  EXPECT_EQ(Fnv1a64(""), 0xcbf29ce484222325u);
+  EXPECT_EQ(Fnv1a64("a"), 0xaf63dc4c8601ec8cu);
+  EXPECT_EQ(Fnv1a64("foobar"), 0x85944171f73967e8u);
+}
+
+std::string EncodeOrDie(const ModelState& state) {
+  absl::StatusOr<std::string> bytes = EncodeSnapshot(state);
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  return bytes.ok() ? *bytes : std::string();
+}
+
+TEST(SnapshotBytesTest, RoundTripsExactlyAndEndsInTheChecksumField) {
+  const ModelState state = SampleState();
+  const std::string bytes = EncodeOrDie(state);
+  ASSERT_GT(bytes.size(), 10u);
+  const std::string body = bytes.substr(0, bytes.size() - 10);
+  EXPECT_EQ(static_cast<unsigned char>(bytes[bytes.size() - 10]), 0xA1);
+  EXPECT_EQ(static_cast<unsigned char>(bytes[bytes.size() - 9]), 0x06);
+  // The trailer is an ordinary protobuf field: a plain parse sees the checksum.
+  v1::ModelSnapshot parsed;
+  ASSERT_TRUE(parsed.ParseFromString(bytes));
+  EXPECT_EQ(parsed.checksum(), Fnv1a64(body));
+
+  absl::StatusOr<ModelState> back = DecodeSnapshot(bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, state);
+  EXPECT_EQ(std::bit_cast<uint64_t>(back->scale), std::bit_cast<uint64_t>(state.scale));
+}
+
+TEST(SnapshotBytesTest, EveryFlippedBitIsDataLoss) {
+  const std::string bytes = EncodeOrDie(SampleState());
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string corrupt = bytes;
+      corrupt[i] = static_cast<char>(corrupt[i] ^ (1 << bit));
+      absl::StatusOr<ModelState> state = DecodeSnapshot(corrupt);
+      ASSERT_FALSE(state.ok()) << "byte " << i << " bit " << bit;
+      EXPECT_EQ(state.status().code(), absl::StatusCode::kDataLoss)
+          << "byte " << i << " bit " << bit << ": " << state.status();
+    }
+  }
+}
+
+TEST(SnapshotBytesTest, EveryTruncationIsDataLoss) {
+  const std::string bytes = EncodeOrDie(SampleState());
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    absl::StatusOr<ModelState> state = DecodeSnapshot(absl::string_view(bytes).substr(0, n));
+    ASSERT_FALSE(state.ok()) << n << " bytes";
+    EXPECT_EQ(state.status().code(), absl::StatusCode::kDataLoss) << n << " bytes";
+  }
+  // So are bytes appended after the checksum.
+  absl::StatusOr<ModelState> state = DecodeSnapshot(bytes + "x");
+  EXPECT_EQ(state.status().code(), absl::StatusCode::kDataLoss);
+}
+
+// `body` with a correct checksum field appended, as EncodeSnapshot would.
+std::string WithChecksum(std::string body) {
+  const uint64_t checksum = Fnv1a64(body);
+  body.push_back(static_cast<char>(0xA1));
+  body.push_back(static_cast<char>(0x06));
+  for (int i = 0; i < 8; ++i) body.push_back(static_cast<char>(checksum >> (8 * i)));
+  return body;
+}
+
+TEST(SnapshotBytesTest, WellFormedButInvalidContentIsDataLoss) {
+  v1::ModelSnapshot snapshot = ToProto(SampleState());
+  snapshot.set_format_version(kSnapshotFormatVersion + 1);
+  absl::StatusOr<ModelState> state = DecodeSnapshot(WithChecksum(snapshot.SerializeAsString()));
+  EXPECT_EQ(state.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(state.status().message(), HasSubstr("format_version 2"));
+
+  // Bytes that are not a protobuf message at all (a truncated varint).
+  state = DecodeSnapshot(WithChecksum("\x08\xff"));
+  EXPECT_EQ(state.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(state.status().message(), HasSubstr("do not parse"));
+}
+
+TEST(SnapshotBytesTest, ChunkSizeIsOneMebibyte) { EXPECT_EQ(kSnapshotChunkBytes, 1u << 20); }
 
 }  // namespace
 }  // namespace okl

@@ -1,0 +1,167 @@
+// server/okl_server_main.cc
+//
+// okl_server: the okl gRPC service. Parses the flags into okl::Server::Options, starts
+// the server, and on SIGTERM or SIGINT drains it (health NOT_SERVING, new calls
+// UNAVAILABLE, calls in flight get --shutdown_grace to finish) and exits 0.
+//
+// The signals are blocked before any thread exists, so every thread inherits the mask
+// and only the main thread's sigwait() ever receives them: no async signal handler.
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "core/config.h"
+#include "server/server.h"
+
+ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
+          "Address to serve gRPC on, host:port; port 0 picks a free port (see --port_file).");
+ABSL_FLAG(std::string, port_file, "",
+          "If set, once the server is SERVING write its bound port (decimal, newline) to "
+          "this file, atomically (a temporary file in the same directory, renamed).");
+ABSL_FLAG(std::string, data_dir, "./okl-data",
+          "Directory for the durable model store. Reserved: not used yet (models live in "
+          "memory only).");
+ABSL_FLAG(uint32_t, max_models, 10000,
+          "Most models held at once; CreateModel/Restore beyond it: RESOURCE_EXHAUSTED.");
+ABSL_FLAG(uint32_t, max_dim, okl::kMaxDimension,
+          "Largest model input dimension accepted by CreateModel/Restore (at most 65536); "
+          "beyond it: INVALID_ARGUMENT.");
+ABSL_FLAG(uint32_t, max_terms, 1000000,
+          "Largest budget.max_terms accepted by CreateModel/Restore (at most 4194304); a "
+          "budget of 0 (unbounded) or beyond it: INVALID_ARGUMENT.");
+ABSL_FLAG(uint32_t, max_batch, 10000,
+          "Most examples in one ObserveRequest (per ObserveStream message) or inputs in "
+          "one PredictRequest; beyond it: RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int32_t, max_message_bytes, 64 << 20,
+          "Largest message the server receives, in bytes (gRPC answers RESOURCE_EXHAUSTED "
+          "beyond it).");
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
+          "On SIGTERM/SIGINT, how long calls in flight may take to finish before they are "
+          "cancelled.");
+ABSL_FLAG(bool, reflection, true,
+          "Serve gRPC server reflection (grpc.reflection.v1alpha), for grpcurl and the like.");
+ABSL_FLAG(std::string, observe_stream_api, "sync",
+          "For benchmarking: the gRPC API serving ObserveStream, sync or callback.");
+
+namespace {
+
+// `listen` with its port replaced by the bound one: "0.0.0.0:0" -> "0.0.0.0:40123".
+std::string BoundAddress(absl::string_view listen, int port) {
+  const size_t colon = listen.rfind(':');
+  if (colon == absl::string_view::npos) return std::string(listen);
+  const absl::string_view tail = listen.substr(colon + 1);
+  if (tail.empty() || !std::all_of(tail.begin(), tail.end(), absl::ascii_isdigit)) {
+    return std::string(listen);
+  }
+  return absl::StrCat(listen.substr(0, colon + 1), port);
+}
+
+// Writes "<port>\n" to `path` so that a reader never sees a partial file.
+absl::Status WritePortFile(const std::string& path, int port) {
+  const std::string temp = absl::StrCat(path, ".tmp.", getpid());
+  const std::string text = absl::StrCat(port, "\n");
+  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot create ", temp, " (--port_file): ", std::strerror(errno)));
+  }
+  const bool written = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  const int write_errno = errno;
+  if (close(fd) != 0 || !written) {
+    unlink(temp.c_str());
+    return absl::UnavailableError(
+        absl::StrCat("cannot write ", temp, " (--port_file): ", std::strerror(write_errno)));
+  }
+  if (rename(temp.c_str(), path.c_str()) != 0) {
+    const int rename_errno = errno;
+    unlink(temp.c_str());
+    return absl::UnavailableError(absl::StrCat(
+        "cannot rename ", temp, " to ", path, " (--port_file): ", std::strerror(rename_errno)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before anything can start a thread. A shell without job control starts background
+  // commands with SIGINT ignored, and an ignored signal is discarded even while blocked,
+  // so the default disposition is restored first (blocked, it never runs).
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGINT, SIG_DFL);
+
+  absl::SetProgramUsageMessage(
+      "Serves okl.v1.OnlineKernelLearning (online kernel learning, NORMA) over gRPC.\n"
+      "Usage: okl_server [--listen=0.0.0.0:50051] [--flags...]");
+  absl::ParseCommandLine(argc, argv);
+
+  okl::Server::Options options;
+  options.listen_address = absl::GetFlag(FLAGS_listen);
+  options.max_models = absl::GetFlag(FLAGS_max_models);
+  options.max_dim = absl::GetFlag(FLAGS_max_dim);
+  options.max_terms = absl::GetFlag(FLAGS_max_terms);
+  options.max_batch = absl::GetFlag(FLAGS_max_batch);
+  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.reflection = absl::GetFlag(FLAGS_reflection);
+  const std::string api = absl::GetFlag(FLAGS_observe_stream_api);
+  if (api == "sync") {
+    options.observe_stream_api = okl::StreamApi::kSync;
+  } else if (api == "callback") {
+    options.observe_stream_api = okl::StreamApi::kCallback;
+  } else {
+    std::fprintf(stderr, "okl_server: --observe_stream_api must be sync or callback, got %s\n",
+                 api.c_str());
+    return 1;
+  }
+  const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);
+  if (grace < absl::ZeroDuration()) {
+    std::fprintf(stderr, "okl_server: --shutdown_grace must not be negative\n");
+    return 1;
+  }
+
+  okl::Server server(options);
+  if (absl::Status status = server.Start(); !status.ok()) {
+    std::fprintf(stderr, "okl_server: %s\n", std::string(status.message()).c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "okl_server listening on %s\n",
+               BoundAddress(options.listen_address, server.port()).c_str());
+  if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
+    if (absl::Status status = WritePortFile(port_file, server.port()); !status.ok()) {
+      std::fprintf(stderr, "okl_server: %s\n", std::string(status.message()).c_str());
+      server.Shutdown(absl::Now());
+      return 1;
+    }
+  }
+
+  int signal_number = 0;
+  while (sigwait(&stop_signals, &signal_number) != 0) {
+  }
+  std::fprintf(stderr, "okl_server: %s, draining (up to %s)\n", strsignal(signal_number),
+               absl::FormatDuration(grace).c_str());
+  server.Shutdown(absl::Now() + grace);
+  std::fprintf(stderr, "okl_server stopped\n");
+  return 0;
+}

@@ -1,0 +1,112 @@
+// server/server.h
+//
+// okl::Server is okl_server without its command line: a gRPC server on one listening
+// address that serves okl.v1.OnlineKernelLearning (OklService over a ModelRegistry),
+// grpc.health.v1.Health and, unless turned off, server reflection. Tests run it
+// in-process; okl_server_main.cc maps its flags onto Options.
+//
+// Health: the services "" and "okl.v1.OnlineKernelLearning" report NOT_SERVING until
+// Start() has made the server ready, SERVING then, and NOT_SERVING again from
+// StartDraining() (which Shutdown() implies) on. While starting and draining, okl calls
+// fail with UNAVAILABLE.
+//
+// Thread-safe: Shutdown() and StartDraining() may be called from any thread, any number
+// of times; port() and InProcessChannel() after Start().
+//
+// Example:
+//   okl::Server server({.listen_address = "127.0.0.1:0"});
+//   OKL_RETURN_IF_ERROR(server.Start());
+//   auto stub = okl::v1::OnlineKernelLearning::NewStub(grpc::CreateChannel(
+//       absl::StrCat("127.0.0.1:", server.port()), grpc::InsecureChannelCredentials()));
+//   ...
+//   server.Shutdown(absl::Seconds(10));  // in-flight calls get up to 10 s to finish
+#ifndef OKL_SERVER_SERVER_H_
+#define OKL_SERVER_SERVER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "core/config.h"
+#include "core/model_registry.h"
+#include "core/mutex.h"
+#include "server/service.h"
+
+namespace okl {
+
+class Server {
+ public:
+  // Each field is the okl_server flag of the same name; see okl_server --help.
+  struct Options {
+    // host:port (any address gRPC accepts); port 0 picks a free port, see port().
+    std::string listen_address = "0.0.0.0:50051";
+    // Most models held at once; CreateModel or Restore of one more: RESOURCE_EXHAUSTED.
+    uint32_t max_models = 10000;
+    // Largest model dimension, 1..kMaxDimension.
+    uint32_t max_dim = kMaxDimension;
+    // Largest budget.max_terms, 1..kMaxTerms; an unbounded budget (0) is refused.
+    uint32_t max_terms = 1000000;
+    // Most examples per ObserveRequest (per ObserveStream message) or inputs per
+    // PredictRequest.
+    uint32_t max_batch = 10000;
+    // The largest message the server receives; gRPC answers RESOURCE_EXHAUSTED beyond.
+    int max_message_bytes = 64 << 20;
+    // Serve grpc.reflection.v1alpha.ServerReflection.
+    bool reflection = true;
+    // The gRPC API that serves ObserveStream (see StreamApi).
+    StreamApi observe_stream_api = StreamApi::kSync;
+  };
+
+  explicit Server(Options options);
+  // Shuts down at once (no grace) if still running.
+  ~Server();
+
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Validates the options (InvalidArgument naming the flag), binds and starts serving,
+  // then reports SERVING. Unavailable if the address cannot be bound;
+  // FailedPrecondition if called twice.
+  absl::Status Start() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The bound port (resolving port 0); 0 before Start().
+  int port() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Health NOT_SERVING and UNAVAILABLE for new okl calls; running calls go on.
+  void StartDraining() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // StartDraining(), then stops accepting connections and calls, lets calls in flight
+  // finish until `deadline`, cancels those still running then, and returns once all
+  // have ended. A no-op before Start(); later calls wait for the first to finish.
+  void Shutdown(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  void Shutdown(absl::Duration grace) ABSL_LOCKS_EXCLUDED(mu_) {
+    Shutdown(absl::Now() + grace);
+  }
+
+  // A channel to this server that bypasses the network; after Start().
+  std::shared_ptr<grpc::Channel> InProcessChannel() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The models served. Thread-safe.
+  ModelRegistry& registry() { return registry_; }
+
+ private:
+  void SetHealth(bool serving) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Options options_;
+  ModelRegistry registry_;
+  OklService service_;
+
+  mutable Mutex mu_;
+  // Set once by Start(); destroyed by ~Server only, so Shutdown() may use it unlocked.
+  std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(mu_);
+  int port_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace okl
+
+#endif  // OKL_SERVER_SERVER_H_

@@ -1,0 +1,1693 @@
+// tests/server/server_e2e_test.cc
+//
+// End-to-end tests of okl_server: the real binary on a loopback port, driven over gRPC.
+// Its answers are compared bit for bit with an okl::NormaModel run in-process on the same
+// config and stream (CoreTwin): the server must add no arithmetic of its own. Every
+// error of the wire contract is provoked over the wire, its code checked, and the model
+// checked unchanged afterwards (statistics and predictions at fixed probes).
+//
+// One server serves each suite (ServerE2ETest and ServerMatchesCoreTest with the default
+// flags, ServerLimitsTest with small limits); under ctest, whose gtest_discover_tests runs
+// every test in its own process, that is one server per test. Tests use their own model
+// names, so they do not depend on each other. ServerLifecycleTest and ServerDrainTest
+// start a server in every test, since each one ends it.
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/data_reader.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+#include "okl/v1/okl.pb.h"
+#include "proto/convert.h"
+#include "tests/server/e2e_test_util.h"
+#include "tests/server/server_process.h"
+
+namespace okl::testing {
+namespace {
+
+using ::google::protobuf::util::MessageDifferencer;
+using ::testing::AnyOf;
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::Eq;
+using ::testing::HasSubstr;
+using Code = ::grpc::StatusCode;
+
+// --- Configs ---------------------------------------------------------------------------
+
+// okl_server requires a budget (1..--max_terms); 100000 terms is "unbounded" here.
+constexpr char kRegressionConfig[] = R"pb(
+  dim: 3
+  kernel { gaussian { gamma: 0.8 } }
+  loss { squared {} }
+  learning_rate { eta0: 0.4 }
+  lambda: 0.01
+  offset: true
+  budget { max_terms: 100000 }
+)pb";
+
+constexpr char kSparseHingeConfig[] = R"pb(
+  dim: 40
+  kernel { laplacian { gamma: 0.5 } }
+  loss { hinge { rho: 1 nu: 0.2 } }
+  learning_rate { eta0: 0.5 schedule: INVERSE_SQRT }
+  lambda: 0.02
+  offset: true
+  budget { max_terms: 30 policy: SMALLEST }
+)pb";
+
+constexpr char kAveragedConfig[] = R"pb(
+  dim: 4
+  kernel { gaussian { gamma: 1.5 } }
+  loss { epsilon_insensitive { epsilon: 0.05 nu: 0.3 } }
+  learning_rate { eta0: 0.3 schedule: POWER theta: 0.6 }
+  lambda: 0.05
+  averaged: true
+  budget { max_terms: 25 policy: OLDEST }
+)pb";
+
+constexpr char kSparseLogisticConfig[] = R"pb(
+  dim: 12
+  kernel { polynomial { gamma: 0.5 c: 1 degree: 3 } }
+  loss { logistic {} }
+  learning_rate { eta0: 0.2 }
+  lambda: 0.01
+  budget { max_terms: 16 policy: OLDEST drop_below: 1e-4 }
+)pb";
+
+constexpr char kHeatHuberConfig[] = R"pb(
+  dim: 5
+  kernel { heat { t: 0.7 } }
+  loss { huber { delta: 0.3 } }
+  learning_rate { eta0: 0.6 schedule: INVERSE_SQRT }
+  lambda: 0.1
+  offset: true
+  averaged: true
+  budget { max_terms: 40 policy: SMALLEST }
+)pb";
+
+// client/examples/mg30.textproto: one-step-ahead Mackey-Glass prediction with 7 lags.
+constexpr char kMackeyGlassConfig[] = R"pb(
+  dim: 7
+  kernel { gaussian { gamma: 1 } }
+  loss { squared {} }
+  learning_rate { eta0: 0.5 schedule: CONSTANT }
+  lambda: 0.001
+  budget { max_terms: 512 policy: OLDEST }
+)pb";
+
+constexpr char kClassifierConfig[] = R"pb(
+  dim: 3
+  kernel { gaussian { gamma: 1 } }
+  loss { hinge {} }
+  learning_rate { eta0: 0.5 }
+  lambda: 0.01
+  budget { max_terms: 1000 }
+)pb";
+
+// A squared-loss linear model with a huge rate on growing inputs: every step multiplies
+// the prediction by ~eta x^2, so some step overflows (as in tests/core/norma_test.cc).
+constexpr char kDivergingConfig[] = R"pb(
+  dim: 1
+  kernel { linear { c: 0 } }
+  loss { squared {} }
+  learning_rate { eta0: 1000 }
+  budget { max_terms: 1000 }
+)pb";
+
+// --- Snapshot bytes, checked independently of the server's code ------------------------
+
+// FNV-1a 64, as okl.proto documents ModelSnapshot.checksum.
+uint64_t Fnv1a64(absl::string_view bytes) {
+  uint64_t hash = 0xcbf29ce484222325u;
+  for (const char c : bytes) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 0x100000001b3u;
+  }
+  return hash;
+}
+
+// `body` (a serialized ModelSnapshot without its checksum) with the checksum field
+// appended: tag 0xA1 0x06, then FNV-1a 64 of `body`, little-endian.
+std::string WithChecksum(std::string body) {
+  const uint64_t checksum = Fnv1a64(body);
+  body.push_back(static_cast<char>(0xA1));
+  body.push_back(static_cast<char>(0x06));
+  for (int i = 0; i < 8; ++i) body.push_back(static_cast<char>(checksum >> (8 * i)));
+  return body;
+}
+
+// --- Fixtures --------------------------------------------------------------------------
+
+// Owns the suite's server. Derived suites start it in SetUpTestSuite with their flags.
+class ServerSuite : public ::testing::Test {
+ protected:
+  static void StartServer(std::vector<std::string> flags) {
+    absl::StatusOr<std::unique_ptr<ServerProcess>> server =
+        ServerProcess::Start({.flags = std::move(flags)});
+    if (server.ok()) {
+      server_ = *std::move(server);
+    } else {
+      start_error_ = server.status().ToString();
+    }
+  }
+
+  static void StopServer() {
+    if (server_ == nullptr) return;
+    absl::StatusOr<int> exit = server_->Stop();
+    if (!exit.ok()) {
+      ADD_FAILURE() << "okl_server did not stop on SIGTERM: " << exit.status();
+    } else if (!WIFEXITED(*exit) || WEXITSTATUS(*exit) != 0) {
+      ADD_FAILURE() << "okl_server exited with wait status " << *exit << "; its log:\n"
+                    << server_->Log();
+    }
+    server_.reset();
+  }
+
+  void SetUp() override { ASSERT_NE(server_, nullptr) << start_error_; }
+
+  void TearDown() override {
+    if (HasFailure() && server_ != nullptr) {
+      const std::string log = server_->Log();
+      std::cerr << "--- okl_server log (last 4 KiB) ---\n"
+                << log.substr(log.size() > 4096 ? log.size() - 4096 : 0) << "\n";
+    }
+  }
+
+  static Stub& stub() { return server_->stub(); }
+  static ServerProcess& server() { return *server_; }
+
+  // A model created and trained on `n` examples, with the probes and the fingerprint
+  // that "nothing changed" is checked against.
+  struct Trained {
+    v1::ModelRef ref;
+    v1::ModelConfig config;
+    std::vector<v1::Example> stream;
+    std::vector<v1::Vector> probes;
+    ModelFingerprint fingerprint;
+  };
+
+  static Trained Train(const v1::ModelRef& ref, absl::string_view config_text, size_t n = 30,
+                       uint64_t seed = 7) {
+    Trained trained;
+    trained.ref = ref;
+    trained.config = ParseConfig(config_text);
+    EXPECT_TRUE(IsOk(CreateModel(stub(), ref, trained.config))) << RefName(ref);
+    trained.stream = MakeStream(trained.config, n, seed);
+    if (n > 0) {
+      v1::ObserveResponse response;
+      EXPECT_TRUE(IsOk(Observe(stub(), ref, trained.stream, &response)));
+    }
+    trained.probes = MakeProbes(trained.config.dim(), 5, seed + 1000);
+    absl::StatusOr<ModelFingerprint> fingerprint = Fingerprint(stub(), ref, trained.probes);
+    EXPECT_TRUE(fingerprint.ok()) << fingerprint.status();
+    if (fingerprint.ok()) trained.fingerprint = *fingerprint;
+    return trained;
+  }
+
+  // Fails the test if the model's stats, config or predictions differ from `trained`'s.
+  static void ExpectUnchanged(const Trained& trained, absl::string_view after) {
+    absl::StatusOr<ModelFingerprint> now = Fingerprint(stub(), trained.ref, trained.probes);
+    ASSERT_TRUE(now.ok()) << "after " << after << ": " << now.status();
+    EXPECT_EQ(*now, trained.fingerprint) << "the model changed after " << after;
+  }
+
+  static void ExpectAbsent(const v1::ModelRef& ref, absl::string_view after) {
+    v1::ModelInfo info;
+    EXPECT_TRUE(HasCode(GetModel(stub(), ref, &info), Code::NOT_FOUND))
+        << RefName(ref) << " exists after " << after;
+  }
+
+  static std::unique_ptr<ServerProcess> server_;
+  static std::string start_error_;
+};
+
+std::unique_ptr<ServerProcess> ServerSuite::server_;
+std::string ServerSuite::start_error_;
+
+// The server with its default flags.
+class ServerE2ETest : public ServerSuite {
+ protected:
+  static void SetUpTestSuite() { StartServer({}); }
+  static void TearDownTestSuite() { StopServer(); }
+};
+
+// --- Lifecycle of a model --------------------------------------------------------------
+
+TEST_F(ServerE2ETest, CreateModelReturnsTheRefTheConfigAndZeroStats) {
+  const v1::ModelConfig config = ParseConfig(kSparseHingeConfig);
+  v1::ModelInfo info;
+  ASSERT_TRUE(IsOk(CreateModel(stub(), Ref("acme", "churn"), config, &info)));
+  EXPECT_EQ(info.ref().tenant(), "acme");
+  EXPECT_EQ(info.ref().model(), "churn");
+  // The config comes back as the server understood it: the same core config.
+  absl::StatusOr<ModelConfig> sent = FromProto(config);
+  absl::StatusOr<ModelConfig> got = FromProto(info.config());
+  ASSERT_TRUE(sent.ok() && got.ok()) << sent.status() << got.status();
+  EXPECT_TRUE(*sent == *got) << info.config().ShortDebugString();
+  EXPECT_EQ(info.stats().steps(), 0u);
+  EXPECT_EQ(info.stats().expansion_size(), 0u);
+  EXPECT_EQ(info.stats().cumulative_loss(), 0.0);
+  EXPECT_EQ(info.stats().mistakes(), 0u);
+
+  v1::ModelInfo again;
+  ASSERT_TRUE(IsOk(GetModel(stub(), Ref("acme", "churn"), &again)));
+  EXPECT_TRUE(MessageDifferencer::Equals(info, again)) << again.ShortDebugString();
+}
+
+TEST_F(ServerE2ETest, CreateModelTwiceIsAlreadyExistsAndKeepsTheFirstModel) {
+  const Trained trained = Train(Ref("e2e", "twice"), kRegressionConfig);
+  v1::ModelInfo info;
+  EXPECT_TRUE(
+      HasCode(CreateModel(stub(), trained.ref, trained.config, &info), Code::ALREADY_EXISTS));
+  ExpectUnchanged(trained, "CreateModel with the same config");
+  EXPECT_TRUE(HasCode(CreateModel(stub(), trained.ref, ParseConfig(kAveragedConfig), &info),
+                      Code::ALREADY_EXISTS));
+  ExpectUnchanged(trained, "CreateModel with another config");
+}
+
+TEST_F(ServerE2ETest, GetModelReportsTheConfigAndTheLiveStatsOfTheCore) {
+  const v1::ModelRef ref = Ref("e2e", "get");
+  const v1::ModelConfig config = ParseConfig(kClassifierConfig);
+  ASSERT_TRUE(IsOk(CreateModel(stub(), ref, config)));
+  std::unique_ptr<CoreTwin> twin = CoreTwin::Create(config);
+  ASSERT_NE(twin, nullptr);
+  const std::vector<v1::Example> stream = MakeStream(config, 60, 11);
+  for (const auto& batch : SplitIntoBatches(stream, std::vector<size_t>{20})) {
+    v1::ObserveResponse response;
+    ASSERT_TRUE(IsOk(Observe(stub(), ref, batch, &response)));
+    twin->Observe(batch);
+    v1::ModelInfo info;
+    ASSERT_TRUE(IsOk(GetModel(stub(), ref, &info)));
+    const v1::ModelStats expected = ToProto(twin->model().stats());
+    EXPECT_TRUE(MessageDifferencer::Equals(info.stats(), expected))
+        << "server: " << info.stats().ShortDebugString()
+        << "\ncore:   " << expected.ShortDebugString();
+    EXPECT_GT(info.stats().mistakes(), 0u);  // a classifier: mistakes are counted
+  }
+}
+
+TEST_F(ServerE2ETest, ListModelsIsSortedByTenantThenModelAndFiltersByTenant) {
+  const v1::ModelConfig config = ParseConfig(kRegressionConfig);
+  // Created out of order, in two tenants that sort apart from every other test's.
+  const std::vector<v1::ModelRef> refs = {Ref("list-b", "m2"), Ref("list-a", "z"),
+                                          Ref("list-b", "m10"), Ref("list-a", "a"),
+                                          Ref("list-b", "M1")};
+  for (const v1::ModelRef& ref : refs) ASSERT_TRUE(IsOk(CreateModel(stub(), ref, config)));
+
+  auto names = [](const v1::ListModelsResponse& response) {
+    std::vector<std::string> out;
+    for (const v1::ModelInfo& info : response.models()) out.push_back(RefName(info.ref()));
+    return out;
+  };
+  v1::ListModelsResponse response;
+  ASSERT_TRUE(IsOk(ListModels(stub(), "list-b", &response)));
+  // Byte order: "M1" < "m10" < "m2".
+  EXPECT_THAT(names(response), ElementsAre("list-b/M1", "list-b/m10", "list-b/m2"));
+  for (const v1::ModelInfo& info : response.models()) {
+    EXPECT_TRUE(info.has_config() && info.has_stats()) << info.ShortDebugString();
+  }
+
+  ASSERT_TRUE(IsOk(ListModels(stub(), "list-a", &response)));
+  EXPECT_THAT(names(response), ElementsAre("list-a/a", "list-a/z"));
+
+  ASSERT_TRUE(IsOk(ListModels(stub(), "", &response)));
+  std::vector<std::pair<std::string, std::string>> all;
+  for (const v1::ModelInfo& info : response.models()) {
+    all.emplace_back(info.ref().tenant(), info.ref().model());
+  }
+  EXPECT_TRUE(std::is_sorted(all.begin(), all.end()));
+  for (const v1::ModelRef& ref : refs) {
+    EXPECT_THAT(all, Contains(std::make_pair(ref.tenant(), ref.model())));
+  }
+
+  ASSERT_TRUE(IsOk(ListModels(stub(), "list-nobody", &response)));
+  EXPECT_EQ(response.models_size(), 0);
+}
+
+TEST_F(ServerE2ETest, DeleteModelRemovesTheModelAndFreesItsName) {
+  const Trained trained = Train(Ref("e2e", "delete"), kRegressionConfig);
+  ASSERT_TRUE(IsOk(DeleteModel(stub(), trained.ref)));
+
+  v1::ModelInfo info;
+  EXPECT_TRUE(HasCode(GetModel(stub(), trained.ref, &info), Code::NOT_FOUND));
+  EXPECT_TRUE(HasCode(DeleteModel(stub(), trained.ref), Code::NOT_FOUND));
+  v1::ObserveResponse response;
+  EXPECT_TRUE(
+      HasCode(Observe(stub(), trained.ref, trained.stream, &response), Code::NOT_FOUND));
+  std::vector<double> predictions;
+  EXPECT_TRUE(
+      HasCode(Predict(stub(), trained.ref, trained.probes, &predictions), Code::NOT_FOUND));
+  v1::ListModelsResponse list;
+  ASSERT_TRUE(IsOk(ListModels(stub(), "e2e", &list)));
+  for (const v1::ModelInfo& listed : list.models()) EXPECT_NE(listed.ref().model(), "delete");
+
+  // The name is free again, for a fresh model.
+  ASSERT_TRUE(IsOk(CreateModel(stub(), trained.ref, trained.config, &info)));
+  EXPECT_EQ(info.stats().steps(), 0u);
+  ASSERT_TRUE(IsOk(Predict(stub(), trained.ref, trained.probes, &predictions)));
+  EXPECT_THAT(predictions, ::testing::Each(Eq(0.0)));  // f_1 = 0 with no offset learned
+}
+
+// --- Observe, ObserveStream, Predict ---------------------------------------------------
+
+TEST_F(ServerE2ETest, ObserveReturnsPrequentialPredictionsLossesStepsAndExpansionSize) {
+  const v1::ModelRef ref = Ref("e2e", "observe");
+  // No offset and a budget of 4: the first prediction is f_1 = 0, every squared-loss
+  // step adds a term, and the budget caps the expansion.
+  const v1::ModelConfig config = ParseConfig(R"pb(
+    dim: 2
+    kernel { gaussian { gamma: 1 } }
+    loss { squared {} }
+    learning_rate { eta0: 0.5 }
+    lambda: 0.1
+    budget { max_terms: 4 }
+  )pb");
+  ASSERT_TRUE(IsOk(CreateModel(stub(), ref, config)));
+  const std::vector<v1::Example> stream = MakeStream(config, 6, 5);
+
+  v1::ObserveResponse response;
+  ASSERT_TRUE(IsOk(Observe(stub(), ref, absl::MakeConstSpan(stream).subspan(0, 1), &response)));
+  ASSERT_EQ(response.predictions_size(), 1);
+  ASSERT_EQ(response.losses_size(), 1);
+  EXPECT_EQ(response.predictions(0), 0.0);
+  EXPECT_EQ(response.losses(0), 0.5 * stream[0].y() * stream[0].y());
+  EXPECT_EQ(response.steps(), 1u);
+  EXPECT_EQ(response.expansion_size(), 1u);
+
+  ASSERT_TRUE(IsOk(Observe(stub(), ref, absl::MakeConstSpan(stream).subspan(1), &response)));
+  ASSERT_EQ(response.predictions_size(), 5);
+  ASSERT_EQ(response.losses_size(), 5);
+  for (int i = 0; i < 5; ++i) {
+    const double r = response.predictions(i) - stream[i + 1].y();
+    EXPECT_EQ(response.losses(i), 0.5 * r * r) << i;
+    EXPECT_NE(response.predictions(i), 0.0) << i;  // the model learned from example 0
+  }
+  EXPECT_EQ(response.steps(), 6u);
+  EXPECT_EQ(response.expansion_size(), 4u);
+}
+
+TEST_F(ServerE2ETest, ObserveStreamEqualsTheSameExamplesObservedUnary) {
+  const v1::ModelConfig config = ParseConfig(kAveragedConfig);
+  const v1::ModelRef unary = Ref("e2e", "stream-unary");
+  const v1::ModelRef streamed = Ref("e2e", "stream-streamed");
+  ASSERT_TRUE(IsOk(CreateModel(stub(), unary, config)));
+  ASSERT_TRUE(IsOk(CreateModel(stub(), streamed, config)));
+  const std::vector<v1::Example> stream = MakeStream(config, 90, 3);
+  const auto batches = SplitIntoBatches(stream, std::vector<size_t>{1, 8, 3, 30});
+
+  std::vector<double> predictions, losses;
+  v1::ObserveResponse response;
+  for (const auto& batch : batches) {
+    ASSERT_TRUE(IsOk(Observe(stub(), unary, batch, &response)));
+    predictions.insert(predictions.end(), response.predictions().begin(),
+                       response.predictions().end());
+    losses.insert(losses.end(), response.losses().begin(), response.losses().end());
+  }
+  v1::ObserveResponse aggregate;
+  ASSERT_TRUE(IsOk(ObserveStream(stub(), streamed, batches, &aggregate)));
+  EXPECT_EQ(Bits(aggregate.predictions()), Bits(predictions));
+  EXPECT_EQ(Bits(aggregate.losses()), Bits(losses));
+  EXPECT_EQ(aggregate.steps(), 90u);
+  EXPECT_EQ(aggregate.expansion_size(), response.expansion_size());
+
+  // A second stream continues where the first left off.
+  const std::vector<v1::Example> more = MakeStream(config, 10, 4);
+  ASSERT_TRUE(IsOk(Observe(stub(), unary, more, &response)));
+  ASSERT_TRUE(IsOk(ObserveStream(stub(), streamed, {more}, &aggregate)));
+  EXPECT_EQ(Bits(aggregate.predictions()), Bits(response.predictions()));
+  EXPECT_EQ(aggregate.steps(), 100u);
+  // A later message may name the model again instead of leaving the ref empty.
+  std::vector<v1::ObserveRequest> requests(2);
+  for (v1::ObserveRequest& request : requests) {
+    *request.mutable_ref() = streamed;
+    request.mutable_examples()->Add(more.begin(), more.begin() + 2);
+  }
+  ASSERT_TRUE(IsOk(ObserveStreamRaw(stub(), requests, &aggregate)));
+  EXPECT_EQ(aggregate.predictions_size(), 4);
+  EXPECT_EQ(aggregate.steps(), 104u);
+}
+
+TEST_F(ServerE2ETest, PredictReturnsOnePredictionPerInputInOrderAndChangesNothing) {
+  const Trained trained = Train(Ref("e2e", "predict"), kRegressionConfig, 40);
+  std::vector<v1::Vector> inputs = MakeProbes(3, 12, 99);
+  std::vector<double> forward;
+  ASSERT_TRUE(IsOk(Predict(stub(), trained.ref, inputs, &forward)));
+  ASSERT_EQ(forward.size(), inputs.size());
+  std::reverse(inputs.begin(), inputs.end());
+  std::vector<double> backward;
+  ASSERT_TRUE(IsOk(Predict(stub(), trained.ref, inputs, &backward)));
+  std::reverse(backward.begin(), backward.end());
+  EXPECT_EQ(Bits(forward), Bits(backward));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::vector<double> one;
+    ASSERT_TRUE(IsOk(Predict(stub(), trained.ref, {inputs[i]}, &one)));
+    ASSERT_EQ(one.size(), 1u);
+    EXPECT_EQ(Bits(one), Bits({forward[inputs.size() - 1 - i]})) << i;
+  }
+  // A sparse input predicts as its dense equivalent.
+  const v1::Vector sparse = SparseVector({0u, 2u}, {0.25, -0.5});
+  std::vector<double> from_sparse, from_dense;
+  ASSERT_TRUE(IsOk(Predict(stub(), trained.ref, {sparse}, &from_sparse)));
+  ASSERT_TRUE(
+      IsOk(Predict(stub(), trained.ref, {DenseVector({0.25, 0.0, -0.5})}, &from_dense)));
+  EXPECT_EQ(Bits(from_sparse), Bits(from_dense));
+  ExpectUnchanged(trained, "Predict");
+}
+
+// --- The server computes exactly what core computes ------------------------------------
+
+struct EquivalenceCase {
+  std::string name;
+  const char* config;
+  bool sparse;
+};
+
+void PrintTo(const EquivalenceCase& c, std::ostream* out) {
+  *out << c.name << (c.sparse ? " (sparse inputs)" : " (dense inputs)");
+}
+
+class ServerMatchesCoreTest : public ServerSuite,
+                              public ::testing::WithParamInterface<EquivalenceCase> {
+ protected:
+  static void SetUpTestSuite() { StartServer({}); }
+  static void TearDownTestSuite() { StopServer(); }
+};
+
+TEST_P(ServerMatchesCoreTest, PredictionsLossesStatsAndStateEqualTheCoreBitForBit) {
+  const EquivalenceCase& param = GetParam();
+  const v1::ModelRef ref = Ref("equivalence", param.name);
+  const v1::ModelConfig config = ParseConfig(param.config);
+  ASSERT_TRUE(IsOk(CreateModel(stub(), ref, config)));
+  std::unique_ptr<CoreTwin> twin = CoreTwin::Create(config);
+  ASSERT_NE(twin, nullptr);
+  const std::vector<v1::Example> stream = MakeStream(config, 300, 2024, param.sparse);
+  const std::vector<v1::Vector> probes = MakeProbes(config.dim(), 7, 2025, param.sparse);
+
+  auto expect_same_predictions = [&](absl::string_view when) {
+    std::vector<double> predictions;
+    ASSERT_TRUE(IsOk(Predict(stub(), ref, probes, &predictions))) << when;
+    EXPECT_EQ(Bits(predictions), Bits(twin->Predict(probes))) << "Predict " << when;
+  };
+
+  // The first half unary, in batches of varying size.
+  const auto batches = SplitIntoBatches(absl::MakeConstSpan(stream).subspan(0, 150),
+                                        std::vector<size_t>{1, 7, 3, 16, 2});
+  size_t done = 0;
+  for (const auto& batch : batches) {
+    v1::ObserveResponse response;
+    ASSERT_TRUE(IsOk(Observe(stub(), ref, batch, &response)));
+    const std::vector<Observation> expected = twin->Observe(batch);
+    done += batch.size();
+    ASSERT_EQ(response.predictions_size(), static_cast<int>(batch.size()));
+    ASSERT_EQ(Bits(response.predictions()), Bits(PredictionsOf(expected))) << "after " << done;
+    ASSERT_EQ(Bits(response.losses()), Bits(LossesOf(expected))) << "after " << done;
+    EXPECT_EQ(response.steps(), twin->model().steps());
+    EXPECT_EQ(response.expansion_size(), twin->model().expansion_size());
+    expect_same_predictions(absl::StrCat("after ", done, " examples"));
+  }
+
+  // The second half on one stream.
+  const auto stream_batches =
+      SplitIntoBatches(absl::MakeConstSpan(stream).subspan(150), std::vector<size_t>{5, 1, 9});
+  v1::ObserveResponse aggregate;
+  ASSERT_TRUE(IsOk(ObserveStream(stub(), ref, stream_batches, &aggregate)));
+  const std::vector<Observation> expected =
+      twin->Observe(absl::MakeConstSpan(stream).subspan(150));
+  ASSERT_EQ(aggregate.predictions_size(), 150);
+  EXPECT_EQ(Bits(aggregate.predictions()), Bits(PredictionsOf(expected)));
+  EXPECT_EQ(Bits(aggregate.losses()), Bits(LossesOf(expected)));
+  EXPECT_EQ(aggregate.steps(), 300u);
+  EXPECT_EQ(aggregate.expansion_size(), twin->model().expansion_size());
+  expect_same_predictions("after the stream");
+
+  v1::ModelInfo info;
+  ASSERT_TRUE(IsOk(GetModel(stub(), ref, &info)));
+  const v1::ModelStats stats = ToProto(twin->model().stats());
+  EXPECT_TRUE(MessageDifferencer::Equals(info.stats(), stats))
+      << "server: " << info.stats().ShortDebugString()
+      << "\ncore:   " << stats.ShortDebugString();
+
+  // The snapshot is the core's state, exactly.
+  std::string bytes;
+  ASSERT_TRUE(IsOk(Snapshot(stub(), ref, &bytes)));
+  v1::ModelSnapshot snapshot;
+  ASSERT_TRUE(snapshot.ParseFromString(bytes));
+  absl::StatusOr<ModelState> state = FromProto(snapshot);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_TRUE(*state == twin->model().ExportState());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Configs, ServerMatchesCoreTest,
+    ::testing::Values(
+        EquivalenceCase{"GaussianSquaredOffset", kRegressionConfig, false},
+        EquivalenceCase{"SparseLaplacianNuHingeSmallest", kSparseHingeConfig, true},
+        EquivalenceCase{"AveragedEpsilonPowerOldest", kAveragedConfig, false},
+        EquivalenceCase{"SparsePolynomialLogisticDropBelow", kSparseLogisticConfig, true},
+        EquivalenceCase{"AveragedHeatHuberSparse", kHeatHuberConfig, true}),
+    [](const ::testing::TestParamInfo<EquivalenceCase>& info) { return info.param.name; });
+
+TEST_F(ServerE2ETest, MackeyGlassReplayOverGrpcEqualsTheCoreBitForBit) {
+  absl::StatusOr<Dataset> data = ReadSeries(OKL_DATA_DIR "/mg30.dat", 7);
+  ASSERT_TRUE(data.ok()) << data.status();
+  const size_t n = std::min<size_t>(data->size(), 1500);
+  std::vector<v1::Example> stream;
+  for (size_t i = 0; i < n; ++i)
+    stream.push_back(MakeExample(DenseVector(data->row(i)), data->y[i]));
+
+  const v1::ModelRef ref = Ref("e2e", "mg30");
+  const v1::ModelConfig config = ParseConfig(kMackeyGlassConfig);
+  ASSERT_TRUE(IsOk(CreateModel(stub(), ref, config)));
+  std::unique_ptr<CoreTwin> twin = CoreTwin::Create(config);
+  ASSERT_NE(twin, nullptr);
+  v1::ObserveResponse response;
+  ASSERT_TRUE(IsOk(ObserveStream(
+      stub(), ref, SplitIntoBatches(stream, std::vector<size_t>{100}), &response)));
+  const std::vector<Observation> expected = twin->Observe(stream);
+  EXPECT_EQ(Bits(response.predictions()), Bits(PredictionsOf(expected)));
+  EXPECT_EQ(response.expansion_size(), 512u);  // the budget is full
+  // And it learns: the last 200 squared errors are far below the first 200.
+  auto mean_loss = [&](size_t from, size_t to) {
+    double sum = 0.0;
+    for (size_t i = from; i < to; ++i) sum += response.losses(i);
+    return sum / static_cast<double>(to - from);
+  };
+  EXPECT_LT(mean_loss(n - 200, n), 0.2 * mean_loss(0, 200));
+}
+
+// --- Snapshot and Restore --------------------------------------------------------------
+
+TEST_F(ServerE2ETest, SnapshotIsOneChecksummedModelSnapshotInChunksOfAtMostOneMiB) {
+  const v1::ModelRef ref = Ref("e2e", "big");
+  // 2,400 terms of 64 doubles: ~1.2 MB of support, so at least two chunks.
+  const v1::ModelConfig config = ParseConfig(R"pb(
+    dim: 64
+    kernel { gaussian { gamma: 0.05 } }
+    loss { squared {} }
+    learning_rate { eta0: 0.2 }
+    lambda: 0.001
+    budget { max_terms: 2400 }
+  )pb");
+  ASSERT_TRUE(IsOk(CreateModel(stub(), ref, config)));
+  std::unique_ptr<CoreTwin> twin = CoreTwin::Create(config);
+  ASSERT_NE(twin, nullptr);
+  const std::vector<v1::Example> stream = MakeStream(config, 2400, 8);
+  v1::ObserveResponse response;
+  ASSERT_TRUE(IsOk(ObserveStream(
+      stub(), ref, SplitIntoBatches(stream, std::vector<size_t>{400}), &response)));
+  twin->Observe(stream);
+  ASSERT_EQ(response.expansion_size(), 2400u);
+
+  std::string bytes;
+  std::vector<size_t> chunk_sizes;
+  ASSERT_TRUE(IsOk(Snapshot(stub(), ref, &bytes, &chunk_sizes)));
+  EXPECT_GT(bytes.size(), size_t{1} << 20);
+  EXPECT_GE(chunk_sizes.size(), 2u);
+  for (size_t size : chunk_sizes) EXPECT_LE(size, size_t{1} << 20);
+
+  // The last 10 bytes are the checksum field over everything before it.
+  ASSERT_GT(bytes.size(), 10u);
+  const std::string body = bytes.substr(0, bytes.size() - 10);
+  EXPECT_EQ(bytes, WithChecksum(body));
+  v1::ModelSnapshot snapshot;
+  ASSERT_TRUE(snapshot.ParseFromString(bytes));
+  EXPECT_EQ(snapshot.format_version(), 1u);
+  EXPECT_EQ(snapshot.steps(), 2400u);
+  absl::StatusOr<ModelState> state = FromProto(snapshot);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_TRUE(*state == twin->model().ExportState());
+
+  // Snapshot changes nothing: a second one is byte-identical.
+  std::string again;
+  ASSERT_TRUE(IsOk(Snapshot(stub(), ref, &again)));
+  EXPECT_TRUE(again == bytes);
+}
+
+// Observes the same examples on every model of `refs` and expects identical answers.
+void ExpectContinueIdentically(Stub& stub, const std::vector<v1::ModelRef>& refs,
+                               const v1::ModelConfig& config, uint64_t seed) {
+  const std::vector<v1::Example> more = MakeStream(config, 60, seed);
+  const std::vector<v1::Vector> probes = MakeProbes(config.dim(), 5, seed + 1);
+  std::vector<v1::ObserveResponse> responses(refs.size());
+  std::vector<std::vector<double>> predictions(refs.size());
+  std::vector<v1::ModelInfo> infos(refs.size());
+  for (size_t i = 0; i < refs.size(); ++i) {
+    // Messages of 5 examples, within ServerLimitsTest's --max_batch.
+    ASSERT_TRUE(IsOk(ObserveStream(
+        stub, refs[i], SplitIntoBatches(more, std::vector<size_t>{5}), &responses[i])))
+        << RefName(refs[i]);
+    ASSERT_TRUE(IsOk(Predict(stub, refs[i], probes, &predictions[i])));
+    ASSERT_TRUE(IsOk(GetModel(stub, refs[i], &infos[i])));
+  }
+  for (size_t i = 1; i < refs.size(); ++i) {
+    EXPECT_EQ(Bits(responses[i].predictions()), Bits(responses[0].predictions()))
+        << RefName(refs[i]) << " vs " << RefName(refs[0]);
+    EXPECT_EQ(Bits(responses[i].losses()), Bits(responses[0].losses()));
+    EXPECT_EQ(Bits(predictions[i]), Bits(predictions[0]));
+    EXPECT_TRUE(MessageDifferencer::Equals(infos[i].stats(), infos[0].stats()))
+        << infos[i].stats().ShortDebugString() << "\nvs "
+        << infos[0].stats().ShortDebugString();
+  }
+}
+
+TEST_F(ServerE2ETest, RestoreUnderAnotherNameContinuesBitIdentically) {
+  const Trained original = Train(Ref("e2e", "snap-source"), kAveragedConfig, 150);
+  std::string bytes;
+  ASSERT_TRUE(IsOk(Snapshot(stub(), original.ref, &bytes)));
+
+  // Small chunks: the server reassembles them.
+  const v1::ModelRef copy = Ref("e2e-other-tenant", "snap-copy");
+  v1::ModelInfo info;
+  ASSERT_TRUE(IsOk(Restore(stub(), copy, bytes, /*chunk_bytes=*/512, &info)));
+  EXPECT_EQ(RefName(info.ref()), RefName(copy));
+  v1::ModelInfo source;
+  ASSERT_TRUE(IsOk(GetModel(stub(), original.ref, &source)));
+  EXPECT_TRUE(MessageDifferencer::Equals(info.config(), source.config()));
+  EXPECT_TRUE(MessageDifferencer::Equals(info.stats(), source.stats()))
+      << info.stats().ShortDebugString() << "\nvs " << source.stats().ShortDebugString();
+
+  // The copy's own snapshot is the same bytes: an exact round trip.
+  std::string copy_bytes;
+  ASSERT_TRUE(IsOk(Snapshot(stub(), copy, &copy_bytes)));
+  EXPECT_TRUE(copy_bytes == bytes);
+  ExpectContinueIdentically(stub(), {original.ref, copy}, original.config, 61);
+  ExpectContinueIdentically(stub(), {original.ref, copy}, original.config, 62);
+}
+
+TEST_F(ServerE2ETest, RestoreOverAnExistingModelReplacesItAndContinuesBitIdentically) {
+  const Trained original = Train(Ref("e2e", "replace-source"), kSparseLogisticConfig, 120);
+  const Trained victim = Train(Ref("e2e", "replace-victim"), kRegressionConfig, 20, 3);
+  std::string bytes;
+  ASSERT_TRUE(IsOk(Snapshot(stub(), original.ref, &bytes)));
+
+  v1::ModelInfo info;
+  ASSERT_TRUE(IsOk(Restore(stub(), victim.ref, bytes, size_t{1} << 20, &info)));
+  v1::ModelInfo source, replaced;
+  ASSERT_TRUE(IsOk(GetModel(stub(), original.ref, &source)));
+  ASSERT_TRUE(IsOk(GetModel(stub(), victim.ref, &replaced)));
+  EXPECT_TRUE(MessageDifferencer::Equals(replaced.config(), source.config()))
+      << replaced.config().ShortDebugString();
+  EXPECT_TRUE(MessageDifferencer::Equals(replaced.stats(), source.stats()));
+  ExpectContinueIdentically(stub(), {original.ref, victim.ref}, original.config, 63);
+  // Restoring a model onto its own name is a no-op in effect.
+  ASSERT_TRUE(IsOk(Snapshot(stub(), original.ref, &bytes)));
+  ASSERT_TRUE(IsOk(Restore(stub(), original.ref, bytes)));
+  ExpectContinueIdentically(stub(), {original.ref, victim.ref}, original.config, 64);
+}
+
+TEST_F(ServerE2ETest, RestoreOfCorruptOrTruncatedBytesIsDataLossAndInstallsNothing) {
+  const Trained original = Train(Ref("e2e", "corrupt-source"), kAveragedConfig, 80);
+  const Trained existing = Train(Ref("e2e", "corrupt-existing"), kRegressionConfig, 20, 9);
+  std::string bytes;
+  ASSERT_TRUE(IsOk(Snapshot(stub(), original.ref, &bytes)));
+  ASSERT_GT(bytes.size(), 100u);
+
+  std::vector<std::pair<std::string, std::string>> cases;
+  for (size_t at : {size_t{3}, bytes.size() / 2, bytes.size() - 12, bytes.size() - 1}) {
+    std::string flipped = bytes;
+    flipped[at] ^= 0x10;
+    cases.emplace_back(absl::StrCat("a bit flipped at byte ", at), flipped);
+  }
+  cases.emplace_back("truncated to half", bytes.substr(0, bytes.size() / 2));
+  cases.emplace_back("the last byte missing", bytes.substr(0, bytes.size() - 1));
+  cases.emplace_back("the checksum field missing", bytes.substr(0, bytes.size() - 10));
+  cases.emplace_back("a byte appended", bytes + "x");
+  cases.emplace_back("no bytes", "");
+  cases.emplace_back("not a snapshot", "this is not a ModelSnapshot, just text");
+
+  const v1::ModelRef fresh = Ref("e2e", "corrupt-fresh");
+  for (const auto& [what, data] : cases) {
+    SCOPED_TRACE(what);
+    v1::ModelInfo info;
+    EXPECT_TRUE(HasCode(Restore(stub(), fresh, data, 256, &info), Code::DATA_LOSS));
+    ExpectAbsent(fresh, what);
+    EXPECT_TRUE(HasCode(Restore(stub(), existing.ref, data, 256, &info), Code::DATA_LOSS));
+    ExpectUnchanged(existing, what);
+  }
+}
+
+TEST_F(ServerE2ETest, RestoreOfAChecksummedButInvalidSnapshotIsDataLossAndInstallsNothing) {
+  const Trained original = Train(Ref("e2e", "invalid-source"), kAveragedConfig, 80);
+  const Trained existing = Train(Ref("e2e", "invalid-existing"), kRegressionConfig, 20, 9);
+  std::string bytes;
+  ASSERT_TRUE(IsOk(Snapshot(stub(), original.ref, &bytes)));
+  v1::ModelSnapshot good;
+  ASSERT_TRUE(good.ParseFromString(bytes));
+  good.clear_checksum();
+  // Re-serialized unchanged, with the checksum recomputed, it restores fine.
+  const v1::ModelRef fresh = Ref("e2e", "invalid-fresh");
+  ASSERT_TRUE(IsOk(Restore(stub(), fresh, WithChecksum(good.SerializeAsString()))));
+  ASSERT_TRUE(IsOk(DeleteModel(stub(), fresh)));
+
+  std::vector<std::pair<std::string, v1::ModelSnapshot>> cases;
+  v1::ModelSnapshot s = good;
+  s.set_format_version(2);
+  cases.emplace_back("format_version 2", s);
+  s = good;
+  s.set_format_version(0);
+  cases.emplace_back("format_version 0", s);
+  s = good;
+  s.mutable_coefficients()->RemoveLast();
+  cases.emplace_back("a coefficient missing", s);
+  s = good;
+  s.mutable_support()->RemoveLast();
+  cases.emplace_back("a support value missing", s);
+  s = good;
+  s.set_scale(0.0);
+  cases.emplace_back("scale 0", s);
+  s = good;
+  s.mutable_coefficients()->Set(0, std::numeric_limits<double>::quiet_NaN());
+  cases.emplace_back("a NaN coefficient", s);
+  s = good;
+  s.mutable_config()->mutable_kernel()->mutable_gaussian()->set_gamma(-1.0);
+  cases.emplace_back("an invalid config", s);
+  s = good;
+  s.clear_config();
+  cases.emplace_back("no config", s);
+  s = good;
+  s.mutable_config()->mutable_budget()->set_max_terms(2);
+  cases.emplace_back("more terms than the budget", s);
+
+  for (const auto& [what, snapshot] : cases) {
+    SCOPED_TRACE(what);
+    const std::string data = WithChecksum(snapshot.SerializeAsString());
+    v1::ModelInfo info;
+    EXPECT_TRUE(HasCode(Restore(stub(), fresh, data, size_t{1} << 20, &info), Code::DATA_LOSS));
+    ExpectAbsent(fresh, what);
+    EXPECT_TRUE(
+        HasCode(Restore(stub(), existing.ref, data, size_t{1} << 20, &info), Code::DATA_LOSS));
+    ExpectUnchanged(existing, what);
+  }
+}
+
+TEST_F(ServerE2ETest, RestoreWithoutAValidRefIsInvalidArgumentAndInstallsNothing) {
+  const Trained original = Train(Ref("e2e", "ref-source"), kRegressionConfig, 30);
+  std::string bytes;
+  ASSERT_TRUE(IsOk(Snapshot(stub(), original.ref, &bytes)));
+  v1::ModelInfo info;
+
+  // No ref in the first chunk (it comes only in the second).
+  std::vector<v1::RestoreChunk> chunks(2);
+  chunks[0].set_data(bytes.substr(0, 10));
+  *chunks[1].mutable_ref() = Ref("e2e", "ref-late");
+  chunks[1].set_data(bytes.substr(10));
+  EXPECT_TRUE(HasCode(RestoreChunks(stub(), chunks, &info), Code::INVALID_ARGUMENT));
+  ExpectAbsent(Ref("e2e", "ref-late"), "a ref in the second chunk");
+
+  // A later chunk naming another model.
+  *chunks[0].mutable_ref() = Ref("e2e", "ref-first");
+  *chunks[1].mutable_ref() = Ref("e2e", "ref-second");
+  EXPECT_TRUE(HasCode(RestoreChunks(stub(), chunks, &info), Code::INVALID_ARGUMENT));
+  ExpectAbsent(Ref("e2e", "ref-first"), "two refs");
+  ExpectAbsent(Ref("e2e", "ref-second"), "two refs");
+
+  // No chunk at all.
+  EXPECT_TRUE(HasCode(RestoreChunks(stub(), {}, &info), Code::INVALID_ARGUMENT));
+
+  // Bad names.
+  EXPECT_TRUE(HasCode(Restore(stub(), Ref("e2e", "bad name"), bytes), Code::INVALID_ARGUMENT));
+  EXPECT_TRUE(HasCode(Restore(stub(), Ref("", "x"), bytes), Code::INVALID_ARGUMENT));
+  ExpectUnchanged(original, "the rejected restores");
+}
+
+// --- Every error over the wire, and nothing changed ------------------------------------
+
+std::vector<std::string> BadNames() {
+  return {"", std::string(65, 'a'), "a b", "a/b", "caf\xc3\xa9", "tab\t", "a:b", "*", "a\nb"};
+}
+
+TEST_F(ServerE2ETest, BadNamesAreInvalidArgumentOnEveryRpc) {
+  const Trained trained = Train(Ref("e2e", "names"), kRegressionConfig);
+  std::string bytes;
+  ASSERT_TRUE(IsOk(Snapshot(stub(), trained.ref, &bytes)));
+  for (const std::string& bad : BadNames()) {
+    for (const v1::ModelRef& ref : {Ref(bad, "m"), Ref("e2e", bad)}) {
+      SCOPED_TRACE(
+          absl::StrCat("ref {tenant: \"", ref.tenant(), "\" model: \"", ref.model(), "\"}"));
+      v1::ModelInfo info;
+      EXPECT_TRUE(
+          HasCode(CreateModel(stub(), ref, trained.config, &info), Code::INVALID_ARGUMENT));
+      EXPECT_TRUE(HasCode(GetModel(stub(), ref, &info), Code::INVALID_ARGUMENT));
+      EXPECT_TRUE(HasCode(DeleteModel(stub(), ref), Code::INVALID_ARGUMENT));
+      v1::ObserveResponse response;
+      EXPECT_TRUE(
+          HasCode(Observe(stub(), ref, trained.stream, &response), Code::INVALID_ARGUMENT));
+      EXPECT_TRUE(HasCode(ObserveStream(stub(), ref, {trained.stream}, &response),
+                          Code::INVALID_ARGUMENT));
+      std::vector<double> predictions;
+      EXPECT_TRUE(
+          HasCode(Predict(stub(), ref, trained.probes, &predictions), Code::INVALID_ARGUMENT));
+      std::string snapshot;
+      EXPECT_TRUE(HasCode(Snapshot(stub(), ref, &snapshot), Code::INVALID_ARGUMENT));
+      EXPECT_TRUE(HasCode(Restore(stub(), ref, bytes), Code::INVALID_ARGUMENT));
+    }
+  }
+  ExpectUnchanged(trained, "requests with bad names");
+  v1::ListModelsResponse list;
+  for (const std::string& bad : BadNames()) {
+    if (bad.empty()) continue;  // the empty filter lists every tenant
+    EXPECT_TRUE(HasCode(ListModels(stub(), bad, &list), Code::INVALID_ARGUMENT)) << bad;
+  }
+  ASSERT_TRUE(IsOk(ListModels(stub(), "", &list)));
+  for (const v1::ModelInfo& info : list.models()) {
+    for (const std::string& bad : BadNames()) {
+      EXPECT_NE(info.ref().tenant(), bad);
+      EXPECT_NE(info.ref().model(), bad);
+    }
+  }
+}
+
+TEST_F(ServerE2ETest, NamesOfOneTo64LettersDigitsDotsUnderscoresAndDashesAreAccepted) {
+  const v1::ModelConfig config = ParseConfig(kRegressionConfig);
+  for (const v1::ModelRef& ref :
+       {Ref(std::string(64, 'T'), std::string(64, 'm')), Ref("a", "b"),
+        Ref("Acme.Corp_2-x", "model.v1_final-3"), Ref("0", "..."), Ref("-", "_")}) {
+    SCOPED_TRACE(RefName(ref));
+    v1::ModelInfo info;
+    ASSERT_TRUE(IsOk(CreateModel(stub(), ref, config, &info)));
+    EXPECT_EQ(info.ref().tenant(), ref.tenant());
+    EXPECT_EQ(info.ref().model(), ref.model());
+    ASSERT_TRUE(IsOk(GetModel(stub(), ref, &info)));
+    ASSERT_TRUE(IsOk(DeleteModel(stub(), ref)));
+  }
+}
+
+TEST_F(ServerE2ETest, NonFiniteValuesAreInvalidArgumentAndChangeNothing) {
+  const Trained trained = Train(Ref("e2e", "nonfinite"), kRegressionConfig);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<std::pair<std::string, v1::Example>> bad = {
+      {"NaN in x", MakeExample(DenseVector({0.1, nan, 0.2}), 1.0)},
+      {"+Inf in x", MakeExample(DenseVector({inf, 0.0, 0.2}), 1.0)},
+      {"-Inf in sparse x", MakeExample(SparseVector({1u}, {-inf}), 1.0)},
+      {"NaN y", MakeExample(DenseVector({0.1, 0.2, 0.3}), nan)},
+      {"Inf y", MakeExample(DenseVector({0.1, 0.2, 0.3}), inf)},
+  };
+  for (const auto& [what, example] : bad) {
+    SCOPED_TRACE(what);
+    // Valid examples first: the batch is validated whole before any is applied.
+    std::vector<v1::Example> batch = MakeStream(trained.config, 4, 77);
+    batch.push_back(example);
+    v1::ObserveResponse response;
+    EXPECT_TRUE(
+        HasCode(Observe(stub(), trained.ref, batch, &response), Code::INVALID_ARGUMENT));
+    ExpectUnchanged(trained, absl::StrCat("Observe with ", what));
+    EXPECT_TRUE(HasCode(ObserveStream(stub(), trained.ref, {batch}, &response),
+                        Code::INVALID_ARGUMENT));
+    ExpectUnchanged(trained, absl::StrCat("ObserveStream with ", what));
+  }
+  for (const v1::Vector& input : {DenseVector({nan, 0.0, 0.0}), DenseVector({0.0, 0.0, -inf}),
+                                  SparseVector({2u}, {nan})}) {
+    std::vector<v1::Vector> inputs = trained.probes;
+    inputs.push_back(input);
+    std::vector<double> predictions;
+    EXPECT_TRUE(
+        HasCode(Predict(stub(), trained.ref, inputs, &predictions), Code::INVALID_ARGUMENT))
+        << input.ShortDebugString();
+  }
+  ExpectUnchanged(trained, "Predict with non-finite inputs");
+}
+
+TEST_F(ServerE2ETest, WrongDimensionIsInvalidArgumentAndChangesNothing) {
+  const Trained trained = Train(Ref("e2e", "dimension"), kRegressionConfig);  // dim 3
+  for (const v1::Vector& x :
+       {DenseVector({0.1, 0.2}), DenseVector({0.1, 0.2, 0.3, 0.4}), DenseVector({0.5})}) {
+    SCOPED_TRACE(x.ShortDebugString());
+    std::vector<v1::Example> batch = MakeStream(trained.config, 3, 78);
+    batch.push_back(MakeExample(x, 0.5));
+    v1::ObserveResponse response;
+    EXPECT_TRUE(
+        HasCode(Observe(stub(), trained.ref, batch, &response), Code::INVALID_ARGUMENT));
+    std::vector<v1::Vector> inputs = trained.probes;
+    inputs.push_back(x);
+    std::vector<double> predictions;
+    EXPECT_TRUE(
+        HasCode(Predict(stub(), trained.ref, inputs, &predictions), Code::INVALID_ARGUMENT));
+    ExpectUnchanged(trained, "a wrong dimension");
+  }
+  // An empty dense vector is the zero vector of dimension 0, not of dimension 3.
+  v1::ObserveResponse response;
+  EXPECT_TRUE(HasCode(Observe(stub(), trained.ref, {MakeExample(v1::Vector(), 0.5)}, &response),
+                      Code::INVALID_ARGUMENT));
+  ExpectUnchanged(trained, "an empty vector");
+}
+
+TEST_F(ServerE2ETest, BadSparseIndicesAreInvalidArgumentAndChangeNothing) {
+  const Trained trained = Train(Ref("e2e", "sparse"), kRegressionConfig);  // dim 3
+  const std::vector<std::pair<std::string, v1::Vector>> bad = {
+      {"index == dim", SparseVector({0u, 3u}, {1.0, 1.0})},
+      {"index 2^32-1", SparseVector({4294967295u}, {1.0})},
+      {"1-based index", SparseVector({3u}, {1.0})},
+      {"a repeated index", SparseVector({1u, 1u}, {1.0, 2.0})},
+      {"decreasing indices", SparseVector({2u, 0u}, {1.0, 2.0})},
+      {"more values than indices", SparseVector({0u, 1u}, {1.0, 2.0, 3.0})},
+      {"fewer values than indices", SparseVector({0u, 1u, 2u}, {1.0, 2.0})},
+      {"indices without values", SparseVector({0u}, {})},
+  };
+  for (const auto& [what, x] : bad) {
+    SCOPED_TRACE(what);
+    std::vector<v1::Example> batch = MakeStream(trained.config, 3, 79);
+    batch.push_back(MakeExample(x, 0.5));
+    v1::ObserveResponse response;
+    EXPECT_TRUE(
+        HasCode(Observe(stub(), trained.ref, batch, &response), Code::INVALID_ARGUMENT));
+    std::vector<v1::Vector> inputs = trained.probes;
+    inputs.push_back(x);
+    std::vector<double> predictions;
+    EXPECT_TRUE(
+        HasCode(Predict(stub(), trained.ref, inputs, &predictions), Code::INVALID_ARGUMENT));
+    ExpectUnchanged(trained, what);
+  }
+}
+
+TEST_F(ServerE2ETest, EmptyBatchesAreInvalidArgumentAndChangeNothing) {
+  const Trained trained = Train(Ref("e2e", "empty"), kRegressionConfig);
+  v1::ObserveResponse response;
+  EXPECT_TRUE(HasCode(Observe(stub(), trained.ref, {}, &response), Code::INVALID_ARGUMENT));
+  ExpectUnchanged(trained, "Observe of no examples");
+  std::vector<double> predictions;
+  EXPECT_TRUE(HasCode(Predict(stub(), trained.ref, {}, &predictions), Code::INVALID_ARGUMENT));
+  EXPECT_TRUE(
+      HasCode(ObserveStream(stub(), trained.ref, {{}}, &response), Code::INVALID_ARGUMENT));
+  ExpectUnchanged(trained, "ObserveStream of one empty message");
+  // A stream without any message names no model.
+  EXPECT_TRUE(HasCode(ObserveStreamRaw(stub(), {}, &response), Code::INVALID_ARGUMENT));
+  ExpectUnchanged(trained, "an empty ObserveStream");
+}
+
+TEST_F(ServerE2ETest, MissingRefIsInvalidArgumentAndChangesNothing) {
+  const Trained trained = Train(Ref("e2e", "noref"), kRegressionConfig);
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::ObserveRequest observe;
+  observe.mutable_examples()->Add(trained.stream.begin(), trained.stream.begin() + 2);
+  v1::ObserveResponse response;
+  EXPECT_TRUE(HasCode(stub().Observe(&context, observe, &response), Code::INVALID_ARGUMENT));
+
+  grpc::ClientContext predict_context;
+  SetDeadline(&predict_context);
+  v1::PredictRequest predict;
+  *predict.add_inputs() = trained.probes[0];
+  v1::PredictResponse predictions;
+  EXPECT_TRUE(
+      HasCode(stub().Predict(&predict_context, predict, &predictions), Code::INVALID_ARGUMENT));
+
+  grpc::ClientContext create_context;
+  SetDeadline(&create_context);
+  v1::CreateModelRequest create;
+  *create.mutable_config() = trained.config;
+  v1::ModelInfo info;
+  EXPECT_TRUE(
+      HasCode(stub().CreateModel(&create_context, create, &info), Code::INVALID_ARGUMENT));
+  EXPECT_TRUE(HasCode(GetModel(stub(), v1::ModelRef(), &info), Code::INVALID_ARGUMENT));
+
+  // ObserveStream whose first message has no ref, though a later one has.
+  std::vector<v1::ObserveRequest> requests(2, observe);
+  *requests[1].mutable_ref() = trained.ref;
+  EXPECT_TRUE(HasCode(ObserveStreamRaw(stub(), requests, &response), Code::INVALID_ARGUMENT));
+  ExpectUnchanged(trained, "requests without a ref");
+}
+
+// Each case: what is wrong, and the config.
+std::vector<std::pair<std::string, v1::ModelConfig>> InvalidConfigs() {
+  const v1::ModelConfig good = ParseConfig(kRegressionConfig);
+  std::vector<std::pair<std::string, v1::ModelConfig>> cases;
+  v1::ModelConfig c = good;
+  c.clear_kernel();
+  cases.emplace_back("no kernel", c);
+  c = good;
+  c.clear_loss();
+  cases.emplace_back("no loss", c);
+  c = good;
+  c.mutable_kernel()->mutable_gaussian()->set_gamma(-1.0);
+  cases.emplace_back("gamma -1", c);
+  c = good;
+  c.mutable_kernel()->mutable_gaussian()->set_gamma(std::numeric_limits<double>::quiet_NaN());
+  cases.emplace_back("gamma NaN", c);
+  c = good;
+  c.clear_learning_rate();
+  cases.emplace_back("no learning rate (eta0 0)", c);
+  c = good;
+  c.mutable_learning_rate()->set_eta0(2.0);
+  c.set_lambda(0.5);
+  cases.emplace_back("eta0 * lambda >= 1", c);
+  c = good;
+  c.set_lambda(-0.1);
+  cases.emplace_back("negative lambda", c);
+  c = good;
+  c.set_dim(0);
+  cases.emplace_back("dim 0", c);
+  c = good;
+  c.mutable_learning_rate()->set_schedule(static_cast<v1::LearningRate::Schedule>(7));
+  cases.emplace_back("unknown schedule 7", c);
+  c = good;
+  c.mutable_budget()->set_policy(static_cast<v1::Budget::Policy>(9));
+  cases.emplace_back("unknown budget policy 9", c);
+  c = good;
+  c.mutable_loss()->mutable_hinge()->set_nu(1.5);
+  cases.emplace_back("hinge nu 1.5", c);
+  c = good;
+  c.mutable_kernel()->mutable_polynomial()->set_gamma(1.0);
+  c.mutable_kernel()->mutable_polynomial()->set_degree(0);
+  cases.emplace_back("polynomial degree 0", c);
+  c = good;
+  c.set_regret_window(9000);
+  cases.emplace_back("regret window 9000", c);
+  c = good;
+  c.mutable_budget()->set_drop_below(-1.0);
+  cases.emplace_back("negative drop_below", c);
+  return cases;
+}
+
+TEST_F(ServerE2ETest, InvalidConfigsAreInvalidArgumentAndCreateNothing) {
+  for (const auto& [what, config] : InvalidConfigs()) {
+    SCOPED_TRACE(what);
+    const v1::ModelRef ref = Ref("e2e-invalid", "config");
+    v1::ModelInfo info;
+    EXPECT_TRUE(HasCode(CreateModel(stub(), ref, config, &info), Code::INVALID_ARGUMENT));
+    ExpectAbsent(ref, what);
+  }
+  v1::ListModelsResponse list;
+  ASSERT_TRUE(IsOk(ListModels(stub(), "e2e-invalid", &list)));
+  EXPECT_EQ(list.models_size(), 0);
+}
+
+TEST_F(ServerE2ETest, BudgetMissingOrAboveMaxTermsIsInvalidArgumentNamingTheFlag) {
+  v1::ModelConfig config = ParseConfig(kRegressionConfig);
+  const v1::ModelRef ref = Ref("e2e", "budget-limit");
+  v1::ModelInfo info;
+  for (const auto& [what, max_terms] :
+       std::vector<std::pair<std::string, uint32_t>>{{"no budget", 0}, {"above", 1000001}}) {
+    SCOPED_TRACE(what);
+    config.mutable_budget()->set_max_terms(max_terms);
+    const grpc::Status status = CreateModel(stub(), ref, config, &info);
+    EXPECT_TRUE(HasCode(status, Code::INVALID_ARGUMENT));
+    EXPECT_THAT(status.error_message(), HasSubstr("--max_terms"));
+    ExpectAbsent(ref, what);
+  }
+  config.clear_budget();
+  EXPECT_TRUE(HasCode(CreateModel(stub(), ref, config, &info), Code::INVALID_ARGUMENT));
+  ExpectAbsent(ref, "an unset budget");
+  // The default --max_terms itself is allowed.
+  config.mutable_budget()->set_max_terms(1000000);
+  EXPECT_TRUE(IsOk(CreateModel(stub(), ref, config, &info)));
+}
+
+TEST_F(ServerE2ETest, DimensionAboveMaxDimIsRejectedAndCreatesNothing) {
+  v1::ModelConfig config = ParseConfig(kRegressionConfig);
+  config.set_dim(65537);
+  const v1::ModelRef ref = Ref("e2e", "dim-limit");
+  v1::ModelInfo info;
+  // The contract calls a config over the server's limits invalid (see Restore's doc).
+  EXPECT_TRUE(HasCode(CreateModel(stub(), ref, config, &info), Code::INVALID_ARGUMENT));
+  ExpectAbsent(ref, "dim 65537");
+}
+
+TEST_F(ServerE2ETest, LabelsOtherThanPlusMinusOneAreInvalidArgumentForClassification) {
+  const Trained trained = Train(Ref("e2e", "labels"), kClassifierConfig);
+  for (double y : {0.0, 0.5, 2.0, -1.5}) {
+    std::vector<v1::Example> batch = MakeStream(trained.config, 3, 80);
+    batch.push_back(MakeExample(DenseVector({0.1, 0.2, 0.3}), y));
+    v1::ObserveResponse response;
+    EXPECT_TRUE(HasCode(Observe(stub(), trained.ref, batch, &response), Code::INVALID_ARGUMENT))
+        << "y = " << y;
+    ExpectUnchanged(trained, absl::StrCat("label ", y));
+  }
+}
+
+TEST_F(ServerE2ETest, UnknownModelsAreNotFoundOnEveryRpc) {
+  const Trained trained = Train(Ref("e2e", "known"), kRegressionConfig);
+  for (const v1::ModelRef& ref : {Ref("e2e", "unknown"), Ref("nobody", "known")}) {
+    SCOPED_TRACE(RefName(ref));
+    v1::ModelInfo info;
+    EXPECT_TRUE(HasCode(GetModel(stub(), ref, &info), Code::NOT_FOUND));
+    EXPECT_TRUE(HasCode(DeleteModel(stub(), ref), Code::NOT_FOUND));
+    v1::ObserveResponse response;
+    EXPECT_TRUE(HasCode(Observe(stub(), ref, trained.stream, &response), Code::NOT_FOUND));
+    EXPECT_TRUE(
+        HasCode(ObserveStream(stub(), ref, {trained.stream}, &response), Code::NOT_FOUND));
+    std::vector<double> predictions;
+    EXPECT_TRUE(HasCode(Predict(stub(), ref, trained.probes, &predictions), Code::NOT_FOUND));
+    std::string bytes;
+    EXPECT_TRUE(HasCode(Snapshot(stub(), ref, &bytes), Code::NOT_FOUND));
+    ExpectAbsent(ref, "the calls above");
+  }
+  ExpectUnchanged(trained, "calls on unknown models");
+}
+
+TEST_F(ServerE2ETest, DivergingExampleIsFailedPreconditionAndChangesNothing) {
+  Trained trained = Train(Ref("e2e", "diverge"), kDivergingConfig, 0);
+  trained.probes = {DenseVector({1.0}), DenseVector({-2.0})};
+  bool diverged = false;
+  for (int t = 1; t <= 300 && !diverged; ++t) {
+    absl::StatusOr<ModelFingerprint> before = Fingerprint(stub(), trained.ref, trained.probes);
+    ASSERT_TRUE(before.ok()) << before.status();
+    trained.fingerprint = *before;
+    v1::ObserveResponse response;
+    const grpc::Status status = Observe(
+        stub(), trained.ref, {MakeExample(DenseVector({std::pow(10.0, t)}), 1.0)}, &response);
+    if (status.ok()) continue;
+    diverged = true;
+    EXPECT_TRUE(HasCode(status, Code::FAILED_PRECONDITION)) << "at step " << t;
+    ExpectUnchanged(trained, "the diverging example");
+    // The model still learns from a harmless example.
+    EXPECT_TRUE(
+        IsOk(Observe(stub(), trained.ref, {MakeExample(DenseVector({0.0}), 0.0)}, &response)));
+  }
+  EXPECT_TRUE(diverged);
+}
+
+TEST_F(ServerE2ETest, DivergingBatchKeepsTheExamplesBeforeTheDivergingOne) {
+  const v1::ModelRef ref = Ref("e2e", "diverge-batch");
+  const v1::ModelConfig config = ParseConfig(kDivergingConfig);
+  ASSERT_TRUE(IsOk(CreateModel(stub(), ref, config)));
+  std::unique_ptr<CoreTwin> twin = CoreTwin::Create(config);
+  ASSERT_NE(twin, nullptr);
+  std::vector<v1::Example> batch;
+  std::vector<double> xs, ys;
+  for (int t = 1; t <= 300; ++t) {
+    batch.push_back(MakeExample(DenseVector({std::pow(10.0, t)}), 1.0));
+    xs.push_back(std::pow(10.0, t));
+    ys.push_back(1.0);
+  }
+  std::vector<Observation> applied;
+  ASSERT_FALSE(twin->model().ObserveBatch(xs, ys, &applied).ok());
+  ASSERT_GT(applied.size(), 0u);
+
+  v1::ObserveResponse response;
+  const grpc::Status status = Observe(stub(), ref, batch, &response);
+  EXPECT_TRUE(HasCode(status, Code::FAILED_PRECONDITION));
+  EXPECT_THAT(status.error_message(), HasSubstr(std::to_string(applied.size())));
+  v1::ModelInfo info;
+  ASSERT_TRUE(IsOk(GetModel(stub(), ref, &info)));
+  EXPECT_EQ(info.stats().steps(), applied.size());
+  EXPECT_TRUE(MessageDifferencer::Equals(info.stats(), ToProto(twin->model().stats())))
+      << info.stats().ShortDebugString();
+}
+
+TEST_F(ServerE2ETest, ObserveStreamWithAnInvalidFirstMessageChangesNothing) {
+  const Trained trained = Train(Ref("e2e", "stream-invalid"), kRegressionConfig);
+  std::vector<v1::Example> bad = MakeStream(trained.config, 3, 81);
+  bad.push_back(MakeExample(DenseVector({1.0}), 0.0));  // wrong dimension, last
+  v1::ObserveResponse response;
+  EXPECT_TRUE(HasCode(
+      ObserveStream(stub(), trained.ref, {bad, MakeStream(trained.config, 3, 82)}, &response),
+      Code::INVALID_ARGUMENT));
+  ExpectUnchanged(trained, "a stream whose first message is invalid");
+}
+
+TEST_F(ServerE2ETest, ObserveStreamKeepsTheMessagesBeforeARejectedOne) {
+  const Trained trained = Train(Ref("e2e", "stream-partial"), kRegressionConfig);
+  const std::vector<v1::Example> good = MakeStream(trained.config, 4, 83);
+  std::vector<v1::Example> bad = MakeStream(trained.config, 2, 84);
+  bad.push_back(
+      MakeExample(DenseVector({0.0, std::numeric_limits<double>::quiet_NaN(), 0.0}), 1.0));
+  v1::ObserveResponse response;
+  EXPECT_TRUE(HasCode(ObserveStream(stub(), trained.ref, {good, bad, good}, &response),
+                      Code::INVALID_ARGUMENT));
+  // As okl.proto documents: the first message stays applied, the rejected one and what
+  // followed do not. The same 4 examples observed on a fresh twin give the same model.
+  v1::ModelInfo info;
+  ASSERT_TRUE(IsOk(GetModel(stub(), trained.ref, &info)));
+  EXPECT_EQ(info.stats().steps(), trained.stream.size() + good.size());
+  const v1::ModelRef twin = Ref("e2e", "stream-partial-twin");
+  ASSERT_TRUE(IsOk(CreateModel(stub(), twin, trained.config)));
+  ASSERT_TRUE(IsOk(Observe(stub(), twin, trained.stream, &response)));
+  ASSERT_TRUE(IsOk(Observe(stub(), twin, good, &response)));
+  absl::StatusOr<ModelFingerprint> a = Fingerprint(stub(), trained.ref, trained.probes);
+  absl::StatusOr<ModelFingerprint> b = Fingerprint(stub(), twin, trained.probes);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(*a, *b);
+}
+
+TEST_F(ServerE2ETest, ObserveStreamNamingAnotherModelLaterIsInvalidArgument) {
+  const Trained first = Train(Ref("e2e", "stream-first"), kRegressionConfig);
+  const Trained other = Train(Ref("e2e", "stream-other"), kRegressionConfig, 30, 8);
+  std::vector<v1::ObserveRequest> requests(2);
+  *requests[0].mutable_ref() = first.ref;
+  *requests[1].mutable_ref() = other.ref;
+  for (v1::ObserveRequest& request : requests) {
+    const std::vector<v1::Example> examples = MakeStream(first.config, 2, 85);
+    request.mutable_examples()->Add(examples.begin(), examples.end());
+  }
+  v1::ObserveResponse response;
+  EXPECT_TRUE(HasCode(ObserveStreamRaw(stub(), requests, &response), Code::INVALID_ARGUMENT));
+  ExpectUnchanged(other, "a stream that named it second");
+}
+
+// --- Health and reflection -------------------------------------------------------------
+
+TEST_F(ServerE2ETest, HealthIsServingForTheServerAndTheService) {
+  for (const char* service : {"", "okl.v1.OnlineKernelLearning"}) {
+    absl::StatusOr<ServingStatus> health = CheckHealth(server().channel(), service);
+    ASSERT_TRUE(health.ok()) << "\"" << service << "\": " << health.status();
+    EXPECT_EQ(*health, ServingStatus::kServing) << "\"" << service << "\"";
+  }
+  absl::StatusOr<ServingStatus> unknown = CheckHealth(server().channel(), "no.such.Service");
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound) << unknown.status();
+}
+
+TEST_F(ServerE2ETest, ReflectionListsTheOklHealthAndReflectionServices) {
+  absl::StatusOr<std::vector<std::string>> services =
+      ListServicesByReflection(server().channel());
+  ASSERT_TRUE(services.ok()) << services.status();
+  EXPECT_THAT(*services, Contains("okl.v1.OnlineKernelLearning"));
+  EXPECT_THAT(*services, Contains("grpc.health.v1.Health"));
+  EXPECT_THAT(*services, Contains("grpc.reflection.v1alpha.ServerReflection"));
+}
+
+// --- Limits ----------------------------------------------------------------------------
+
+// Small limits, so that each is reached with a few requests.
+class ServerLimitsTest : public ServerSuite {
+ protected:
+  static constexpr int kMaxMessageBytes = 16384;
+
+  static void SetUpTestSuite() {
+    StartServer({"--max_models=2", "--max_batch=5", "--max_dim=8", "--max_terms=300",
+                 absl::StrCat("--max_message_bytes=", kMaxMessageBytes)});
+  }
+  static void TearDownTestSuite() { StopServer(); }
+
+  // --max_models=2 is shared by the suite's tests: each leaves no model behind.
+  void TearDown() override {
+    ServerSuite::TearDown();
+    if (server_ == nullptr) return;
+    v1::ListModelsResponse list;
+    ASSERT_TRUE(IsOk(ListModels(stub(), "", &list)));
+    for (const v1::ModelInfo& info : list.models()) {
+      EXPECT_TRUE(IsOk(DeleteModel(stub(), info.ref())));
+    }
+  }
+};
+
+constexpr char kSmallConfig[] = R"pb(
+  dim: 8
+  kernel { gaussian { gamma: 0.5 } }
+  loss { squared {} }
+  learning_rate { eta0: 0.3 }
+  lambda: 0.01
+  budget { max_terms: 300 }
+)pb";
+
+TEST_F(ServerLimitsTest, CreateBeyondMaxModelsIsResourceExhaustedUntilOneIsDeleted) {
+  const Trained a = Train(Ref("limits", "a"), kSmallConfig, 5);
+  const Trained b = Train(Ref("limits", "b"), kSmallConfig, 5, 8);
+  v1::ModelInfo info;
+  EXPECT_TRUE(HasCode(CreateModel(stub(), Ref("limits", "c"), a.config, &info),
+                      Code::RESOURCE_EXHAUSTED));
+  ExpectAbsent(Ref("limits", "c"), "CreateModel at --max_models");
+
+  // Restore: a new name is refused, replacing an existing model is not a new one.
+  std::string bytes;
+  ASSERT_TRUE(IsOk(Snapshot(stub(), a.ref, &bytes)));
+  EXPECT_TRUE(HasCode(Restore(stub(), Ref("limits", "c"), bytes), Code::RESOURCE_EXHAUSTED));
+  ExpectAbsent(Ref("limits", "c"), "Restore at --max_models");
+  ExpectUnchanged(b, "the refused requests");
+  EXPECT_TRUE(IsOk(Restore(stub(), b.ref, bytes)));
+
+  ASSERT_TRUE(IsOk(DeleteModel(stub(), a.ref)));
+  EXPECT_TRUE(IsOk(CreateModel(stub(), Ref("limits", "c"), a.config, &info)));
+  EXPECT_TRUE(HasCode(CreateModel(stub(), a.ref, a.config, &info), Code::RESOURCE_EXHAUSTED));
+}
+
+TEST_F(ServerLimitsTest, BatchesAboveMaxBatchAreResourceExhaustedAndChangeNothing) {
+  const Trained trained = Train(Ref("limits", "batch"), kSmallConfig, 5);
+  const std::vector<v1::Example> six = MakeStream(trained.config, 6, 90);
+  v1::ObserveResponse response;
+  grpc::Status status = Observe(stub(), trained.ref, six, &response);
+  EXPECT_TRUE(HasCode(status, Code::RESOURCE_EXHAUSTED));
+  EXPECT_THAT(status.error_message(), HasSubstr("--max_batch"));
+  ExpectUnchanged(trained, "Observe of 6 examples");
+
+  status = ObserveStream(stub(), trained.ref, {six}, &response);
+  EXPECT_TRUE(HasCode(status, Code::RESOURCE_EXHAUSTED));
+  ExpectUnchanged(trained, "ObserveStream with a message of 6 examples");
+
+  std::vector<double> predictions;
+  status = Predict(stub(), trained.ref, MakeProbes(8, 6, 91), &predictions);
+  EXPECT_TRUE(HasCode(status, Code::RESOURCE_EXHAUSTED));
+  EXPECT_THAT(status.error_message(), HasSubstr("--max_batch"));
+
+  // At the limit everything works, and a stream may carry more than --max_batch in all.
+  EXPECT_TRUE(IsOk(Predict(stub(), trained.ref, MakeProbes(8, 5, 91), &predictions)));
+  EXPECT_TRUE(
+      IsOk(Observe(stub(), trained.ref, absl::MakeConstSpan(six).subspan(0, 5), &response)));
+  const std::vector<v1::Example> fifteen = MakeStream(trained.config, 15, 92);
+  ASSERT_TRUE(IsOk(ObserveStream(
+      stub(), trained.ref, SplitIntoBatches(fifteen, std::vector<size_t>{5}), &response)));
+  EXPECT_EQ(response.predictions_size(), 15);
+  EXPECT_EQ(response.steps(), 25u);
+}
+
+TEST_F(ServerLimitsTest, ConfigsOverMaxDimOrMaxTermsAreInvalidArgumentAndCreateNothing) {
+  const v1::ModelRef ref = Ref("limits", "config");
+  v1::ModelInfo info;
+  v1::ModelConfig config = ParseConfig(kSmallConfig);
+  config.set_dim(9);
+  EXPECT_TRUE(HasCode(CreateModel(stub(), ref, config, &info), Code::INVALID_ARGUMENT));
+  ExpectAbsent(ref, "dim 9 with --max_dim=8");
+
+  config = ParseConfig(kSmallConfig);
+  config.mutable_budget()->set_max_terms(301);
+  const grpc::Status status = CreateModel(stub(), ref, config, &info);
+  EXPECT_TRUE(HasCode(status, Code::INVALID_ARGUMENT));
+  EXPECT_THAT(status.error_message(), HasSubstr("--max_terms"));
+  ExpectAbsent(ref, "max_terms 301 with --max_terms=300");
+
+  config.mutable_budget()->set_max_terms(300);
+  EXPECT_TRUE(IsOk(CreateModel(stub(), ref, config, &info)));
+}
+
+TEST_F(ServerLimitsTest, RestoreOfASnapshotOverTheLimitsIsInvalidArgumentAndInstallsNothing) {
+  // Snapshots from a server with the default limits.
+  absl::StatusOr<std::unique_ptr<ServerProcess>> roomy = ServerProcess::Start();
+  ASSERT_TRUE(roomy.ok()) << roomy.status();
+  Stub& other = (*roomy)->stub();
+  std::vector<std::pair<std::string, std::string>> snapshots;
+  v1::ModelConfig wide = ParseConfig(kSmallConfig);
+  wide.set_dim(9);
+  v1::ModelConfig long_budget = ParseConfig(kSmallConfig);
+  long_budget.mutable_budget()->set_max_terms(301);
+  for (const auto& [what, config] : std::vector<std::pair<std::string, v1::ModelConfig>>{
+           {"dim 9", wide}, {"max_terms 301", long_budget}}) {
+    const v1::ModelRef ref = Ref("roomy", what == "dim 9" ? "wide" : "long");
+    ASSERT_TRUE(IsOk(CreateModel(other, ref, config)));
+    v1::ObserveResponse response;
+    ASSERT_TRUE(IsOk(Observe(other, ref, MakeStream(config, 10, 93), &response)));
+    std::string bytes;
+    ASSERT_TRUE(IsOk(Snapshot(other, ref, &bytes)));
+    snapshots.emplace_back(what, bytes);
+  }
+  absl::StatusOr<int> exit = (*roomy)->Stop();
+  EXPECT_TRUE(exit.ok() && WIFEXITED(*exit) && WEXITSTATUS(*exit) == 0);
+
+  const Trained existing = Train(Ref("limits", "existing"), kSmallConfig, 5);
+  for (const auto& [what, bytes] : snapshots) {
+    SCOPED_TRACE(what);
+    EXPECT_TRUE(
+        HasCode(Restore(stub(), Ref("limits", "fresh"), bytes, 4096), Code::INVALID_ARGUMENT));
+    ExpectAbsent(Ref("limits", "fresh"), what);
+    EXPECT_TRUE(HasCode(Restore(stub(), existing.ref, bytes, 4096), Code::INVALID_ARGUMENT));
+    ExpectUnchanged(existing, what);
+  }
+}
+
+TEST_F(ServerLimitsTest, MessagesAboveMaxMessageBytesAreResourceExhaustedAndChangeNothing) {
+  const Trained trained = Train(Ref("limits", "bytes"), kSmallConfig, 5);
+  // One input of 4,000 values (32 KB): the transport refuses it before the service sees
+  // it, or the wrong dimension would make it INVALID_ARGUMENT.
+  const v1::Vector huge = DenseVector(std::vector<double>(4000, 0.5));
+  std::vector<double> predictions;
+  EXPECT_TRUE(
+      HasCode(Predict(stub(), trained.ref, {huge}, &predictions), Code::RESOURCE_EXHAUSTED));
+  v1::ObserveResponse response;
+  EXPECT_TRUE(HasCode(Observe(stub(), trained.ref, {MakeExample(huge, 1.0)}, &response),
+                      Code::RESOURCE_EXHAUSTED));
+  EXPECT_TRUE(HasCode(ObserveStream(stub(), trained.ref, {{MakeExample(huge, 1.0)}}, &response),
+                      Code::RESOURCE_EXHAUSTED));
+  ExpectUnchanged(trained, "oversized messages");
+  // The connection is still good for a normal request.
+  EXPECT_TRUE(IsOk(Observe(stub(), trained.ref, MakeStream(trained.config, 5, 94), &response)));
+}
+
+TEST_F(ServerLimitsTest, SnapshotOfAModelLargerThanMaxMessageBytesRoundTrips) {
+  const v1::ModelRef ref = Ref("limits", "large");
+  const v1::ModelConfig config = ParseConfig(kSmallConfig);
+  ASSERT_TRUE(IsOk(CreateModel(stub(), ref, config)));
+  // 300 terms of 8 doubles: ~21 KB of snapshot, more than --max_message_bytes.
+  v1::ObserveResponse response;
+  ASSERT_TRUE(IsOk(ObserveStream(
+      stub(), ref, SplitIntoBatches(MakeStream(config, 300, 95), std::vector<size_t>{5}),
+      &response)));
+  ASSERT_EQ(response.expansion_size(), 300u);
+  std::string bytes;
+  std::vector<size_t> chunks;
+  ASSERT_TRUE(IsOk(Snapshot(stub(), ref, &bytes, &chunks)));
+  EXPECT_GT(bytes.size(), static_cast<size_t>(kMaxMessageBytes));
+  // The client sends it back in chunks under the limit.
+  ASSERT_TRUE(IsOk(Restore(stub(), Ref("limits", "large-copy"), bytes, 4096)));
+  ExpectContinueIdentically(stub(), {ref, Ref("limits", "large-copy")}, config, 96);
+}
+
+// --- Process lifecycle: startup, health, signals, reflection flag ----------------------
+
+class ServerLifecycleTest : public ::testing::Test {
+ protected:
+  static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
+      std::vector<std::string> flags = {}) {
+    return ServerProcess::Start({.flags = std::move(flags)});
+  }
+
+  static void ExpectExitedZero(const absl::StatusOr<int>& exit, ServerProcess& server) {
+    ASSERT_TRUE(exit.ok()) << exit.status();
+    EXPECT_TRUE(WIFEXITED(*exit) && WEXITSTATUS(*exit) == 0)
+        << "wait status " << *exit << "; log:\n"
+        << server.Log();
+  }
+};
+
+TEST_F(ServerLifecycleTest, PortFileHoldsTheBoundPortAndANewlineOnceServing) {
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ((*server)->port_file_contents(), absl::StrCat((*server)->port(), "\n"));
+  for (const char* service : {"", "okl.v1.OnlineKernelLearning"}) {
+    absl::StatusOr<ServingStatus> health = CheckHealth((*server)->channel(), service);
+    ASSERT_TRUE(health.ok()) << health.status();
+    EXPECT_EQ(*health, ServingStatus::kServing) << "\"" << service << "\"";
+  }
+  ExpectExitedZero((*server)->Stop(), **server);
+}
+
+TEST_F(ServerLifecycleTest, APortInUseIsAStartupErrorNotASharedPort) {
+  absl::StatusOr<std::unique_ptr<ServerProcess>> first = Start();
+  ASSERT_TRUE(first.ok()) << first.status();
+  ServerProcessOptions options;
+  options.listen = absl::StrCat("127.0.0.1:", (*first)->port());
+  options.wait_until_serving = false;
+  absl::StatusOr<std::unique_ptr<ServerProcess>> second = ServerProcess::Start(options);
+  ASSERT_TRUE(second.ok()) << second.status();
+  absl::StatusOr<int> exit = (*second)->WaitForExit(absl::Seconds(10));
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  EXPECT_TRUE(WIFEXITED(*exit) && WEXITSTATUS(*exit) != 0) << "wait status " << *exit;
+  EXPECT_FALSE((*second)->WaitUntilServing().ok()) << "it wrote a port file";
+  ExpectExitedZero((*first)->Stop(), **first);
+}
+
+TEST_F(ServerLifecycleTest, InvalidFlagValuesStopTheServerAtStartup) {
+  for (const char* flag :
+       {"--max_batch=0", "--max_models=0", "--max_dim=65537", "--max_terms=0",
+        "--max_message_bytes=0", "--shutdown_grace=-1s", "--listen=not-an-address"}) {
+    SCOPED_TRACE(flag);
+    ServerProcessOptions options;
+    options.flags = {flag};
+    options.wait_until_serving = false;
+    absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    absl::StatusOr<int> exit = (*server)->WaitForExit(absl::Seconds(10));
+    ASSERT_TRUE(exit.ok()) << exit.status();
+    EXPECT_TRUE(WIFEXITED(*exit) && WEXITSTATUS(*exit) != 0) << "wait status " << *exit;
+    EXPECT_THAT((*server)->Log(),
+                HasSubstr(std::string(flag).substr(0, std::string(flag).find('='))));
+  }
+}
+
+TEST_F(ServerLifecycleTest, HealthWatchFromStartupSeesNotServingAtMostThenServing) {
+  absl::StatusOr<int> port = PickUnusedPort();
+  ASSERT_TRUE(port.ok()) << port.status();
+  ServerProcessOptions options;
+  options.listen = absl::StrCat("127.0.0.1:", *port);
+  options.wait_until_serving = false;
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  // Watches opened before the server listens: they connect as soon as it does.
+  const std::shared_ptr<grpc::Channel> channel = MakeChannel(absl::StrCat("127.0.0.1:", *port));
+  for (const char* service : {"okl.v1.OnlineKernelLearning", ""}) {
+    SCOPED_TRACE(absl::StrCat("service \"", service, "\""));
+    HealthWatch watch(channel, service, absl::Seconds(20), /*wait_for_ready=*/true);
+    std::vector<ServingStatus> seen;
+    while (seen.empty() || seen.back() != ServingStatus::kServing) {
+      std::optional<ServingStatus> next = watch.Next();
+      if (!next.has_value()) break;
+      seen.push_back(*next);
+    }
+    watch.Cancel();
+    ASSERT_FALSE(seen.empty()) << FromGrpcStatus(watch.Finish());
+    EXPECT_EQ(seen.back(), ServingStatus::kServing);
+    for (size_t i = 0; i + 1 < seen.size(); ++i) {
+      EXPECT_EQ(seen[i], ServingStatus::kNotServing) << ServingStatusName(seen[i]);
+    }
+  }
+  ASSERT_TRUE((*server)->WaitUntilServing().ok());
+  EXPECT_EQ((*server)->port(), *port);
+  ExpectExitedZero((*server)->Stop(), **server);
+}
+
+// okl_server serves ObserveStream on gRPC's sync API or, for benchmarks, its callback API
+// (--observe_stream_api); draining must work on both.
+class ServerDrainTest : public ServerLifecycleTest,
+                        public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(ServerDrainTest, SigtermLetsAnInFlightStreamCompleteRefusesNewCallsAndExitsZero) {
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server =
+      Start({"--shutdown_grace=20s", absl::StrCat("--observe_stream_api=", GetParam())});
+  ASSERT_TRUE(server.ok()) << server.status();
+  ServerProcess& process = **server;
+  const v1::ModelRef ref = Ref("drain", "stream");
+  const v1::ModelConfig config = ParseConfig(kRegressionConfig);
+  ASSERT_TRUE(IsOk(CreateModel(process.stub(), ref, config)));
+  const std::vector<v1::Example> stream = MakeStream(config, 50, 12);
+  const auto batches = SplitIntoBatches(stream, std::vector<size_t>{10});
+
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::ObserveResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::ObserveRequest>> writer =
+      process.stub().ObserveStream(&context, &response);
+  v1::ObserveRequest first;
+  *first.mutable_ref() = ref;
+  first.mutable_examples()->Add(batches[0].begin(), batches[0].end());
+  ASSERT_TRUE(writer->Write(first));
+  // The first message is applied: the call is in flight on the server.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  v1::ModelInfo info;
+  while (absl::Now() < deadline) {
+    ASSERT_TRUE(IsOk(GetModel(process.stub(), ref, &info)));
+    if (info.stats().steps() == 10) break;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_EQ(info.stats().steps(), 10u);
+
+  ASSERT_TRUE(process.Signal(SIGTERM).ok());
+  // Draining: new calls are refused (UNAVAILABLE) within a bounded time. A call that
+  // races gRPC's own shutdown (accepted, then never started) may end CANCELLED instead;
+  // that is gRPC's doing and transient, so only UNAVAILABLE ends the wait.
+  grpc::Status fresh;
+  while (absl::Now() < deadline + absl::Seconds(10)) {
+    const std::shared_ptr<grpc::Channel> channel = process.NewChannel();
+    std::unique_ptr<Stub> stub = v1::OnlineKernelLearning::NewStub(channel);
+    fresh = GetModel(*stub, ref, &info);
+    if (fresh.error_code() != Code::OK && fresh.error_code() != Code::CANCELLED) break;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(HasCode(fresh, Code::UNAVAILABLE)) << "a new call while draining";
+  ASSERT_TRUE(process.Running()) << "exited with the stream in flight: " << process.Log();
+
+  // The in-flight stream goes on and completes.
+  for (size_t i = 1; i < batches.size(); ++i) {
+    v1::ObserveRequest request;
+    request.mutable_examples()->Add(batches[i].begin(), batches[i].end());
+    ASSERT_TRUE(writer->Write(request)) << "message " << i;
+  }
+  ASSERT_TRUE(writer->WritesDone());
+  ASSERT_TRUE(IsOk(writer->Finish()));
+  std::unique_ptr<CoreTwin> twin = CoreTwin::Create(config);
+  ASSERT_NE(twin, nullptr);
+  EXPECT_EQ(Bits(response.predictions()), Bits(PredictionsOf(twin->Observe(stream))));
+  EXPECT_EQ(response.steps(), 50u);
+
+  // Then the server exits, well before the grace period ends.
+  ExpectExitedZero(process.WaitForExit(absl::Seconds(15)), process);
+}
+
+INSTANTIATE_TEST_SUITE_P(ObserveStreamApis, ServerDrainTest,
+                         ::testing::Values("sync", "callback"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
+TEST_F(ServerLifecycleTest, HealthWatchReportsNotServingOnceDraining) {
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = Start({"--shutdown_grace=5s"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  ServerProcess& process = **server;
+  HealthWatch watch(process.channel(), "okl.v1.OnlineKernelLearning", absl::Seconds(15));
+  std::optional<ServingStatus> status = watch.Next();
+  ASSERT_TRUE(status.has_value()) << FromGrpcStatus(watch.Finish());
+  ASSERT_EQ(*status, ServingStatus::kServing);
+
+  ASSERT_TRUE(process.Signal(SIGTERM).ok());
+  status = watch.Next();
+  ASSERT_TRUE(status.has_value())
+      << "the watch ended without NOT_SERVING: " << FromGrpcStatus(watch.Finish());
+  EXPECT_EQ(*status, ServingStatus::kNotServing) << ServingStatusName(*status);
+  watch.Cancel();  // the watch would otherwise keep the server for the grace period
+  watch.Finish();
+  ExpectExitedZero(process.WaitForExit(absl::Seconds(15)), process);
+}
+
+TEST_F(ServerLifecycleTest, SigintDrainsAndExitsZeroLikeSigterm) {
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_TRUE(
+      IsOk(CreateModel((*server)->stub(), Ref("t", "m"), ParseConfig(kRegressionConfig))));
+  ASSERT_TRUE((*server)->Signal(SIGINT).ok());
+  // Idle, it need not wait for the grace period (10 s by default).
+  ExpectExitedZero((*server)->WaitForExit(absl::Seconds(8)), **server);
+}
+
+TEST_F(ServerLifecycleTest, CallsOutlivingTheGracePeriodAreCancelledAndTheServerExits) {
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = Start({"--shutdown_grace=1s"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  ServerProcess& process = **server;
+  const v1::ModelRef ref = Ref("grace", "m");
+  const v1::ModelConfig config = ParseConfig(kRegressionConfig);
+  ASSERT_TRUE(IsOk(CreateModel(process.stub(), ref, config)));
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::ObserveResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::ObserveRequest>> writer =
+      process.stub().ObserveStream(&context, &response);
+  v1::ObserveRequest first;
+  *first.mutable_ref() = ref;
+  const std::vector<v1::Example> examples = MakeStream(config, 3, 13);
+  first.mutable_examples()->Add(examples.begin(), examples.end());
+  ASSERT_TRUE(writer->Write(first));
+
+  const absl::Time signalled = absl::Now();
+  ASSERT_TRUE(process.Signal(SIGTERM).ok());
+  // The stream stays open past the grace period: the server ends it and exits.
+  absl::StatusOr<int> exit = process.WaitForExit(absl::Seconds(15));
+  ExpectExitedZero(exit, process);
+  EXPECT_LT(absl::Now() - signalled, absl::Seconds(10));
+  EXPECT_FALSE(writer->Finish().ok());
+}
+
+TEST_F(ServerLifecycleTest, SigkillStopsTheServerAtOnce) {
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<int> exit = (*server)->Kill();
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  EXPECT_TRUE(WIFSIGNALED(*exit) && WTERMSIG(*exit) == SIGKILL) << *exit;
+  v1::ModelInfo info;
+  EXPECT_TRUE(HasCode(GetModel((*server)->stub(), Ref("t", "m"), &info), Code::UNAVAILABLE));
+}
+
+TEST_F(ServerLifecycleTest, ReflectionCanBeTurnedOff) {
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = Start({"--reflection=false"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<std::vector<std::string>> services =
+      ListServicesByReflection((*server)->channel());
+  EXPECT_EQ(services.status().code(), absl::StatusCode::kUnimplemented) << services.status();
+  ExpectExitedZero((*server)->Stop(), **server);
+}
+
+}  // namespace
+}  // namespace okl::testing

@@ -1,0 +1,505 @@
+// tests/server/server_process.cc
+
+#include "tests/server/server_process.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+#include <utility>
+
+#include "absl/memory/memory.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "google/protobuf/unknown_field_set.h"
+#include "grpc/grpc.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/channel_arguments.h"
+
+#ifndef OKL_SERVER_BINARY
+#error "OKL_SERVER_BINARY must name the okl_server binary (set by tests/server/CMakeLists.txt)"
+#endif
+
+namespace okl::testing {
+namespace {
+
+using ::google::protobuf::UnknownField;
+using ::google::protobuf::UnknownFieldSet;
+
+// Polling period of the bounded waits (port file, health, exit).
+constexpr absl::Duration kPollPeriod = absl::Milliseconds(10);
+
+// A draining gRPC server waits until each client acknowledges its GOAWAY, and a C++
+// client reads an idle connection only when its "backup poller" runs, every 5 s by
+// default: every Stop() would take 5 s. Polling every 50 ms makes it take milliseconds.
+// gRPC reads the variable in its first grpc_init(), hence a static initializer (an
+// explicit setting in the environment wins).
+const bool kFastBackupPolling = [] {
+  ::setenv("GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS", "50", /*overwrite=*/0);
+  return true;
+}();
+
+absl::Status ErrnoError(absl::string_view what) {
+  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  return contents.str();
+}
+
+std::string DescribeWaitStatus(int status) {
+  if (WIFEXITED(status)) return absl::StrCat("exit code ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return absl::StrCat("killed by signal ", WTERMSIG(status));
+  return absl::StrCat("wait status ", status);
+}
+
+// Appends a protobuf varint.
+void AppendVarint(uint64_t value, std::string* out) {
+  while (value >= 0x80) {
+    out->push_back(static_cast<char>((value & 0x7f) | 0x80));
+    value >>= 7;
+  }
+  out->push_back(static_cast<char>(value));
+}
+
+// Appends a length-delimited field (string, bytes or message).
+void AppendLengthDelimited(int field, absl::string_view bytes, std::string* out) {
+  AppendVarint((static_cast<uint64_t>(field) << 3) | 2, out);
+  AppendVarint(bytes.size(), out);
+  out->append(bytes.data(), bytes.size());
+}
+
+std::chrono::system_clock::time_point DeadlineAfter(absl::Duration timeout) {
+  return absl::ToChronoTime(absl::Now() + timeout);
+}
+
+}  // namespace
+
+std::string ServingStatusName(ServingStatus status) {
+  switch (status) {
+    case ServingStatus::kUnknown:
+      return "UNKNOWN";
+    case ServingStatus::kServing:
+      return "SERVING";
+    case ServingStatus::kNotServing:
+      return "NOT_SERVING";
+    case ServingStatus::kServiceUnknown:
+      return "SERVICE_UNKNOWN";
+  }
+  return absl::StrCat("ServingStatus(", static_cast<int>(status), ")");
+}
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      status.error_message());
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, bool own_connection) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  // A server that is not up yet (or restarting) is retried soon, not after gRPC's
+  // default 1 s backoff: the tests' waits are bounded and short.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 250);
+  if (own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+absl::StatusOr<int> PickUnusedPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return ErrnoError("socket");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof(address);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    absl::Status error = ErrnoError("bind");
+    ::close(fd);
+    return error;
+  }
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+// --- ServerProcess ---------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
+    ServerProcessOptions options) {
+  auto server = absl::WrapUnique(new ServerProcess());
+  server->options_ = std::move(options);
+
+  std::string dir_template =
+      (std::filesystem::temp_directory_path() / "okl_server_test.XXXXXX").string();
+  if (::mkdtemp(dir_template.data()) == nullptr) return ErrnoError("mkdtemp");
+  server->dir_ = dir_template;
+  server->port_file_ = server->dir_ + "/port";
+  server->log_file_ = server->dir_ + "/server.log";
+  server->data_dir_ = server->dir_ + "/data";
+  std::error_code error;
+  std::filesystem::create_directory(server->data_dir_, error);
+  if (error) return absl::InternalError(absl::StrCat("mkdir: ", error.message()));
+
+  std::vector<std::string> args = {
+      OKL_SERVER_BINARY,
+      absl::StrCat("--listen=", server->options_.listen),
+      absl::StrCat("--port_file=", server->port_file_),
+      absl::StrCat("--data_dir=", server->data_dir_),
+  };
+  args.insert(args.end(), server->options_.flags.begin(), server->options_.flags.end());
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+
+  const int log_fd =
+      ::open(server->log_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (log_fd < 0) return ErrnoError("open log");
+  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null_fd < 0) {
+    ::close(log_fd);
+    return ErrnoError("open /dev/null");
+  }
+
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // The child of a multi-threaded parent: async-signal-safe calls only until exec.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // the parent died before prctl
+    sigset_t none;
+    ::sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::signal(SIGTERM, SIG_DFL);
+    ::signal(SIGINT, SIG_DFL);
+    ::dup2(null_fd, STDIN_FILENO);
+    ::dup2(log_fd, STDOUT_FILENO);
+    ::dup2(log_fd, STDERR_FILENO);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(log_fd);
+  ::close(null_fd);
+  if (pid < 0) return ErrnoError("fork");
+  server->pid_ = pid;
+
+  if (server->options_.wait_until_serving) {
+    absl::Status status = server->WaitUntilServing();
+    if (!status.ok()) return status;  // the destructor kills the process
+  }
+  return server;
+}
+
+ServerProcess::~ServerProcess() {
+  stub_.reset();
+  channel_.reset();
+  if (pid_ > 0 && !exited_) {
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    exited_ = true;
+  }
+  if (!dir_.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+}
+
+absl::Status ServerProcess::WaitUntilServing() {
+  const absl::Time deadline = absl::Now() + options_.startup_timeout;
+  // The port file: written whole (atomically) once the server is SERVING.
+  while (true) {
+    if (!Running()) {
+      return absl::UnavailableError(
+          absl::StrCat("okl_server exited before writing ", port_file_, " (",
+                       DescribeWaitStatus(wait_status_), "); its log:\n", Log()));
+    }
+    std::string contents = ReadFile(port_file_);
+    if (!contents.empty() && contents.back() == '\n') {
+      port_file_contents_ = contents;
+      contents.pop_back();
+      if (!absl::SimpleAtoi(contents, &port_) || port_ <= 0 || port_ > 65535) {
+        return absl::InternalError(
+            absl::StrCat("port file holds \"", port_file_contents_, "\", not a port"));
+      }
+      break;
+    }
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("okl_server wrote no port file within ",
+                       absl::FormatDuration(options_.startup_timeout), "; its log:\n", Log()));
+    }
+    absl::SleepFor(kPollPeriod);
+  }
+
+  channel_ = MakeChannel(address());
+  stub_ = v1::OnlineKernelLearning::NewStub(channel_);
+  absl::Status last = absl::UnknownError("no health check made");
+  while (absl::Now() < deadline) {
+    absl::StatusOr<ServingStatus> health = CheckHealth(channel_, "", absl::Seconds(1));
+    if (health.ok() && *health == ServingStatus::kServing) return absl::OkStatus();
+    last = health.ok() ? absl::UnavailableError(ServingStatusName(*health)) : health.status();
+    if (!Running()) break;
+    absl::SleepFor(kPollPeriod);
+  }
+  return absl::DeadlineExceededError(absl::StrCat("okl_server on port ", port_,
+                                                  " is not SERVING (last: ", last.ToString(),
+                                                  "); its log:\n", Log()));
+}
+
+std::string ServerProcess::address() const {
+  const std::vector<std::string> parts = absl::StrSplit(options_.listen, ':');
+  const std::string host =
+      parts.size() == 2 && !parts[0].empty() && parts[0] != "0.0.0.0" ? parts[0] : "127.0.0.1";
+  int port = port_;
+  if (port == 0 && parts.size() == 2) (void)absl::SimpleAtoi(parts[1], &port);
+  return absl::StrCat(host, ":", port);
+}
+
+std::shared_ptr<grpc::Channel> ServerProcess::NewChannel() const {
+  return MakeChannel(address(), /*own_connection=*/true);
+}
+
+absl::Status ServerProcess::Signal(int signal) {
+  if (pid_ <= 0 || exited_) return absl::FailedPreconditionError("okl_server is not running");
+  if (::kill(pid_, signal) != 0) return ErrnoError("kill");
+  return absl::OkStatus();
+}
+
+bool ServerProcess::Running() {
+  if (pid_ <= 0 || exited_) return false;
+  int status = 0;
+  const pid_t done = ::waitpid(pid_, &status, WNOHANG);
+  if (done == pid_) {
+    exited_ = true;
+    wait_status_ = status;
+    return false;
+  }
+  return true;
+}
+
+absl::StatusOr<int> ServerProcess::WaitForExit(absl::Duration timeout) {
+  if (pid_ <= 0) return absl::FailedPreconditionError("okl_server was never started");
+  const absl::Time deadline = absl::Now() + timeout;
+  while (Running()) {
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "okl_server (pid ", pid_, ") still runs after ", absl::FormatDuration(timeout)));
+    }
+    absl::SleepFor(kPollPeriod);
+  }
+  return wait_status_;
+}
+
+absl::StatusOr<int> ServerProcess::Stop(absl::Duration timeout) {
+  if (!Running()) return wait_status_;
+  absl::Status sent = Signal(SIGTERM);
+  if (!sent.ok()) return sent;
+  return WaitForExit(timeout);
+}
+
+absl::StatusOr<int> ServerProcess::Kill() {
+  if (!Running()) return wait_status_;
+  absl::Status sent = Signal(SIGKILL);
+  if (!sent.ok()) return sent;
+  return WaitForExit(absl::Seconds(10));
+}
+
+std::string ServerProcess::Log() const { return ReadFile(log_file_); }
+
+// --- GenericCall -----------------------------------------------------------------------
+
+GenericCall::GenericCall(const std::shared_ptr<grpc::Channel>& channel,
+                         const std::string& method, absl::Duration deadline,
+                         bool wait_for_ready)
+    : stub_(channel) {
+  context_.set_deadline(DeadlineAfter(deadline));
+  context_.set_wait_for_ready(wait_for_ready);
+  call_ = stub_.PrepareCall(&context_, method, &queue_);
+  started_ = true;
+  call_->StartCall(this);
+  if (!Wait(this)) Cancel();  // Finish() reports why
+}
+
+GenericCall::~GenericCall() {
+  if (started_ && !finished_) {
+    context_.TryCancel();
+    Finish();
+  }
+  queue_.Shutdown();
+  void* tag = nullptr;
+  bool ok = false;
+  while (queue_.Next(&tag, &ok)) {
+  }
+}
+
+bool GenericCall::Wait(void* tag) {
+  void* got = nullptr;
+  bool ok = false;
+  // Every operation completes by the call's deadline, so this cannot block forever.
+  if (!queue_.Next(&got, &ok)) return false;
+  return got == tag && ok;
+}
+
+bool GenericCall::Write(const std::string& message) {
+  grpc::Slice slice(message);
+  grpc::ByteBuffer buffer(&slice, 1);
+  call_->Write(buffer, this);
+  return Wait(this);
+}
+
+bool GenericCall::WritesDone() {
+  call_->WritesDone(this);
+  return Wait(this);
+}
+
+std::optional<std::string> GenericCall::Read() {
+  grpc::ByteBuffer buffer;
+  call_->Read(&buffer, this);
+  if (!Wait(this)) return std::nullopt;
+  std::vector<grpc::Slice> slices;
+  if (!buffer.Dump(&slices).ok()) return std::nullopt;
+  std::string message;
+  for (const grpc::Slice& slice : slices) {
+    message.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  return message;
+}
+
+grpc::Status GenericCall::Finish() {
+  grpc::Status status;
+  call_->Finish(&status, this);
+  Wait(this);
+  finished_ = true;
+  return status;
+}
+
+// --- Health and reflection -------------------------------------------------------------
+
+namespace {
+
+std::string HealthCheckRequest(absl::string_view service) {
+  std::string request;
+  if (!service.empty()) AppendLengthDelimited(1, service, &request);
+  return request;
+}
+
+std::optional<ServingStatus> ParseHealthCheckResponse(const std::string& bytes) {
+  UnknownFieldSet fields;
+  if (!fields.ParseFromString(bytes)) return std::nullopt;
+  ServingStatus status = ServingStatus::kUnknown;  // proto3: absent means 0
+  for (int i = 0; i < fields.field_count(); ++i) {
+    const UnknownField& field = fields.field(i);
+    if (field.number() == 1 && field.type() == UnknownField::TYPE_VARINT) {
+      status = static_cast<ServingStatus>(field.varint());
+    }
+  }
+  return status;
+}
+
+}  // namespace
+
+absl::StatusOr<ServingStatus> CheckHealth(const std::shared_ptr<grpc::Channel>& channel,
+                                          absl::string_view service, absl::Duration timeout) {
+  GenericCall call(channel, "/grpc.health.v1.Health/Check", timeout);
+  call.Write(HealthCheckRequest(service));
+  call.WritesDone();
+  std::optional<std::string> response = call.Read();
+  grpc::Status status = call.Finish();
+  if (!status.ok()) return FromGrpcStatus(status);
+  if (!response.has_value()) return absl::InternalError("Health/Check sent no response");
+  std::optional<ServingStatus> parsed = ParseHealthCheckResponse(*response);
+  if (!parsed.has_value()) return absl::InternalError("unparsable HealthCheckResponse");
+  return *parsed;
+}
+
+HealthWatch::HealthWatch(const std::shared_ptr<grpc::Channel>& channel,
+                         absl::string_view service, absl::Duration deadline,
+                         bool wait_for_ready)
+    : call_(channel, "/grpc.health.v1.Health/Watch", deadline, wait_for_ready) {
+  call_.Write(HealthCheckRequest(service));
+  call_.WritesDone();
+}
+
+std::optional<ServingStatus> HealthWatch::Next() {
+  std::optional<std::string> message = call_.Read();
+  if (!message.has_value()) return std::nullopt;
+  return ParseHealthCheckResponse(*message);
+}
+
+absl::StatusOr<std::vector<std::string>> ListServicesByReflection(
+    const std::shared_ptr<grpc::Channel>& channel, absl::Duration timeout) {
+  GenericCall call(channel, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+                   timeout);
+  // ServerReflectionRequest { list_services = 7: "*" } ("the content is not checked").
+  std::string request;
+  AppendLengthDelimited(7, "*", &request);
+  call.Write(request);
+  call.WritesDone();
+  std::optional<std::string> response = call.Read();
+  grpc::Status status = call.Finish();
+  if (!status.ok()) return FromGrpcStatus(status);
+  if (!response.has_value()) return absl::InternalError("reflection sent no response");
+
+  // ServerReflectionResponse { list_services_response = 6: ListServiceResponse
+  //   { repeated ServiceResponse service = 1 { string name = 1 } }; error_response = 7 }
+  UnknownFieldSet fields;
+  if (!fields.ParseFromString(*response)) {
+    return absl::InternalError("unparsable ServerReflectionResponse");
+  }
+  std::vector<std::string> names;
+  for (int i = 0; i < fields.field_count(); ++i) {
+    const UnknownField& field = fields.field(i);
+    if (field.type() != UnknownField::TYPE_LENGTH_DELIMITED) continue;
+    if (field.number() == 7) {
+      return absl::InternalError("reflection answered with an ErrorResponse");
+    }
+    if (field.number() != 6) continue;
+    UnknownFieldSet list;
+    if (!list.ParseFromString(field.length_delimited())) {
+      return absl::InternalError("unparsable ListServiceResponse");
+    }
+    for (int j = 0; j < list.field_count(); ++j) {
+      if (list.field(j).number() != 1 ||
+          list.field(j).type() != UnknownField::TYPE_LENGTH_DELIMITED) {
+        continue;
+      }
+      UnknownFieldSet service;
+      if (!service.ParseFromString(list.field(j).length_delimited())) {
+        return absl::InternalError("unparsable ServiceResponse");
+      }
+      for (int k = 0; k < service.field_count(); ++k) {
+        if (service.field(k).number() == 1 &&
+            service.field(k).type() == UnknownField::TYPE_LENGTH_DELIMITED) {
+          names.push_back(service.field(k).length_delimited());
+        }
+      }
+    }
+  }
+  return names;
+}
+
+}  // namespace okl::testing

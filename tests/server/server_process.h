@@ -1,0 +1,202 @@
+// tests/server/server_process.h
+//
+// ServerProcess runs a real okl_server binary (OKL_SERVER_BINARY, set by CMake) as a
+// child process on a loopback port, for end-to-end tests: it starts the server with
+// --listen=127.0.0.1:0 and a private --port_file and --data_dir, waits (bounded) for the
+// port file and for health SERVING, and hands out a channel and a stub. Stop() sends
+// SIGTERM and waits for the exit; the destructor SIGKILLs a server still running and
+// removes its temporary directory, so no test leaks a process. The child also dies with
+// SIGKILL if the thread that started it exits first (PR_SET_PDEATHSIG): start servers
+// from the test's main thread.
+//
+// The helpers below speak grpc.health.v1 and grpc.reflection.v1alpha without generated
+// stubs (Debian's libgrpc++ ships neither proto): the messages are tiny and are encoded
+// by hand and decoded with protobuf's UnknownFieldSet, over grpc::GenericStub.
+//
+// ServerProcess is thread-compatible; its channel and stub are thread-safe.
+//
+// Example:
+//   absl::StatusOr<std::unique_ptr<ServerProcess>> server =
+//       ServerProcess::Start({.flags = {"--max_models=2"}});
+//   ASSERT_TRUE(server.ok()) << server.status();
+//   grpc::ClientContext context;
+//   okl::v1::ModelInfo info;
+//   grpc::Status status = (*server)->stub().GetModel(&context, ref, &info);
+//   absl::StatusOr<int> exit = (*server)->Stop();  // a wait(2) status
+#ifndef OKL_TESTS_SERVER_SERVER_PROCESS_H_
+#define OKL_TESTS_SERVER_SERVER_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "okl/v1/okl.grpc.pb.h"
+
+namespace okl::testing {
+
+struct ServerProcessOptions {
+  // Extra command-line flags, e.g. "--max_models=2". They follow the harness's own
+  // --listen, --port_file and --data_dir, so a flag given here wins.
+  std::vector<std::string> flags;
+  // The --listen address. Port 0 lets the server pick a free port (read from the port
+  // file); a fixed port lets a test reach the server before it is ready.
+  std::string listen = "127.0.0.1:0";
+  // Bounds the wait for the port file and then for health SERVING.
+  absl::Duration startup_timeout = absl::Seconds(20);
+  // False: Start() returns as soon as the process runs; call WaitUntilServing() later.
+  bool wait_until_serving = true;
+};
+
+// grpc.health.v1.HealthCheckResponse.ServingStatus.
+enum class ServingStatus {
+  kUnknown = 0,
+  kServing = 1,
+  kNotServing = 2,
+  kServiceUnknown = 3,
+};
+std::string ServingStatusName(ServingStatus status);
+
+class ServerProcess {
+ public:
+  // Spawns okl_server. Returns an error (with the server's log) if it cannot be spawned,
+  // exits early, or is not SERVING within the startup timeout.
+  static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
+      ServerProcessOptions options = {});
+
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  // SIGKILLs the server if it still runs, reaps it and removes its directory.
+  ~ServerProcess();
+
+  // Waits for the port file, connects, and waits for health SERVING on service "".
+  absl::Status WaitUntilServing();
+
+  pid_t pid() const { return pid_; }
+  // The bound port; 0 before WaitUntilServing() succeeded (or the fixed --listen port).
+  int port() const { return port_; }
+  std::string address() const;
+  // The raw text of the port file, as the server wrote it.
+  const std::string& port_file_contents() const { return port_file_contents_; }
+  const std::string& data_dir() const { return data_dir_; }
+
+  // A channel (and a stub over it) made once the server was reachable.
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+  v1::OnlineKernelLearning::Stub& stub() const { return *stub_; }
+  // A channel over its own TCP connection, e.g. to see whether the server still accepts.
+  std::shared_ptr<grpc::Channel> NewChannel() const;
+
+  // Sends `signal` to the server without waiting.
+  absl::Status Signal(int signal);
+  // Waits up to `timeout` for the server to exit; returns its wait(2) status.
+  // DeadlineExceeded if it still runs then.
+  absl::StatusOr<int> WaitForExit(absl::Duration timeout);
+  // SIGTERM, then WaitForExit(timeout).
+  absl::StatusOr<int> Stop(absl::Duration timeout = absl::Seconds(30));
+  // SIGKILL, then waits for the exit.
+  absl::StatusOr<int> Kill();
+  // True while the process has not been seen to exit.
+  bool Running();
+
+  // Everything the server wrote to stdout and stderr so far.
+  std::string Log() const;
+
+ private:
+  ServerProcess() = default;
+
+  ServerProcessOptions options_;
+  std::string dir_;  // private temporary directory, removed by the destructor
+  std::string port_file_;
+  std::string log_file_;
+  std::string data_dir_;
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  int wait_status_ = 0;
+  int port_ = 0;
+  std::string port_file_contents_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::OnlineKernelLearning::Stub> stub_;
+};
+
+// A channel to `address` that accepts messages of any size (the server's limits are what
+// the tests probe) and, if `own_connection`, does not share a TCP connection with other
+// channels.
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           bool own_connection = false);
+
+// One call to any method, by name, with raw message bytes: the client side of a bidi
+// stream, which on the wire serves unary and server-streaming methods as well. Every
+// operation blocks until done or the call's deadline passes. Not thread-safe.
+class GenericCall {
+ public:
+  // Starts the call to `method` ("/package.Service/Method"). If `wait_for_ready`, the
+  // call waits (until the deadline) for the channel to connect instead of failing.
+  GenericCall(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
+              absl::Duration deadline, bool wait_for_ready = false);
+  GenericCall(const GenericCall&) = delete;
+  GenericCall& operator=(const GenericCall&) = delete;
+  // Cancels the call if it has not finished.
+  ~GenericCall();
+
+  bool Write(const std::string& message);
+  bool WritesDone();
+  // The next message, or nullopt at the end of the stream (or on failure).
+  std::optional<std::string> Read();
+  grpc::Status Finish();
+  void Cancel() { context_.TryCancel(); }
+
+ private:
+  bool Wait(void* tag);
+
+  grpc::ClientContext context_;
+  grpc::CompletionQueue queue_;
+  grpc::GenericStub stub_;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call_;
+  bool started_ = false;
+  bool finished_ = false;
+};
+
+// grpc.health.v1.Health/Check for `service` ("" is the server as a whole). Returns the
+// call's status as an absl::Status (NOT_FOUND for a service the server does not know).
+absl::StatusOr<ServingStatus> CheckHealth(const std::shared_ptr<grpc::Channel>& channel,
+                                          absl::string_view service,
+                                          absl::Duration timeout = absl::Seconds(5));
+
+// grpc.health.v1.Health/Watch for `service`: the stream of statuses the server pushes.
+class HealthWatch {
+ public:
+  HealthWatch(const std::shared_ptr<grpc::Channel>& channel, absl::string_view service,
+              absl::Duration deadline, bool wait_for_ready = false);
+  // The next status pushed, or nullopt when the stream ends (see Finish()).
+  std::optional<ServingStatus> Next();
+  void Cancel() { call_.Cancel(); }
+  grpc::Status Finish() { return call_.Finish(); }
+
+ private:
+  GenericCall call_;
+};
+
+// The services grpc.reflection.v1alpha.ServerReflection lists; the call's status (e.g.
+// UNIMPLEMENTED when reflection is off) as an error.
+absl::StatusOr<std::vector<std::string>> ListServicesByReflection(
+    const std::shared_ptr<grpc::Channel>& channel, absl::Duration timeout = absl::Seconds(5));
+
+// Converts a grpc::Status (same code numbers, message kept).
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// A TCP port on 127.0.0.1 that was free a moment ago (bound, then released).
+absl::StatusOr<int> PickUnusedPort();
+
+}  // namespace okl::testing
+
+#endif  // OKL_TESTS_SERVER_SERVER_PROCESS_H_
