@@ -1,18 +1,13 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds okl, and runs its main job. Until the gRPC server
-# lands, that job is the offline replay: the NORMA core learns the Mackey-Glass series
-# (../shared/data/mg30.dat, time embedding 7) online and writes its prequential
-# predictions to build/mg30.predictions.
+# Installs what is missing, builds okl, and starts okl_server on a loopback port
+# (127.0.0.1:50051 unless OKL_LISTEN says otherwise). Extra arguments go to okl_server,
+# e.g. `scripts/run.sh --max_models=100`. Stop it with Ctrl-C (SIGINT) or SIGTERM: it
+# drains in-flight calls and exits 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install_deps.sh
 cmake -S . -B build/release -G Ninja -Wno-dev -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build/release -j "${OKL_JOBS:-$(nproc)}" --target okl
+cmake --build build/release -j "${OKL_JOBS:-$(nproc)}" --target okl_server okl
 
-data=${OKL_DATA_DIR:-../shared/data}
-build/release/client/okl replay \
-  --config client/examples/mg30.textproto \
-  --input "$data/mg30.dat" --format series --embedding 7 \
-  --output build/mg30.predictions
-echo "predictions: build/mg30.predictions"
+exec build/release/server/okl_server --listen="${OKL_LISTEN:-127.0.0.1:50051}" "$@"
