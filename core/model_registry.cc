@@ -31,11 +31,12 @@ absl::Status ValidateName(absl::string_view what, absl::string_view name) {
   return absl::OkStatus();
 }
 
-ModelEntry::ModelEntry(std::string tenant, std::string model,
-                       std::unique_ptr<NormaModel> norma)
+ModelEntry::ModelEntry(std::string tenant, std::string model, std::unique_ptr<NormaModel> norma,
+                       std::shared_ptr<ModelJournal> journal)
     : tenant_(std::move(tenant)),
       model_(std::move(model)),
       config_(norma->config()),
+      journal_(std::move(journal)),
       norma_(std::move(norma)) {}
 
 absl::Status ModelEntry::CheckLive() const {
@@ -49,6 +50,12 @@ absl::Status ModelEntry::ObserveBatch(absl::Span<const double> xs,
                                       ModelStats* stats_after) {
   WriterLock lock(&mu_);
   OKL_RETURN_IF_ERROR(CheckLive());
+  if (journal_ != nullptr) {
+    // Only valid batches are logged; and a batch is logged before it is applied, in the
+    // order of application, because both happen under this writer lock.
+    OKL_RETURN_IF_ERROR(norma_->ValidateBatch(xs, ys));
+    OKL_RETURN_IF_ERROR(journal_->Append(xs, ys));
+  }
   absl::Status status = norma_->ObserveBatch(xs, ys, out);
   if (stats_after != nullptr) *stats_after = norma_->stats();
   return status;
@@ -77,6 +84,14 @@ absl::StatusOr<ModelState> ModelEntry::ExportState() const {
   return norma_->ExportState();
 }
 
+absl::StatusOr<ModelState> ModelEntry::ExportState(
+    const std::function<void()>& under_lock) const {
+  ReaderLock lock(&mu_);
+  OKL_RETURN_IF_ERROR(CheckLive());
+  under_lock();
+  return norma_->ExportState();
+}
+
 void ModelEntry::MarkDeleted() {
   WriterLock lock(&mu_);
   deleted_ = true;
@@ -85,7 +100,8 @@ void ModelEntry::MarkDeleted() {
 ModelRegistry::ModelRegistry(Options options) : options_(options) {}
 
 absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Create(
-    absl::string_view tenant, absl::string_view model, const ModelConfig& config) {
+    absl::string_view tenant, absl::string_view model, const ModelConfig& config,
+    const JournalFactory& make_journal) {
   OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
   OKL_RETURN_IF_ERROR(ValidateName("model", model));
   OKL_ASSIGN_OR_RETURN(std::unique_ptr<NormaModel> norma, NormaModel::Create(config));
@@ -100,27 +116,40 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Create(
         "the server holds its maximum of ", options_.max_models,
         " models (--max_models); delete one first"));
   }
-  auto entry = std::make_shared<ModelEntry>(key.first, key.second, std::move(norma));
+  std::shared_ptr<ModelJournal> journal;
+  if (make_journal) {
+    OKL_ASSIGN_OR_RETURN(journal, make_journal(nullptr));
+  }
+  auto entry =
+      std::make_shared<ModelEntry>(key.first, key.second, std::move(norma), std::move(journal));
   models_.emplace(std::move(key), entry);
   return entry;
 }
 
 absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Put(
-    absl::string_view tenant, absl::string_view model, std::unique_ptr<NormaModel> norma) {
+    absl::string_view tenant, absl::string_view model, std::unique_ptr<NormaModel> norma,
+    const JournalFactory& make_journal) {
   OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
   OKL_RETURN_IF_ERROR(ValidateName("model", model));
   Key key(tenant, model);
-  auto entry = std::make_shared<ModelEntry>(key.first, key.second, std::move(norma));
+  std::shared_ptr<ModelEntry> entry;
   std::shared_ptr<ModelEntry> replaced;
   {
     WriterLock lock(&mu_);
     auto it = models_.find(key);
+    if (it == models_.end() && models_.size() >= options_.max_models) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the server holds its maximum of ", options_.max_models,
+                       " models (--max_models); delete one first"));
+    }
+    std::shared_ptr<ModelJournal> journal;
+    if (make_journal) {
+      OKL_ASSIGN_OR_RETURN(journal,
+                           make_journal(it == models_.end() ? nullptr : it->second.get()));
+    }
+    entry = std::make_shared<ModelEntry>(key.first, key.second, std::move(norma),
+                                         std::move(journal));
     if (it == models_.end()) {
-      if (models_.size() >= options_.max_models) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "the server holds its maximum of ", options_.max_models,
-            " models (--max_models); delete one first"));
-      }
       models_.emplace(std::move(key), entry);
     } else {
       replaced = std::exchange(it->second, entry);
@@ -141,7 +170,8 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Find(
   return it->second;
 }
 
-absl::Status ModelRegistry::Delete(absl::string_view tenant, absl::string_view model) {
+absl::Status ModelRegistry::Delete(absl::string_view tenant, absl::string_view model,
+                                   const DeleteHook& before_delete) {
   OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
   OKL_RETURN_IF_ERROR(ValidateName("model", model));
   std::shared_ptr<ModelEntry> entry;
@@ -149,6 +179,7 @@ absl::Status ModelRegistry::Delete(absl::string_view tenant, absl::string_view m
     WriterLock lock(&mu_);
     auto it = models_.find(Key(tenant, model));
     if (it == models_.end()) return NotFound(tenant, model);
+    if (before_delete) OKL_RETURN_IF_ERROR(before_delete(*it->second));
     entry = std::move(it->second);
     models_.erase(it);
   }

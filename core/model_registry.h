@@ -19,6 +19,7 @@
 #define OKL_CORE_MODEL_REGISTRY_H_
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -41,6 +42,21 @@ inline constexpr size_t kMaxNameLength = 64;
 // ("tenant" or "model").
 absl::Status ValidateName(absl::string_view what, absl::string_view name);
 
+// The write-ahead log of one model, as core sees it: whoever makes models durable (the
+// server's ModelStore) implements it, and ModelEntry calls it. Core never persists
+// anything itself.
+class ModelJournal {
+ public:
+  virtual ~ModelJournal() = default;
+
+  // Called by ModelEntry::ObserveBatch with the entry's writer lock held, after the whole
+  // batch passed NormaModel::ValidateBatch and before its first example is applied, so
+  // the journal sees batches in exactly the order they are applied. Returns OK only once
+  // the batch is logged; any other status is returned to the caller and the model is left
+  // unchanged. NotFound means the journal was closed (the model deleted or replaced).
+  virtual absl::Status Append(absl::Span<const double> xs, absl::Span<const double> ys) = 0;
+};
+
 // A model's configuration and statistics at one moment.
 struct ModelSummary {
   std::string tenant;
@@ -52,7 +68,9 @@ struct ModelSummary {
 
 class ModelEntry {
  public:
-  ModelEntry(std::string tenant, std::string model, std::unique_ptr<NormaModel> norma);
+  // `journal` may be null: the model is then kept in memory only.
+  ModelEntry(std::string tenant, std::string model, std::unique_ptr<NormaModel> norma,
+             std::shared_ptr<ModelJournal> journal = nullptr);
 
   ModelEntry(const ModelEntry&) = delete;
   ModelEntry& operator=(const ModelEntry&) = delete;
@@ -62,8 +80,12 @@ class ModelEntry {
   // The model's configuration; fixed for the entry's life (Restore installs a new entry),
   // so it is read without the lock.
   const ModelConfig& config() const { return config_; }
+  // The model's journal (null if none); fixed for the entry's life.
+  const std::shared_ptr<ModelJournal>& journal() const { return journal_; }
 
   // NormaModel::ObserveBatch under the writer lock; NotFound once the entry is deleted.
+  // With a journal, the validated batch is appended to it first, and not applied if
+  // that fails.
   // If `stats_after` is set, it receives the statistics right after this batch, taken
   // under the same lock (another writer's batch may follow at once).
   absl::Status ObserveBatch(absl::Span<const double> xs, absl::Span<const double> ys,
@@ -76,6 +98,11 @@ class ModelEntry {
 
   absl::StatusOr<ModelSummary> Summary() const ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<ModelState> ExportState() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The same, calling `under_lock` while the state cannot change (no batch is being
+  // applied or journaled), so a checkpointer can read the journal's position that
+  // matches the state.
+  absl::StatusOr<ModelState> ExportState(const std::function<void()>& under_lock) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Marks the entry deleted: work already holding the lock finishes, later calls fail.
   void MarkDeleted() ABSL_LOCKS_EXCLUDED(mu_);
@@ -86,6 +113,7 @@ class ModelEntry {
   const std::string tenant_;
   const std::string model_;
   const ModelConfig config_;
+  const std::shared_ptr<ModelJournal> journal_;
   mutable Mutex mu_;
   std::unique_ptr<NormaModel> norma_ ABSL_GUARDED_BY(mu_);
   bool deleted_ ABSL_GUARDED_BY(mu_) = false;
@@ -97,20 +125,31 @@ class ModelRegistry {
     size_t max_models = 10000;  // Create and Put beyond this: ResourceExhausted
   };
 
+  // Makes a model durable before the registry changes: called with the registry's writer
+  // lock held, after every check passed, so that the store's order of creations,
+  // replacements and deletions is the registry's. `replaced` is the entry a Put replaces
+  // (null for Create and for a new name). Returns the journal of the new entry (may be
+  // null); an error aborts the call and leaves the registry unchanged.
+  using JournalFactory =
+      std::function<absl::StatusOr<std::shared_ptr<ModelJournal>>(const ModelEntry* replaced)>;
+  // Called by Delete with the registry's writer lock held, before the entry is removed;
+  // an error aborts the Delete.
+  using DeleteHook = std::function<absl::Status(const ModelEntry& entry)>;
+
   explicit ModelRegistry(Options options);
 
   // AlreadyExists if present, ResourceExhausted at max_models, InvalidArgument for a bad
   // name or config.
-  absl::StatusOr<std::shared_ptr<ModelEntry>> Create(absl::string_view tenant,
-                                                     absl::string_view model,
-                                                     const ModelConfig& config)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<std::shared_ptr<ModelEntry>> Create(
+      absl::string_view tenant, absl::string_view model, const ModelConfig& config,
+      const JournalFactory& make_journal = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Installs `norma` under (tenant, model), atomically replacing a model already there
   // (Restore). ResourceExhausted if it is new and the registry is full.
   absl::StatusOr<std::shared_ptr<ModelEntry>> Put(absl::string_view tenant,
                                                   absl::string_view model,
-                                                  std::unique_ptr<NormaModel> norma)
+                                                  std::unique_ptr<NormaModel> norma,
+                                                  const JournalFactory& make_journal = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // NotFound if absent, InvalidArgument for a bad name.
@@ -119,8 +158,8 @@ class ModelRegistry {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // NotFound if absent.
-  absl::Status Delete(absl::string_view tenant, absl::string_view model)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Delete(absl::string_view tenant, absl::string_view model,
+                      const DeleteHook& before_delete = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The models of `tenant` (every tenant's if empty), sorted by (tenant, model).
   std::vector<std::shared_ptr<ModelEntry>> List(absl::string_view tenant) const

@@ -189,9 +189,8 @@ absl::StatusOr<Observation> NormaModel::Observe(absl::Span<const double> x, doub
   return Step(x, y);
 }
 
-absl::Status NormaModel::ObserveBatch(absl::Span<const double> xs,
-                                      absl::Span<const double> ys,
-                                      std::vector<Observation>* out) {
+absl::Status NormaModel::ValidateBatch(absl::Span<const double> xs,
+                                       absl::Span<const double> ys) const {
   const size_t dim = config_.dim;
   if (xs.size() != ys.size() * dim) {
     return absl::InvalidArgumentError(absl::StrCat("batch holds ", xs.size(),
@@ -205,6 +204,13 @@ absl::Status NormaModel::ObserveBatch(absl::Span<const double> xs,
           absl::StrCat("example ", i, ": ", status.message(), " (no example applied)"));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status NormaModel::ObserveBatch(absl::Span<const double> xs, absl::Span<const double> ys,
+                                      std::vector<Observation>* out) {
+  const size_t dim = config_.dim;
+  OKL_RETURN_IF_ERROR(ValidateBatch(xs, ys));
   out->reserve(out->size() + ys.size());
   for (size_t i = 0; i < ys.size(); ++i) {
     absl::StatusOr<Observation> o = Step(xs.subspan(i * dim, dim), ys[i]);

@@ -117,10 +117,16 @@ class NormaModel {
   // FailedPrecondition and changes nothing.
   absl::StatusOr<Observation> Observe(absl::Span<const double> x, double y);
 
+  // InvalidArgument unless xs holds ys.size() * dim values and every example passes
+  // ValidateExample; the message names the first bad example. ObserveBatch runs this
+  // first; a caller that logs batches runs it before logging, so that no invalid batch
+  // is ever logged.
+  absl::Status ValidateBatch(absl::Span<const double> xs, absl::Span<const double> ys) const;
+
   // Observes ys.size() examples in order; xs holds them term-major (ys.size() * dim).
-  // Every example is validated before the first is applied, so a bad batch changes
-  // nothing. Appends one Observation per applied example to `out`. If an example would
-  // make the model diverge, the ones before it stay applied and the error says how many.
+  // Every example is validated (ValidateBatch) before the first is applied, so a bad
+  // batch changes nothing. Appends one Observation per applied example to `out`. If an example
+  // would make the model diverge, the ones before it stay applied and the error says how many.
   absl::Status ObserveBatch(absl::Span<const double> xs, absl::Span<const double> ys,
                             std::vector<Observation>* out);
 

@@ -36,8 +36,20 @@ ABSL_FLAG(std::string, port_file, "",
           "If set, once the server is SERVING write its bound port (decimal, newline) to "
           "this file, atomically (a temporary file in the same directory, renamed).");
 ABSL_FLAG(std::string, data_dir, "./okl-data",
-          "Directory for the durable model store. Reserved: not used yet (models live in "
-          "memory only).");
+          "Directory of the durable model store (RocksDB), created if missing. Empty: no "
+          "store, models live in memory only and nothing survives a restart.");
+ABSL_FLAG(bool, sync_writes, false,
+          "fsync every store write before acknowledging it: survives power loss (default: "
+          "survives a crash of the process), at a throughput cost.");
+ABSL_FLAG(uint64_t, checkpoint_every_examples, 10000,
+          "Checkpoint a model in the background once this many examples were logged since "
+          "its last checkpoint (0: not by count).");
+ABSL_FLAG(absl::Duration, checkpoint_every, absl::Seconds(60),
+          "Checkpoint a model with new examples once this long passed since its last "
+          "checkpoint (0: not by time).");
+ABSL_FLAG(bool, skip_damaged_models, false,
+          "Start even if stored models are damaged, without them (their data is left in "
+          "the store); by default a damaged model stops the start.");
 ABSL_FLAG(uint32_t, max_models, 10000,
           "Most models held at once; CreateModel/Restore beyond it: RESOURCE_EXHAUSTED.");
 ABSL_FLAG(uint32_t, max_dim, okl::kMaxDimension,
@@ -125,6 +137,11 @@ int main(int argc, char** argv) {
   options.max_batch = absl::GetFlag(FLAGS_max_batch);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.reflection = absl::GetFlag(FLAGS_reflection);
+  options.data_dir = absl::GetFlag(FLAGS_data_dir);
+  options.sync_writes = absl::GetFlag(FLAGS_sync_writes);
+  options.checkpoint_every_examples = absl::GetFlag(FLAGS_checkpoint_every_examples);
+  options.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
+  options.skip_damaged_models = absl::GetFlag(FLAGS_skip_damaged_models);
   const std::string api = absl::GetFlag(FLAGS_observe_stream_api);
   if (api == "sync") {
     options.observe_stream_api = okl::StreamApi::kSync;

@@ -8,18 +8,23 @@
 #include <grpcpp/impl/server_builder_plugin.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 
 namespace okl {
 namespace {
 
 constexpr absl::Duration kDrainPollInterval = absl::Milliseconds(5);
 constexpr absl::Duration kFinishMargin = absl::Milliseconds(200);
+// How often the checkpointer looks for models that are due.
+constexpr std::chrono::milliseconds kCheckpointPollInterval(100);
 
 // The name ProtoServerReflectionPlugin::name() returns.
 constexpr char kReflectionPluginName[] = "proto_server_reflection";
@@ -56,6 +61,9 @@ absl::Status ValidateOptions(const Server::Options& options) {
   if (options.max_batch < 1) {
     return absl::InvalidArgumentError("--max_batch must be at least 1");
   }
+  if (options.checkpoint_every < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--checkpoint_every must not be negative");
+  }
   if (options.max_message_bytes < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max_message_bytes must be at least 1, got ", options.max_message_bytes));
@@ -73,12 +81,88 @@ Server::Server(Options options)
                             .max_batch = options_.max_batch,
                             .observe_stream_api = options_.observe_stream_api}) {}
 
-Server::~Server() { Shutdown(absl::Now()); }
+Server::~Server() {
+  Shutdown(absl::Now());
+  StopCheckpointer();
+}
+
+absl::Status Server::OpenStore() {
+  if (options_.data_dir.empty()) return absl::OkStatus();
+  OKL_ASSIGN_OR_RETURN(
+      store_, ModelStore::Open(options_.data_dir, {.sync_writes = options_.sync_writes}));
+  OKL_ASSIGN_OR_RETURN(
+      RestoreStats stats,
+      RestoreModels(
+          store_.get(), &registry_,
+          {.skip_damaged = options_.skip_damaged_models, .warn = [](absl::string_view line) {
+             std::fprintf(stderr, "okl_server: %s\n", std::string(line).c_str());
+           }}));
+  std::fprintf(stderr,
+               "okl_server: restored %zu models (%llu log batches, %llu examples replayed) "
+               "in %.3f s\n",
+               stats.models, static_cast<unsigned long long>(stats.log_batches),
+               static_cast<unsigned long long>(stats.log_examples),
+               absl::ToDoubleSeconds(stats.elapsed));
+  service_.set_store(store_.get());
+  return absl::OkStatus();
+}
+
+void Server::RunCheckpointer() {
+  std::unique_lock<std::mutex> lock(checkpointer_mu_);
+  while (!checkpointer_stop_) {
+    checkpointer_wake_.wait_for(lock, kCheckpointPollInterval);
+    if (checkpointer_stop_) break;
+    lock.unlock();
+    CheckpointModels(/*all=*/false);
+    lock.lock();
+  }
+}
+
+void Server::StopCheckpointer() {
+  // Once: two threads may shut down at once, and a thread is joined only once.
+  std::call_once(checkpointer_stopped_, [this] {
+    {
+      std::lock_guard<std::mutex> lock(checkpointer_mu_);
+      checkpointer_stop_ = true;
+    }
+    checkpointer_wake_.notify_all();
+    if (checkpointer_.joinable()) checkpointer_.join();
+  });
+}
+
+size_t Server::CheckpointModels(bool all) {
+  if (store_ == nullptr) return 0;
+  size_t written = 0;
+  const absl::Time now = absl::Now();
+  for (const std::shared_ptr<ModelEntry>& entry : registry_.List("")) {
+    auto* log = dynamic_cast<ModelLog*>(entry->journal().get());
+    if (log == nullptr) continue;
+    if (!all && !log->CheckpointDue(options_.checkpoint_every_examples,
+                                    options_.checkpoint_every, now)) {
+      continue;
+    }
+    absl::StatusOr<bool> done = CheckpointEntry(*entry);
+    if (!done.ok()) {
+      // The log keeps every record until a checkpoint succeeds, so nothing is lost; the
+      // next round tries again.
+      std::fprintf(stderr, "okl_server: checkpoint of model %s/%s failed: %s\n",
+                   entry->tenant().c_str(), entry->model().c_str(),
+                   std::string(done.status().message()).c_str());
+    } else if (*done) {
+      ++written;
+    }
+  }
+  return written;
+}
 
 absl::Status Server::Start() {
   WriterLock lock(&mu_);
   if (server_ != nullptr) return absl::FailedPreconditionError("the server was started before");
   if (absl::Status status = ValidateOptions(options_); !status.ok()) return status;
+  // Before listening: a store that cannot be restored stops the start, and no client
+  // sees a server without its models.
+  // (On failure the store stays open until ~Server: models restored so far refer to it.)
+  if (absl::Status status = OpenStore(); !status.ok()) return status;
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -101,7 +185,7 @@ absl::Status Server::Start() {
   server_ = std::move(server);
   port_ = port;
   SetHealth(false);
-  // Recovery of stored models (the durability issue) goes here, before SERVING.
+  if (store_ != nullptr) checkpointer_ = std::thread([this] { RunCheckpointer(); });
   service_.SetServing();
   SetHealth(true);
   return absl::OkStatus();
@@ -144,6 +228,17 @@ void Server::Shutdown(absl::Time deadline) {
   // rest. Idempotent, and blocks a second caller until the first shutdown is complete.
   server->Shutdown(absl::ToChronoTime(std::min(deadline, absl::Now() + kFinishMargin)));
   server->Wait();
+  // No call runs now: checkpoint every model with a log, so that the next start replays
+  // nothing.
+  StopCheckpointer();
+  if (store_ != nullptr) {
+    const absl::Time start = absl::Now();
+    const size_t written = CheckpointModels(/*all=*/true);
+    if (written > 0) {
+      std::fprintf(stderr, "okl_server: checkpointed %zu models in %.3f s\n", written,
+                   absl::ToDoubleSeconds(absl::Now() - start));
+    }
+  }
 }
 
 std::shared_ptr<grpc::Channel> Server::InProcessChannel() {

@@ -10,6 +10,10 @@
 // StartDraining() (which Shutdown() implies) on. While starting and draining, okl calls
 // fail with UNAVAILABLE.
 //
+// Durability: with a data_dir, Start() opens the ModelStore there and restores every
+// stored model (checkpoint plus replayed log) before listening; a background thread
+// checkpoints models; Shutdown() checkpoints every model with a log after the drain.
+//
 // Thread-safe: Shutdown() and StartDraining() may be called from any thread, any number
 // of times; port() and InProcessChannel() after Start().
 //
@@ -25,9 +29,12 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -35,6 +42,7 @@
 #include "core/config.h"
 #include "core/model_registry.h"
 #include "core/mutex.h"
+#include "server/model_store.h"
 #include "server/service.h"
 
 namespace okl {
@@ -60,6 +68,20 @@ class Server {
     bool reflection = true;
     // The gRPC API that serves ObserveStream (see StreamApi).
     StreamApi observe_stream_api = StreamApi::kSync;
+    // The model store's directory, created if missing; empty: models live in memory
+    // only and nothing survives a restart. (okl_server's flag defaults to ./okl-data.)
+    std::string data_dir;
+    // fsync every store write: survives power loss, not only a crash of the process.
+    bool sync_writes = false;
+    // Checkpoint a model once this many examples were logged since its last checkpoint
+    // (0: never for this reason).
+    uint64_t checkpoint_every_examples = 10000;
+    // Checkpoint a model with new examples once this long passed since its last
+    // checkpoint (0: never for this reason).
+    absl::Duration checkpoint_every = absl::Seconds(60);
+    // Start without a damaged stored model (reported on stderr, its data left in place)
+    // instead of refusing to start.
+    bool skip_damaged_models = false;
   };
 
   explicit Server(Options options);
@@ -69,9 +91,10 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // Validates the options (InvalidArgument naming the flag), binds and starts serving,
-  // then reports SERVING. Unavailable if the address cannot be bound;
-  // FailedPrecondition if called twice.
+  // Validates the options (InvalidArgument naming the flag), opens the store and restores
+  // its models (FailedPrecondition for an unusable data_dir, DataLoss naming a damaged
+  // model), binds and starts serving, then reports SERVING. Unavailable if the address
+  // cannot be bound; FailedPrecondition if called twice.
   absl::Status Start() ABSL_LOCKS_EXCLUDED(mu_);
 
   // The bound port (resolving port 0); 0 before Start().
@@ -96,6 +119,13 @@ class Server {
 
  private:
   void SetHealth(bool serving) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Opens the store and restores its models into the registry.
+  absl::Status OpenStore() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The checkpointer thread's loop, until StopCheckpointer().
+  void RunCheckpointer();
+  void StopCheckpointer();
+  // Checkpoints the models that are due (all with a log if `all`); returns how many.
+  size_t CheckpointModels(bool all);
 
   const Options options_;
   ModelRegistry registry_;
@@ -105,6 +135,16 @@ class Server {
   // Set once by Start(); destroyed by ~Server only, so Shutdown() may use it unlocked.
   std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(mu_);
   int port_ ABSL_GUARDED_BY(mu_) = 0;
+  // Set once by Start() before the server or the checkpointer run; then fixed.
+  std::unique_ptr<ModelStore> store_;
+
+  // The checkpointer's sleep; std::mutex for std::condition_variable (it guards only
+  // the stop flag).
+  std::mutex checkpointer_mu_;
+  std::condition_variable checkpointer_wake_;
+  bool checkpointer_stop_ = false;
+  std::thread checkpointer_;
+  std::once_flag checkpointer_stopped_;
 };
 
 }  // namespace okl

@@ -262,9 +262,16 @@ absl::Status OklService::DoCreateModel(const v1::CreateModelRequest& request,
   OKL_RETURN_IF_ERROR(ValidateRef(request.ref()));
   OKL_ASSIGN_OR_RETURN(ModelConfig config, FromProto(request.config()));
   OKL_RETURN_IF_ERROR(CheckLimits(config));
+  ModelRegistry::JournalFactory make_journal;
+  if (store_ != nullptr) {
+    // Under the registry's lock: the config is durable before the model exists.
+    make_journal = [&](const ModelEntry*) -> absl::StatusOr<std::shared_ptr<ModelJournal>> {
+      return store_->CreateModel(request.ref().tenant(), request.ref().model(), config);
+    };
+  }
   OKL_ASSIGN_OR_RETURN(
       std::shared_ptr<ModelEntry> entry,
-      registry_->Create(request.ref().tenant(), request.ref().model(), config));
+      registry_->Create(request.ref().tenant(), request.ref().model(), config, make_journal));
   OKL_ASSIGN_OR_RETURN(ModelSummary summary, entry->Summary());
   *response = ToProto(summary);
   return absl::OkStatus();
@@ -311,7 +318,16 @@ grpc::Status OklService::DeleteModel(grpc::ServerContext* context, const v1::Mod
   const ActiveCall call(this);
   if (!call.status().ok()) return ToGrpcStatus(call.status());
   absl::Status status = ValidateRef(*request);
-  if (status.ok()) status = registry_->Delete(request->tenant(), request->model());
+  ModelRegistry::DeleteHook before_delete;
+  if (store_ != nullptr) {
+    before_delete = [this](const ModelEntry& entry) -> absl::Status {
+      auto* log = dynamic_cast<ModelLog*>(entry.journal().get());
+      return log == nullptr ? absl::OkStatus() : store_->DeleteModel(log);
+    };
+  }
+  if (status.ok()) {
+    status = registry_->Delete(request->tenant(), request->model(), before_delete);
+  }
   return ToGrpcStatus(status);
 }
 
@@ -441,8 +457,20 @@ absl::Status OklService::DoRestore(grpc::ServerContext* context,
     return absl::DataLossError(
         absl::StrCat("snapshot state is inconsistent: ", norma.status().message()));
   }
-  OKL_ASSIGN_OR_RETURN(std::shared_ptr<ModelEntry> entry,
-                       registry_->Put(ref.tenant(), ref.model(), *std::move(norma)));
+  ModelRegistry::JournalFactory make_journal;
+  if (store_ != nullptr) {
+    // Under the registry's lock: the new checkpoint replaces the old model's config,
+    // checkpoint and log in one atomic write before the new entry is visible.
+    make_journal =
+        [&](const ModelEntry* replaced) -> absl::StatusOr<std::shared_ptr<ModelJournal>> {
+      ModelLog* old =
+          replaced == nullptr ? nullptr : dynamic_cast<ModelLog*>(replaced->journal().get());
+      return store_->ReplaceModel(ref.tenant(), ref.model(), state, old);
+    };
+  }
+  OKL_ASSIGN_OR_RETURN(
+      std::shared_ptr<ModelEntry> entry,
+      registry_->Put(ref.tenant(), ref.model(), *std::move(norma), make_journal));
   OKL_ASSIGN_OR_RETURN(ModelSummary summary, entry->Summary());
   *response = ToProto(summary);
   return absl::OkStatus();

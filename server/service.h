@@ -30,6 +30,7 @@
 #include "core/model_registry.h"
 #include "okl/v1/okl.grpc.pb.h"
 #include "okl/v1/okl.pb.h"
+#include "server/model_store.h"
 
 namespace okl {
 
@@ -61,6 +62,10 @@ class OklService final : public v1::OnlineKernelLearning::Service {
 
   // `registry` must outlive the service.
   OklService(ModelRegistry* registry, Options options);
+
+  // Makes CreateModel, DeleteModel and Restore durable in `store` (which must outlive the
+  // service; null: in memory only). Call before the server starts.
+  void set_store(ModelStore* store) { store_ = store; }
 
   // Until SetServing() every call fails with UNAVAILABLE ("starting"); after
   // StartDraining() new calls fail with UNAVAILABLE ("draining") while calls already
@@ -126,6 +131,8 @@ class OklService final : public v1::OnlineKernelLearning::Service {
 
   ModelRegistry* const registry_;
   const Options options_;
+  // Set before the gRPC server starts (which orders it before every handler); then fixed.
+  ModelStore* store_ = nullptr;
   // Both sequentially consistent: a call counts itself in, then reads the state; the
   // drain sets the state, then reads the count. So a drain that reads 0 is never
   // followed by a call that saw kServing.

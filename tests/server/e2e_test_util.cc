@@ -336,6 +336,15 @@ std::unique_ptr<CoreTwin> CoreTwin::Create(const v1::ModelConfig& config) {
   return std::unique_ptr<CoreTwin>(new CoreTwin(*std::move(model)));
 }
 
+std::unique_ptr<CoreTwin> CoreTwin::FromState(const ModelState& state) {
+  absl::StatusOr<std::unique_ptr<NormaModel>> model = NormaModel::FromState(state);
+  if (!model.ok()) {
+    ADD_FAILURE() << "NormaModel::FromState: " << model.status();
+    return nullptr;
+  }
+  return std::unique_ptr<CoreTwin>(new CoreTwin(*std::move(model)));
+}
+
 std::vector<Observation> CoreTwin::Observe(absl::Span<const v1::Example> examples) {
   std::vector<double> xs;
   std::vector<double> ys;

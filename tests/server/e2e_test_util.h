@@ -131,6 +131,9 @@ class CoreTwin {
  public:
   // Fails the current test (and returns null) if the config does not convert or build.
   static std::unique_ptr<CoreTwin> Create(const v1::ModelConfig& config);
+  // A model continuing from `state` (e.g. decoded snapshot bytes); fails the current
+  // test (and returns null) if NormaModel::FromState rejects it.
+  static std::unique_ptr<CoreTwin> FromState(const ModelState& state);
 
   std::vector<Observation> Observe(absl::Span<const v1::Example> examples);
   std::vector<double> Predict(absl::Span<const v1::Vector> inputs) const;

@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -158,10 +159,14 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   server->dir_ = dir_template;
   server->port_file_ = server->dir_ + "/port";
   server->log_file_ = server->dir_ + "/server.log";
-  server->data_dir_ = server->dir_ + "/data";
-  std::error_code error;
-  std::filesystem::create_directory(server->data_dir_, error);
-  if (error) return absl::InternalError(absl::StrCat("mkdir: ", error.message()));
+  if (server->options_.data_dir.empty()) {
+    server->data_dir_ = server->dir_ + "/data";
+    std::error_code error;
+    std::filesystem::create_directory(server->data_dir_, error);
+    if (error) return absl::InternalError(absl::StrCat("mkdir: ", error.message()));
+  } else {
+    server->data_dir_ = server->options_.data_dir;
+  }
 
   std::vector<std::string> args = {
       OKL_SERVER_BINARY,
@@ -183,6 +188,13 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     return ErrnoError("open /dev/null");
   }
 
+  const bool limit_file_size = server->options_.file_size_limit.has_value();
+  rlimit file_size_limit{};
+  if (limit_file_size) {
+    file_size_limit.rlim_cur = *server->options_.file_size_limit;
+    file_size_limit.rlim_max = *server->options_.file_size_limit;
+  }
+
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid == 0) {
@@ -194,6 +206,12 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     ::signal(SIGTERM, SIG_DFL);
     ::signal(SIGINT, SIG_DFL);
+    if (limit_file_size) {
+      // Ignored, SIGXFSZ does not kill the server: the write fails with EFBIG instead.
+      // The disposition survives execv.
+      ::signal(SIGXFSZ, SIG_IGN);
+      if (::setrlimit(RLIMIT_FSIZE, &file_size_limit) != 0) ::_exit(126);
+    }
     ::dup2(null_fd, STDIN_FILENO);
     ::dup2(log_fd, STDOUT_FILENO);
     ::dup2(log_fd, STDERR_FILENO);

@@ -2,10 +2,11 @@
 //
 // ServerProcess runs a real okl_server binary (OKL_SERVER_BINARY, set by CMake) as a
 // child process on a loopback port, for end-to-end tests: it starts the server with
-// --listen=127.0.0.1:0 and a private --port_file and --data_dir, waits (bounded) for the
-// port file and for health SERVING, and hands out a channel and a stub. Stop() sends
-// SIGTERM and waits for the exit; the destructor SIGKILLs a server still running and
-// removes its temporary directory, so no test leaks a process. The child also dies with
+// --listen=127.0.0.1:0 and a private --port_file and --data_dir (or a given --data_dir
+// that outlives it, for restart tests), waits (bounded) for the port file and for health
+// SERVING, and hands out a channel and a stub. Stop() sends SIGTERM and waits for the
+// exit; the destructor SIGKILLs a server still running and removes its temporary
+// directory, so no test leaks a process. The child also dies with
 // SIGKILL if the thread that started it exits first (PR_SET_PDEATHSIG): start servers
 // from the test's main thread.
 //
@@ -28,6 +29,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,7 +49,7 @@ namespace okl::testing {
 struct ServerProcessOptions {
   // Extra command-line flags, e.g. "--max_models=2". They follow the harness's own
   // --listen, --port_file and --data_dir, so a flag given here wins.
-  std::vector<std::string> flags;
+  std::vector<std::string> flags = {};
   // The --listen address. Port 0 lets the server pick a free port (read from the port
   // file); a fixed port lets a test reach the server before it is ready.
   std::string listen = "127.0.0.1:0";
@@ -55,6 +57,14 @@ struct ServerProcessOptions {
   absl::Duration startup_timeout = absl::Seconds(20);
   // False: Start() returns as soon as the process runs; call WaitUntilServing() later.
   bool wait_until_serving = true;
+  // The --data_dir. Empty: a fresh directory inside the private one, removed with it.
+  // Set: this directory (the server creates it if missing), which outlives the server,
+  // for restart tests; the caller removes it.
+  std::string data_dir = "";
+  // If set, the server runs with RLIMIT_FSIZE at this many bytes and SIGXFSZ ignored, so
+  // a write that would grow any file past it fails with EFBIG: a full disk, as far as
+  // the store can tell. (The server's log file is bound by it too.)
+  std::optional<uint64_t> file_size_limit = std::nullopt;
 };
 
 // grpc.health.v1.HealthCheckResponse.ServingStatus.

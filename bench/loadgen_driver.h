@@ -1,0 +1,120 @@
+// bench/loadgen_driver.h
+//
+// The call engines of okl_loadgen: closed-loop callers that each keep exactly one call in
+// flight and start the next one as soon as the last one has completed, for a fixed
+// window of wall time. Requests are serialized once, before the run, into
+// grpc::ByteBuffers and sent through grpc::GenericStub, so that the client spends its CPU
+// on the transport and not on protobuf encoding: on a 2-core machine the client competes
+// with the server for the same cores, and every microsecond it spends is one the server
+// does not get. Responses are not parsed either; only their status counts.
+//
+// Three client APIs drive the same closed loop (see ClientApi); okl_loadgen measures them
+// against each other with --client_api.
+//
+// Not thread-safe: one Run*() at a time per process is what okl_loadgen does; each Run*()
+// starts and joins its own threads.
+//
+// Example:
+//   loadgen::Window window = loadgen::Window::StartingIn(absl::Seconds(1), absl::Seconds(5));
+//   std::vector<loadgen::Caller> callers = ...;  // channel + pre-serialized requests each
+//   loadgen::Result result = loadgen::RunUnary(loadgen::ClientApi::kAsync, /*threads=*/1,
+//                                              "/okl.v1.OnlineKernelLearning/Predict",
+//                                              callers, window);
+//   double per_second = result.completed / window.seconds();
+#ifndef OKL_BENCH_LOADGEN_DRIVER_H_
+#define OKL_BENCH_LOADGEN_DRIVER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/support/byte_buffer.h>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace okl::loadgen {
+
+using Clock = std::chrono::steady_clock;
+
+// How the callers issue their calls.
+enum class ClientApi {
+  // A grpc::CompletionQueue per client thread; every caller is a small state machine
+  // driven by the thread that polls its queue. No thread per caller, no hand-off: the
+  // thread that reads a completion from the socket starts the next call.
+  kAsync,
+  // gRPC's callback API (GenericStub::UnaryCall, ClientBidiReactor); the completions
+  // run on gRPC's internal callback threads.
+  kCallback,
+  // One thread per caller, each making blocking calls.
+  kSync,
+};
+
+absl::StatusOr<ClientApi> ParseClientApi(absl::string_view name);
+const char* ClientApiName(ClientApi api);
+
+// The measured part of a run. Callers start at once, so [start, begin) is warm-up (its
+// calls are neither counted nor timed); no call starts after `end`.
+struct Window {
+  Clock::time_point begin;
+  Clock::time_point end;
+
+  // A window of `length` that begins after `warmup` from now.
+  static Window StartingIn(absl::Duration warmup, absl::Duration length);
+  double seconds() const { return std::chrono::duration<double>(end - begin).count(); }
+  bool Contains(Clock::time_point t) const { return t >= begin && t < end; }
+};
+
+// One closed-loop caller: the channel it calls on and the requests it cycles through
+// (for a stream, the messages it writes, one after another, across its streams).
+struct Caller {
+  std::shared_ptr<grpc::Channel> channel;
+  std::vector<grpc::ByteBuffer> requests;
+};
+
+// What the callers saw inside the window.
+struct Result {
+  // Unary: calls completed (OK or not). Streams: messages whose write completed.
+  uint64_t completed = 0;
+  // Streams only: streams that ended inside the window, and the messages of those of
+  // them that ended OK (each then acknowledged by the server's one response).
+  uint64_t streams = 0;
+  uint64_t acknowledged_messages = 0;
+  // Calls (streams) that ended with a status other than OK.
+  uint64_t errors = 0;
+  std::string first_error;
+  // Per completed call (unary) or ended stream: start to completion, in nanoseconds.
+  std::vector<int64_t> latencies_ns;
+};
+
+// Runs `callers` against the unary `method` (full name, "/package.Service/Method")
+// until window.end, on `threads` completion-queue threads (kAsync only; kSync uses one
+// thread per caller, kCallback gRPC's own threads), and returns once every call ended.
+Result RunUnary(ClientApi api, int threads, const std::string& method,
+                const std::vector<Caller>& callers, const Window& window);
+
+// Like RunUnary for the client-streaming `method`: each caller opens a stream, writes
+// its requests in turn (wrapping around), half-closes after `messages_per_stream`
+// messages (or at window.end), reads the one response and opens the next stream.
+Result RunStreams(ClientApi api, int threads, const std::string& method,
+                  const std::vector<Caller>& callers, int messages_per_stream,
+                  const Window& window);
+
+// One grpc.health.v1.Health/Check of `service` ("" for the whole server), through
+// GenericStub with a hand-encoded request, so that no health.proto is needed. Returns
+// the response's ServingStatus (1 is SERVING) or the call's error.
+absl::StatusOr<int> HealthCheck(grpc::Channel& channel, absl::string_view service,
+                                absl::Duration timeout);
+
+// The serialized request of a health Check for `service` ("" encodes to no bytes).
+grpc::ByteBuffer HealthCheckRequest(absl::string_view service);
+
+inline constexpr char kHealthCheckMethod[] = "/grpc.health.v1.Health/Check";
+
+}  // namespace okl::loadgen
+
+#endif  // OKL_BENCH_LOADGEN_DRIVER_H_

@@ -1,0 +1,592 @@
+// server/model_store.cc
+
+#include "server/model_store.h"
+
+#include <bit>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/status_macros.h"
+#include "proto/convert.h"
+#include "rocksdb/db.h"
+#include "rocksdb/options.h"
+#include "rocksdb/write_batch.h"
+
+namespace okl {
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "the store's records are little-endian");
+
+constexpr char kFormatKey[] = "v";
+constexpr char kFormatValue[] = "okl-store 1";
+constexpr char kModelPrefix[] = "m/";
+constexpr char kIncarnationPrefix[] = "i/";
+
+std::string Hex16(uint64_t value) { return absl::StrFormat("%016x", value); }
+
+std::string ModelKey(absl::string_view tenant, absl::string_view model) {
+  return absl::StrCat(kModelPrefix, tenant, "/", model);
+}
+// Every key of an incarnation lies in [IncarnationBegin, IncarnationEnd): '0' follows '/'.
+std::string IncarnationBegin(uint64_t inc) { return absl::StrCat("i/", Hex16(inc), "/"); }
+std::string IncarnationEnd(uint64_t inc) { return absl::StrCat("i/", Hex16(inc), "0"); }
+std::string CheckpointKey(uint64_t inc) { return absl::StrCat("i/", Hex16(inc), "/c"); }
+std::string LogKey(uint64_t inc, uint64_t seq) {
+  return absl::StrCat("i/", Hex16(inc), "/l/", Hex16(seq));
+}
+
+bool ParseHex16(absl::string_view text, uint64_t* value) {
+  if (text.size() != 16) return false;
+  return absl::SimpleHexAtoi(text, value);
+}
+
+void PutFixed64(std::string* out, uint64_t value) {
+  char bytes[8];
+  std::memcpy(bytes, &value, 8);
+  out->append(bytes, 8);
+}
+uint64_t GetFixed64(const char* p) {
+  uint64_t value;
+  std::memcpy(&value, p, 8);
+  return value;
+}
+
+absl::Status WriteError(const rocksdb::Status& status) {
+  if (status.IsNoSpace()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the model store is out of disk space: ", status.ToString()));
+  }
+  return absl::UnavailableError(
+      absl::StrCat("the model store cannot write: ", status.ToString()));
+}
+
+// "m/" value: incarnation, ModelConfig (wire bytes), FNV-1a 64 of what precedes it.
+std::string EncodeModelRecord(uint64_t inc, const ModelConfig& config) {
+  std::string value;
+  PutFixed64(&value, inc);
+  value.append(ToProto(config).SerializeAsString());
+  PutFixed64(&value, Fnv1a64(value));
+  return value;
+}
+
+absl::Status DecodeModelRecord(absl::string_view value, uint64_t* inc, ModelConfig* config) {
+  if (value.size() < 16) {
+    return absl::DataLossError(
+        absl::StrCat("config record is truncated (", value.size(), " bytes)"));
+  }
+  const absl::string_view body = value.substr(0, value.size() - 8);
+  if (GetFixed64(value.data() + body.size()) != Fnv1a64(body)) {
+    return absl::DataLossError("config record fails its checksum");
+  }
+  *inc = GetFixed64(body.data());
+  v1::ModelConfig proto;
+  if (!proto.ParseFromArray(body.data() + 8, static_cast<int>(body.size() - 8))) {
+    return absl::DataLossError("config record does not parse");
+  }
+  absl::StatusOr<ModelConfig> parsed = FromProto(proto);
+  if (!parsed.ok()) {
+    return absl::DataLossError(absl::StrCat("config is invalid: ", parsed.status().message()));
+  }
+  *config = *std::move(parsed);
+  return absl::OkStatus();
+}
+
+// Checkpoint value: the log sequence it covers, FNV-1a 64 of those 8 bytes, then the
+// snapshot bytes (which carry their own checksum; see EncodeSnapshot).
+absl::StatusOr<std::string> EncodeCheckpoint(const ModelState& state, uint64_t seq) {
+  OKL_ASSIGN_OR_RETURN(std::string snapshot, EncodeSnapshot(state));
+  std::string value;
+  value.reserve(16 + snapshot.size());
+  PutFixed64(&value, seq);
+  PutFixed64(&value, Fnv1a64(value));
+  value.append(snapshot);
+  return value;
+}
+
+absl::Status DecodeCheckpoint(absl::string_view value, uint64_t* seq, ModelState* state) {
+  if (value.size() < 16) return absl::DataLossError("checkpoint record is truncated");
+  if (GetFixed64(value.data() + 8) != Fnv1a64(value.substr(0, 8))) {
+    return absl::DataLossError("checkpoint record fails its checksum");
+  }
+  *seq = GetFixed64(value.data());
+  absl::StatusOr<ModelState> decoded = DecodeSnapshot(value.substr(16));
+  if (!decoded.ok()) {
+    return absl::DataLossError(absl::StrCat("checkpoint: ", decoded.status().message()));
+  }
+  *state = *std::move(decoded);
+  return absl::OkStatus();
+}
+
+// Log record: example count n (u64), n*dim inputs, n labels, as raw doubles (bit-exact).
+// No checksum of our own: RocksDB checksums its write-ahead log records (CRC32C) and
+// the blocks of its table files, and reports a mismatch as Corruption.
+std::string EncodeBatch(absl::Span<const double> xs, absl::Span<const double> ys) {
+  std::string value;
+  value.resize(8 + 8 * (xs.size() + ys.size()));
+  const uint64_t n = ys.size();
+  std::memcpy(value.data(), &n, 8);
+  std::memcpy(value.data() + 8, xs.data(), 8 * xs.size());
+  std::memcpy(value.data() + 8 + 8 * xs.size(), ys.data(), 8 * ys.size());
+  return value;
+}
+
+absl::Status DecodeBatch(absl::string_view value, uint32_t dim, StoredModel::Batch* batch) {
+  if (value.size() < 8) return absl::DataLossError("is truncated");
+  const uint64_t n = GetFixed64(value.data());
+  if (n == 0 || n > (value.size() - 8) / 8 || value.size() != 8 + 8 * n * (uint64_t{dim} + 1)) {
+    return absl::DataLossError(
+        absl::StrCat("has ", value.size(), " bytes, not ", n, " examples of dimension ", dim));
+  }
+  batch->xs.resize(n * dim);
+  batch->ys.resize(n);
+  std::memcpy(batch->xs.data(), value.data() + 8, 8 * n * dim);
+  std::memcpy(batch->ys.data(), value.data() + 8 + 8 * n * dim, 8 * n);
+  return absl::OkStatus();
+}
+
+absl::string_view ToView(const rocksdb::Slice& slice) {
+  return absl::string_view(slice.data(), slice.size());
+}
+
+}  // namespace
+
+// --- ModelStore ----------------------------------------------------------------------
+
+ModelStore::ModelStore(std::string path, Options options, std::unique_ptr<rocksdb::DB> db)
+    : path_(std::move(path)), options_(options), db_(std::move(db)) {}
+
+ModelStore::~ModelStore() = default;
+
+absl::StatusOr<std::unique_ptr<ModelStore>> ModelStore::Open(const std::string& path,
+                                                             Options options) {
+  auto unusable = [&path](absl::string_view why) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot use the model store at \"", path, "\" (--data_dir): ", why));
+  };
+  if (path.empty()) return unusable("the path is empty");
+  std::error_code error;
+  std::filesystem::create_directories(path, error);
+  if (error) return unusable(absl::StrCat("cannot create the directory: ", error.message()));
+  if (!std::filesystem::is_directory(path, error)) return unusable("not a directory");
+
+  rocksdb::Options db_options;
+  db_options.create_if_missing = true;
+  // A torn last record (a crash in the middle of a write that was never acknowledged) is
+  // dropped; corruption anywhere else stops the open instead of silently losing data.
+  db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
+  db_options.max_background_jobs = 2;
+  db_options.keep_log_file_num = 5;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status status = rocksdb::DB::Open(db_options, path, &raw);
+  if (!status.ok()) {
+    if (status.IsCorruption()) {
+      return absl::DataLossError(absl::StrCat(
+          "the model store at \"", path, "\" (--data_dir) is corrupt: ", status.ToString()));
+    }
+    if (status.IsIOError() && absl::StrContains(status.ToString(), "lock")) {
+      return unusable(
+          absl::StrCat(status.ToString(), " (another okl_server is probably using it)"));
+    }
+    return unusable(status.ToString());
+  }
+  std::unique_ptr<rocksdb::DB> db(raw);
+
+  std::string format;
+  status = db->Get(rocksdb::ReadOptions(), kFormatKey, &format);
+  if (status.IsNotFound()) {
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+    it->SeekToFirst();
+    if (it->Valid()) return unusable("it holds data but no okl format marker");
+    rocksdb::WriteOptions write;
+    write.sync = true;
+    status = db->Put(write, kFormatKey, kFormatValue);
+    if (!status.ok()) return unusable(status.ToString());
+  } else if (!status.ok()) {
+    return absl::DataLossError(absl::StrCat(
+        "the model store at \"", path, "\" (--data_dir) is unreadable: ", status.ToString()));
+  } else if (format != kFormatValue) {
+    return unusable(absl::StrCat("its format is \"", format, "\", this server reads \"",
+                                 kFormatValue, "\""));
+  }
+  return std::unique_ptr<ModelStore>(new ModelStore(path, options, std::move(db)));
+}
+
+absl::Status ModelStore::LoadModels(
+    const std::function<absl::Status(StoredModel model)>& on_model,
+    const std::function<absl::Status(absl::string_view tenant, absl::string_view model,
+                                     absl::string_view what)>& on_damaged) {
+  auto unreadable = [this](const rocksdb::Status& status) {
+    return absl::DataLossError(absl::StrCat(
+        "the model store at \"", path_, "\" (--data_dir) is unreadable: ", status.ToString()));
+  };
+  rocksdb::ReadOptions read;
+  read.fill_cache = false;
+
+  // 1. The models: "m/<tenant>/<model>".
+  struct Named {
+    std::string tenant;
+    std::string model;
+    std::string value;
+  };
+  std::vector<Named> named;
+  {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read));
+    for (it->Seek(kModelPrefix); it->Valid() && it->key().starts_with(kModelPrefix);
+         it->Next()) {
+      const absl::string_view key = ToView(it->key()).substr(2);
+      const size_t slash = key.find('/');
+      if (slash == absl::string_view::npos) {
+        return absl::DataLossError(absl::StrCat("the model store at \"", path_,
+                                                "\" holds an unrecognised key \"",
+                                                ToView(it->key()), "\""));
+      }
+      named.push_back({std::string(key.substr(0, slash)), std::string(key.substr(slash + 1)),
+                       std::string(ToView(it->value()))});
+    }
+    if (!it->status().ok()) return unreadable(it->status());
+  }
+
+  // 2. Their configs; the highest incarnation anywhere, so new ones never reuse one.
+  std::vector<StoredModel> models;
+  std::vector<std::pair<const Named*, std::string>> damaged_configs;
+  absl::flat_hash_set<uint64_t> live;
+  uint64_t max_inc = 0;
+  for (const Named& n : named) {
+    StoredModel model;
+    model.tenant = n.tenant;
+    model.model = n.model;
+    absl::Status status = DecodeModelRecord(n.value, &model.incarnation, &model.config);
+    if (!status.ok()) {
+      damaged_configs.emplace_back(&n, std::string(status.message()));
+      continue;
+    }
+    max_inc = std::max(max_inc, model.incarnation);
+    live.insert(model.incarnation);
+    models.push_back(std::move(model));
+  }
+  std::vector<uint64_t> orphans;
+  {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read));
+    for (it->Seek(kIncarnationPrefix);
+         it->Valid() && it->key().starts_with(kIncarnationPrefix);) {
+      uint64_t inc = 0;
+      if (!ParseHex16(ToView(it->key()).substr(2, 16), &inc)) {
+        return absl::DataLossError(absl::StrCat("the model store at \"", path_,
+                                                "\" holds an unrecognised key \"",
+                                                ToView(it->key()), "\""));
+      }
+      max_inc = std::max(max_inc, inc);
+      if (!live.contains(inc)) orphans.push_back(inc);
+      if (inc == UINT64_MAX) break;
+      it->Seek(IncarnationBegin(inc + 1));
+    }
+    if (!it->status().ok()) return unreadable(it->status());
+  }
+  next_incarnation_.store(max_inc + 1);
+  // A model whose config cannot be read may own any incarnation: delete no orphan then.
+  if (damaged_configs.empty() && !orphans.empty()) {
+    rocksdb::WriteBatch batch;
+    for (uint64_t inc : orphans) {
+      batch.DeleteRange(IncarnationBegin(inc), IncarnationEnd(inc));
+    }
+    rocksdb::Status status = db_->Write(rocksdb::WriteOptions(), &batch);
+    if (!status.ok()) return WriteError(status);
+  }
+  for (const auto& [n, what] : damaged_configs) {
+    OKL_RETURN_IF_ERROR(on_damaged(n->tenant, n->model, what));
+  }
+
+  // 3. Each model's checkpoint and log, one model at a time.
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read));
+  for (StoredModel& model : models) {
+    const std::string begin = IncarnationBegin(model.incarnation);
+    const std::string checkpoint_key = CheckpointKey(model.incarnation);
+    const std::string log_prefix = absl::StrCat(begin, "l/");
+    absl::Status damage;
+    for (it->Seek(begin); it->Valid() && it->key().starts_with(begin); it->Next()) {
+      const absl::string_view key = ToView(it->key());
+      if (key == checkpoint_key) {
+        ModelState state;
+        damage = DecodeCheckpoint(ToView(it->value()), &model.checkpoint_seq, &state);
+        if (!damage.ok()) break;
+        if (!(state.config == model.config)) {
+          damage = absl::DataLossError("the checkpoint's config differs from the model's");
+          break;
+        }
+        model.checkpoint = std::move(state);
+        continue;
+      }
+      uint64_t seq = 0;
+      if (!absl::StartsWith(key, log_prefix) ||
+          !ParseHex16(key.substr(log_prefix.size()), &seq)) {
+        damage = absl::DataLossError(absl::StrCat("unrecognised key \"", key, "\""));
+        break;
+      }
+      const uint64_t expected =
+          model.log.empty() ? model.checkpoint_seq + 1 : model.log.back().seq + 1;
+      if (seq != expected) {
+        damage = absl::DataLossError(
+            seq < expected
+                ? absl::StrCat("log record ", seq, " is at or before the checkpoint (record ",
+                               model.checkpoint_seq, ")")
+                : absl::StrCat("log records ", expected, " to ", seq - 1, " are missing"));
+        break;
+      }
+      StoredModel::Batch batch;
+      batch.seq = seq;
+      damage = DecodeBatch(ToView(it->value()), model.config.dim, &batch);
+      if (!damage.ok()) {
+        damage = absl::DataLossError(absl::StrCat("log record ", seq, " ", damage.message()));
+        break;
+      }
+      model.log.push_back(std::move(batch));
+    }
+    if (damage.ok() && !it->status().ok()) {
+      damage = absl::DataLossError(absl::StrCat("unreadable: ", it->status().ToString()));
+      it.reset(db_->NewIterator(read));  // a failed iterator stays failed
+    }
+    if (!damage.ok()) {
+      OKL_RETURN_IF_ERROR(on_damaged(model.tenant, model.model, damage.message()));
+      continue;
+    }
+    OKL_RETURN_IF_ERROR(on_model(std::move(model)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<ModelLog>> ModelStore::CreateModel(absl::string_view tenant,
+                                                                  absl::string_view model,
+                                                                  const ModelConfig& config) {
+  const uint64_t inc = NewIncarnation();
+  rocksdb::WriteOptions write;
+  write.sync = options_.sync_writes;
+  rocksdb::Status status =
+      db_->Put(write, ModelKey(tenant, model), EncodeModelRecord(inc, config));
+  if (!status.ok()) return WriteError(status);
+  return std::make_shared<ModelLog>(this, std::string(tenant), std::string(model), inc,
+                                    /*next_seq=*/1, /*checkpoint_seq=*/0);
+}
+
+absl::StatusOr<std::shared_ptr<ModelLog>> ModelStore::ReplaceModel(absl::string_view tenant,
+                                                                   absl::string_view model,
+                                                                   const ModelState& state,
+                                                                   ModelLog* replaced) {
+  const uint64_t inc = NewIncarnation();
+  OKL_ASSIGN_OR_RETURN(std::string checkpoint, EncodeCheckpoint(state, /*seq=*/0));
+  rocksdb::WriteBatch batch;
+  batch.Put(ModelKey(tenant, model), EncodeModelRecord(inc, state.config));
+  batch.Put(CheckpointKey(inc), checkpoint);
+  rocksdb::WriteOptions write;
+  write.sync = options_.sync_writes;
+  if (replaced == nullptr) {
+    rocksdb::Status status = db_->Write(write, &batch);
+    if (!status.ok()) return WriteError(status);
+  } else {
+    // Under the replaced log's lock, so that no append or checkpoint of the old
+    // incarnation lands after its removal.
+    WriterLock lock(&replaced->mu_);
+    if (!replaced->closed_) {
+      batch.DeleteRange(IncarnationBegin(replaced->incarnation_),
+                        IncarnationEnd(replaced->incarnation_));
+    }
+    rocksdb::Status status = db_->Write(write, &batch);
+    if (!status.ok()) return WriteError(status);
+    replaced->closed_ = true;
+  }
+  return std::make_shared<ModelLog>(this, std::string(tenant), std::string(model), inc,
+                                    /*next_seq=*/1, /*checkpoint_seq=*/0);
+}
+
+std::shared_ptr<ModelLog> ModelStore::OpenLog(const StoredModel& model) {
+  auto log = std::make_shared<ModelLog>(
+      this, model.tenant, model.model, model.incarnation,
+      model.log.empty() ? model.checkpoint_seq + 1 : model.log.back().seq + 1,
+      model.checkpoint_seq);
+  uint64_t examples = 0;
+  for (const StoredModel::Batch& batch : model.log) examples += batch.ys.size();
+  WriterLock lock(&log->mu_);
+  log->examples_ = examples;
+  return log;
+}
+
+absl::Status ModelStore::DeleteModel(ModelLog* log) {
+  WriterLock lock(&log->mu_);
+  if (log->closed_) return absl::OkStatus();
+  rocksdb::WriteBatch batch;
+  batch.Delete(ModelKey(log->tenant_, log->model_));
+  batch.DeleteRange(IncarnationBegin(log->incarnation_), IncarnationEnd(log->incarnation_));
+  rocksdb::WriteOptions write;
+  write.sync = options_.sync_writes;
+  rocksdb::Status status = db_->Write(write, &batch);
+  if (!status.ok()) return WriteError(status);
+  log->closed_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status ModelStore::Flush() {
+  rocksdb::Status status = db_->Flush(rocksdb::FlushOptions());
+  if (!status.ok()) return WriteError(status);
+  return absl::OkStatus();
+}
+
+// --- ModelLog ------------------------------------------------------------------------
+
+ModelLog::ModelLog(ModelStore* store, std::string tenant, std::string model,
+                   uint64_t incarnation, uint64_t next_seq, uint64_t checkpoint_seq)
+    : store_(store),
+      tenant_(std::move(tenant)),
+      model_(std::move(model)),
+      incarnation_(incarnation),
+      next_seq_(next_seq),
+      checkpoint_seq_(checkpoint_seq),
+      last_checkpoint_(absl::Now()) {}
+
+absl::Status ModelLog::Append(absl::Span<const double> xs, absl::Span<const double> ys) {
+  const std::string value = EncodeBatch(xs, ys);
+  WriterLock lock(&mu_);
+  if (closed_) {
+    return absl::NotFoundError(absl::StrCat("model \"", model_, "\" of tenant \"", tenant_,
+                                            "\" was deleted or replaced"));
+  }
+  rocksdb::WriteOptions write;
+  write.sync = store_->options_.sync_writes;
+  // If the write fails the sequence is not consumed: the next batch overwrites the key,
+  // so a record RocksDB kept despite the error is never replayed.
+  rocksdb::Status status = store_->db_->Put(write, LogKey(incarnation_, next_seq_), value);
+  if (!status.ok()) return WriteError(status);
+  ++next_seq_;
+  examples_ += ys.size();
+  return absl::OkStatus();
+}
+
+ModelLog::Position ModelLog::position() const {
+  ReaderLock lock(&mu_);
+  return Position{.seq = next_seq_ - 1, .examples = examples_};
+}
+
+bool ModelLog::CheckpointDue(uint64_t every_examples, absl::Duration every,
+                             absl::Time now) const {
+  ReaderLock lock(&mu_);
+  if (closed_ || next_seq_ - 1 <= checkpoint_seq_) return false;
+  if (every_examples > 0 && examples_ - examples_at_checkpoint_ >= every_examples) return true;
+  return every > absl::ZeroDuration() && now - last_checkpoint_ >= every;
+}
+
+bool ModelLog::HasLog() const {
+  ReaderLock lock(&mu_);
+  return !closed_ && next_seq_ - 1 > checkpoint_seq_;
+}
+
+absl::Status ModelLog::Checkpoint(const ModelState& state, Position at) {
+  {
+    ReaderLock lock(&mu_);
+    if (closed_ || at.seq <= checkpoint_seq_) return absl::OkStatus();
+  }
+  // Encoded outside the lock: Append waits for this lock inside the entry's writer lock.
+  OKL_ASSIGN_OR_RETURN(std::string value, EncodeCheckpoint(state, at.seq));
+  rocksdb::WriteBatch batch;
+  batch.Put(CheckpointKey(incarnation_), value);
+  // The records up to at.seq, and only those: records appended since the state was
+  // exported have higher sequences and so keys outside the range, whichever of the two
+  // writes RocksDB applies first.
+  batch.DeleteRange(LogKey(incarnation_, 0), LogKey(incarnation_, at.seq + 1));
+  rocksdb::WriteOptions write;
+  write.sync = store_->options_.sync_writes;
+  WriterLock lock(&mu_);
+  // Rechecked under the lock that DeleteModel/ReplaceModel hold while they remove the
+  // incarnation, and that orders two checkpoints (the background one and shutdown's).
+  if (closed_ || at.seq <= checkpoint_seq_) return absl::OkStatus();
+  rocksdb::Status status = store_->db_->Write(write, &batch);
+  if (!status.ok()) return WriteError(status);
+  checkpoint_seq_ = at.seq;
+  examples_at_checkpoint_ = at.examples;
+  last_checkpoint_ = absl::Now();
+  return absl::OkStatus();
+}
+
+// --- Start-up and checkpoints --------------------------------------------------------
+
+absl::StatusOr<RestoreStats> RestoreModels(ModelStore* store, ModelRegistry* registry,
+                                           const RestoreOptions& options) {
+  const absl::Time start = absl::Now();
+  RestoreStats stats;
+  auto damaged = [&](absl::string_view tenant, absl::string_view model,
+                     absl::string_view what) -> absl::Status {
+    if (!options.skip_damaged) {
+      return absl::DataLossError(
+          absl::StrCat("model ", tenant, "/", model, " is damaged: ", what,
+                       "; refusing to start (--skip_damaged_models skips it)"));
+    }
+    ++stats.skipped;
+    if (options.warn) {
+      options.warn(absl::StrCat("warning: model ", tenant, "/", model, " is damaged: ", what,
+                                "; skipped (--skip_damaged_models), its data is left in the "
+                                "store"));
+    }
+    return absl::OkStatus();
+  };
+  std::vector<Observation> observations;
+  auto restore = [&](StoredModel model) -> absl::Status {
+    absl::StatusOr<std::unique_ptr<NormaModel>> norma =
+        model.checkpoint ? NormaModel::FromState(*model.checkpoint)
+                         : NormaModel::Create(model.config);
+    if (!norma.ok()) {
+      return damaged(model.tenant, model.model,
+                     absl::StrCat(model.checkpoint ? "checkpoint state is inconsistent: "
+                                                   : "config is invalid: ",
+                                  norma.status().message()));
+    }
+    for (const StoredModel::Batch& batch : model.log) {
+      observations.clear();
+      // The live path's batch, so a batch that diverged live (FailedPrecondition after
+      // some examples) diverges at the same example now.
+      absl::Status status = (*norma)->ObserveBatch(batch.xs, batch.ys, &observations);
+      if (!status.ok() && status.code() != absl::StatusCode::kFailedPrecondition) {
+        return damaged(
+            model.tenant, model.model,
+            absl::StrCat("log record ", batch.seq, " does not apply: ", status.message()));
+      }
+      ++stats.log_batches;
+      stats.log_examples += batch.ys.size();
+    }
+    std::shared_ptr<ModelLog> log = store->OpenLog(model);
+    absl::StatusOr<std::shared_ptr<ModelEntry>> entry = registry->Put(
+        model.tenant, model.model, *std::move(norma),
+        [&log](const ModelEntry*) -> absl::StatusOr<std::shared_ptr<ModelJournal>> {
+          return log;
+        });
+    if (!entry.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat("cannot restore model ", model.tenant,
+                                                        "/", model.model, ": ",
+                                                        entry.status().message()));
+    }
+    ++stats.models;
+    return absl::OkStatus();
+  };
+  OKL_RETURN_IF_ERROR(store->LoadModels(restore, damaged));
+  stats.elapsed = absl::Now() - start;
+  return stats;
+}
+
+absl::StatusOr<bool> CheckpointEntry(const ModelEntry& entry) {
+  auto* log = dynamic_cast<ModelLog*>(entry.journal().get());
+  if (log == nullptr || !log->HasLog()) return false;
+  ModelLog::Position at;
+  // The entry's lock keeps batches from being logged or applied while the state is
+  // copied, so `at` is exactly the log position of this state.
+  absl::StatusOr<ModelState> state = entry.ExportState([&] { at = log->position(); });
+  if (absl::IsNotFound(state.status())) return false;  // deleted meanwhile
+  OKL_RETURN_IF_ERROR(state.status());
+  OKL_RETURN_IF_ERROR(log->Checkpoint(*state, at));
+  return true;
+}
+
+}  // namespace okl

@@ -1,0 +1,1399 @@
+// tests/server/durability_test.cc
+//
+// Durability of okl_server (DESIGN.md, "Durability"), tested on the real binary with a
+// --data_dir that outlives each server process: an acknowledged Observe survives SIGKILL,
+// an unacknowledged one is present or absent only as whole batches in order, a restart
+// after SIGTERM replays nothing, Create/Delete/Restore are durable, a full disk fails
+// Observe without applying it, and a damaged store keeps the server from starting.
+//
+// The oracle is core's NormaModel (CoreTwin) fed exactly the examples the restarted
+// server says it holds: NORMA is deterministic, so the restored model must equal it to
+// the last bit, its whole state (through Snapshot) as well as its predictions.
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <regex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "core/mutex.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/convert.h"
+#include "rocksdb/db.h"
+#include "rocksdb/options.h"
+#include "rocksdb/write_batch.h"
+#include "tests/server/e2e_test_util.h"
+#include "tests/server/server_process.h"
+
+namespace okl::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// With OKL_DURABILITY_VERBOSE set, the tests print what each restart found (steps
+// restored, calls in flight, batches replayed): the coverage of the random kills.
+bool Verbose() { return std::getenv("OKL_DURABILITY_VERBOSE") != nullptr; }
+
+// --- Fixtures --------------------------------------------------------------------------
+
+// A directory for --data_dir that outlives the servers started on it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string path =
+        (std::filesystem::temp_directory_path() / "okl_durability_test.XXXXXX").string();
+    if (::mkdtemp(path.data()) == nullptr) {
+      ADD_FAILURE() << "mkdtemp failed";
+      return;
+    }
+    path_ = path;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+  // The store's directory inside it (created by the server).
+  std::string data_dir() const { return path_ + "/data"; }
+
+ private:
+  std::string path_;
+};
+
+std::unique_ptr<ServerProcess> StartServer(const std::string& data_dir,
+                                           std::vector<std::string> flags = {}) {
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server =
+      ServerProcess::Start({.flags = std::move(flags), .data_dir = data_dir});
+  if (!server.ok()) {
+    ADD_FAILURE() << "okl_server did not start: " << server.status();
+    return nullptr;
+  }
+  return *std::move(server);
+}
+
+// What the startup line "okl_server: restored N models (R log batches, E examples
+// replayed) in X.XXX s" says.
+struct RestoreReport {
+  int64_t models = 0;
+  int64_t batches = 0;
+  int64_t examples = 0;
+};
+
+std::optional<RestoreReport> ParseRestoreReport(const std::string& log) {
+  static const std::regex kLine(
+      R"(okl_server: restored (\d+) models? )"
+      R"(\((\d+) log batch(es)?, (\d+) examples? replayed\) in \d+\.\d{3} s)");
+  std::smatch match;
+  if (!std::regex_search(log, match, kLine)) return std::nullopt;
+  return RestoreReport{.models = std::stoll(match[1]),
+                       .batches = std::stoll(match[2]),
+                       .examples = std::stoll(match[4])};
+}
+
+std::string DescribeWait(int status) {
+  if (WIFEXITED(status)) return absl::StrCat("exit code ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return absl::StrCat("signal ", WTERMSIG(status));
+  return absl::StrCat("wait status ", status);
+}
+
+// Stops `server` with SIGTERM and expects a clean exit.
+void StopGracefully(ServerProcess& server) {
+  absl::StatusOr<int> status = server.Stop();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+      << DescribeWait(*status) << "; log:\n"
+      << server.Log();
+}
+
+void KillHard(ServerProcess& server) {
+  absl::StatusOr<int> status = server.Kill();
+  ASSERT_TRUE(status.ok()) << status.status();
+}
+
+// --- Models and the oracle -------------------------------------------------------------
+
+// Three configs that between them exercise the state a checkpoint must carry: offset,
+// the nu-trick's margin, the averaged hypothesis, every budget policy, sparse inputs.
+v1::ModelConfig RegressionConfig() {
+  return ParseConfig(R"pb(
+    dim: 4
+    kernel { gaussian { gamma: 1 } }
+    loss { squared {} }
+    learning_rate { eta0: 0.2 }
+    lambda: 0.01
+    offset: true
+    budget { max_terms: 40 policy: OLDEST }
+  )pb");
+}
+
+v1::ModelConfig ClassificationConfig() {
+  return ParseConfig(R"pb(
+    dim: 4
+    kernel { laplacian { gamma: 0.5 } }
+    loss { hinge { nu: 0.3 } }
+    learning_rate { eta0: 0.5 schedule: INVERSE_SQRT }
+    lambda: 0.1
+    averaged: true
+    budget { max_terms: 30 policy: SMALLEST }
+  )pb");
+}
+
+v1::ModelConfig SparseTubeConfig() {
+  return ParseConfig(R"pb(
+    dim: 6
+    kernel { polynomial { gamma: 0.5 c: 1 degree: 3 } }
+    loss { epsilon_insensitive { epsilon: 0.1 nu: 0.2 } }
+    learning_rate { eta0: 0.1 schedule: POWER theta: 0.6 }
+    lambda: 0.05
+    offset: true
+    budget { max_terms: 25 drop_below: 1e-4 }
+  )pb");
+}
+
+// Compares the served model with `twin` to the last bit: its whole state (decoded from
+// Snapshot), its statistics and its predictions at `probes`.
+::testing::AssertionResult MatchesTwin(Stub& stub, const v1::ModelRef& ref, CoreTwin& twin,
+                                       absl::Span<const v1::Vector> probes) {
+  std::string bytes;
+  grpc::Status status = Snapshot(stub, ref, &bytes);
+  if (!status.ok()) {
+    return ::testing::AssertionFailure()
+           << "Snapshot " << RefName(ref) << ": " << Describe(status);
+  }
+  absl::StatusOr<ModelState> served = DecodeSnapshot(bytes);
+  if (!served.ok()) {
+    return ::testing::AssertionFailure()
+           << "DecodeSnapshot " << RefName(ref) << ": " << served.status();
+  }
+  const ModelState expected = twin.model().ExportState();
+  if (!(*served == expected)) {
+    return ::testing::AssertionFailure()
+           << RefName(ref) << ": the served state differs from core's: steps " << served->steps
+           << " vs " << expected.steps << ", terms " << served->coefficients.size() << " vs "
+           << expected.coefficients.size() << ", cumulative loss " << served->cumulative_loss
+           << " vs " << expected.cumulative_loss << ", scale " << served->scale << " vs "
+           << expected.scale << ", offset " << served->offset << " vs " << expected.offset;
+  }
+  v1::ModelInfo info;
+  status = GetModel(stub, ref, &info);
+  if (!status.ok()) {
+    return ::testing::AssertionFailure()
+           << "GetModel " << RefName(ref) << ": " << Describe(status);
+  }
+  const v1::ModelStats expected_stats = ToProto(twin.model().stats());
+  if (info.stats().SerializeAsString() != expected_stats.SerializeAsString()) {
+    return ::testing::AssertionFailure()
+           << RefName(ref) << ": stats {" << info.stats().ShortDebugString() << "}, core's {"
+           << expected_stats.ShortDebugString() << "}";
+  }
+  std::vector<double> predictions;
+  status = Predict(stub, ref, probes, &predictions);
+  if (!status.ok()) {
+    return ::testing::AssertionFailure()
+           << "Predict " << RefName(ref) << ": " << Describe(status);
+  }
+  if (Bits(predictions) != Bits(twin.Predict(probes))) {
+    return ::testing::AssertionFailure()
+           << RefName(ref) << ": probe predictions differ: served "
+           << absl::StrJoin(predictions, " ") << ", core "
+           << absl::StrJoin(twin.Predict(probes), " ");
+  }
+  return ::testing::AssertionSuccess();
+}
+
+std::unique_ptr<CoreTwin> TwinFedWith(const v1::ModelConfig& config,
+                                      absl::Span<const v1::Example> examples) {
+  std::unique_ptr<CoreTwin> twin = CoreTwin::Create(config);
+  if (twin != nullptr && !examples.empty()) twin->Observe(examples);
+  return twin;
+}
+
+std::vector<std::string> ModelNames(Stub& stub, absl::string_view tenant) {
+  v1::ListModelsResponse response;
+  grpc::Status status = ListModels(stub, tenant, &response);
+  EXPECT_TRUE(IsOk(status));
+  std::vector<std::string> names;
+  for (const v1::ModelInfo& info : response.models()) names.push_back(RefName(info.ref()));
+  return names;
+}
+
+// --- The crash test's bookkeeping ------------------------------------------------------
+
+using Batch = std::vector<v1::Example>;
+
+// What the clients of one model know: the batches acknowledged (by the position of their
+// first example, from the response's step count) and, per writer, the batches of the
+// call in flight when the server died. Of a call in flight, any prefix of its batches
+// (messages) may have been applied, each whole; an acknowledged batch must be there.
+class Ledger {
+ public:
+  explicit Ledger(int writers) : in_flight_(writers) {}
+
+  void SetInFlight(int writer, std::vector<Batch> batches) {
+    WriterLock lock(&mu_);
+    in_flight_[writer] = std::move(batches);
+  }
+
+  // The call in flight for `writer` was acknowledged, its last example at step
+  // `steps_after` (each batch in it consecutive: only single-writer models stream).
+  void Acknowledge(int writer, uint64_t steps_after) {
+    WriterLock lock(&mu_);
+    std::vector<Batch> batches = std::move(in_flight_[writer]);
+    in_flight_[writer].clear();
+    uint64_t total = 0;
+    for (const Batch& batch : batches) total += batch.size();
+    if (steps_after < total) {
+      errors_.push_back(
+          absl::StrCat("steps ", steps_after, " after a call of ", total, " examples"));
+      return;
+    }
+    uint64_t position = steps_after - total;
+    for (Batch& batch : batches) {
+      const uint64_t size = batch.size();
+      if (!acked_.emplace(position, std::move(batch)).second) {
+        errors_.push_back(absl::StrCat("two acknowledged batches start at step ", position));
+      }
+      position += size;
+    }
+  }
+
+  void RecordError(std::string error) {
+    WriterLock lock(&mu_);
+    errors_.push_back(std::move(error));
+  }
+
+  std::vector<std::string> errors() const {
+    WriterLock lock(&mu_);
+    return errors_;
+  }
+
+  uint64_t AcknowledgedExamples() const {
+    WriterLock lock(&mu_);
+    uint64_t total = 0;
+    for (const auto& [position, batch] : acked_) total += batch.size();
+    return total;
+  }
+
+  // Every sequence of examples from step `start` to step `steps` that the ledger allows
+  // (at most `limit`): the acknowledged batches at their positions, the gaps filled by
+  // prefixes of the calls in flight.
+  std::vector<Batch> Explanations(uint64_t start, uint64_t steps, size_t limit = 8) const {
+    WriterLock lock(&mu_);
+    std::vector<Batch> found;
+    std::vector<size_t> next(in_flight_.size(), 0);
+    std::vector<const Batch*> sequence;
+    Search(start, steps, next, sequence, limit, found);
+    return found;
+  }
+
+  std::string Describe() const {
+    WriterLock lock(&mu_);
+    std::string out = "acknowledged [";
+    for (const auto& [position, batch] : acked_) {
+      absl::StrAppend(&out, " ", position, "+", batch.size());
+    }
+    absl::StrAppend(&out, " ]; in flight:");
+    for (size_t w = 0; w < in_flight_.size(); ++w) {
+      absl::StrAppend(&out, " writer ", w, " [");
+      for (const Batch& batch : in_flight_[w]) absl::StrAppend(&out, " ", batch.size());
+      absl::StrAppend(&out, " ]");
+    }
+    return out;
+  }
+
+  // Forgets everything: the next round starts from a verified state.
+  void Reset() {
+    WriterLock lock(&mu_);
+    acked_.clear();
+    for (std::vector<Batch>& batches : in_flight_) batches.clear();
+  }
+
+ private:
+  void Search(uint64_t position, uint64_t steps, std::vector<size_t>& next,
+              std::vector<const Batch*>& sequence, size_t limit,
+              std::vector<Batch>& found) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (found.size() >= limit || position > steps) return;
+    if (position == steps) {
+      // Every acknowledged batch must have been placed.
+      size_t placed = 0;
+      for (const auto& [start, batch] : acked_) placed += start < steps ? 1 : 0;
+      if (placed != acked_.size()) return;
+      Batch examples;
+      for (const Batch* batch : sequence)
+        examples.insert(examples.end(), batch->begin(), batch->end());
+      found.push_back(std::move(examples));
+      return;
+    }
+    auto acked = acked_.find(position);
+    if (acked != acked_.end()) {
+      sequence.push_back(&acked->second);
+      Search(position + acked->second.size(), steps, next, sequence, limit, found);
+      sequence.pop_back();
+      return;
+    }
+    for (size_t w = 0; w < in_flight_.size(); ++w) {
+      if (next[w] >= in_flight_[w].size()) continue;
+      const Batch& batch = in_flight_[w][next[w]];
+      ++next[w];
+      sequence.push_back(&batch);
+      Search(position + batch.size(), steps, next, sequence, limit, found);
+      sequence.pop_back();
+      --next[w];
+    }
+  }
+
+  mutable Mutex mu_;
+  std::map<uint64_t, Batch> acked_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<Batch>> in_flight_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> errors_ ABSL_GUARDED_BY(mu_);
+};
+
+struct CrashModel {
+  v1::ModelRef ref;
+  v1::ModelConfig config;
+  bool sparse = false;
+  int writers = 1;  // 2: concurrent unary writers, ordered by the responses' steps
+  std::unique_ptr<Ledger> ledger = nullptr;
+  Batch verified = {};  // the examples the model is known to hold, in order
+};
+
+// One client thread: unary Observe batches of varied sizes and, for a model with one
+// writer, ObserveStream calls of several messages, until the server dies (or `stop`).
+void RunWriter(Stub& stub, CrashModel& model, int writer, uint64_t seed,
+               const std::atomic<bool>& killed, const std::atomic<bool>& stop) {
+  std::mt19937_64 random(seed);
+  auto next_batch = [&] {
+    const size_t size = random() % 10 == 0 ? 100 + random() % 150 : 1 + random() % 24;
+    return MakeStream(model.config, size, random(), model.sparse);
+  };
+  while (!stop.load()) {
+    const bool stream = model.writers == 1 && random() % 3 == 0;
+    std::vector<Batch> batches;
+    const size_t count = stream ? 2 + random() % 5 : 1;
+    for (size_t i = 0; i < count; ++i) batches.push_back(next_batch());
+    model.ledger->SetInFlight(writer, batches);
+    v1::ObserveResponse response;
+    const grpc::Status status = stream ? ObserveStream(stub, model.ref, batches, &response)
+                                       : Observe(stub, model.ref, batches[0], &response);
+    if (!status.ok()) {
+      // Only the kill may end a writer; the calls that fail after it are in flight.
+      if (!killed.load()) {
+        model.ledger->RecordError(
+            absl::StrCat(RefName(model.ref), " writer ", writer,
+                         ": failed before the kill: ", okl::testing::Describe(status)));
+      }
+      return;
+    }
+    model.ledger->Acknowledge(writer, response.steps());
+  }
+}
+
+struct CrashCase {
+  uint64_t seed;
+  bool frequent_checkpoints;  // --checkpoint_every_examples=50 --checkpoint_every=50ms
+  bool sync_writes;
+};
+
+std::string CrashCaseName(const ::testing::TestParamInfo<CrashCase>& info) {
+  return absl::StrCat("Seed", info.param.seed,
+                      info.param.frequent_checkpoints ? "FrequentCheckpoints" : "",
+                      info.param.sync_writes ? "SyncWrites" : "");
+}
+
+class CrashTest : public ::testing::TestWithParam<CrashCase> {};
+
+// Rounds of: writers stream into three models (one with two concurrent writers), the
+// server is SIGKILLed after a random delay, a new server restores from the same
+// --data_dir, and each model must be exactly core's model fed what the clients know was
+// applied (every acknowledged batch, plus whole batches of the calls in flight, in
+// order). Some kills land while the server drains after SIGTERM. The last round ends
+// with SIGTERM amid the traffic, after which nothing is replayed.
+TEST_P(CrashTest, RestartAfterSigkillHoldsExactlyTheAcknowledgedBatchesAndAWholeBatchPrefix) {
+  const CrashCase param = GetParam();
+  std::mt19937_64 random(param.seed);
+  TempDir dir;
+  std::vector<std::string> flags;
+  if (param.frequent_checkpoints) {
+    flags.push_back("--checkpoint_every_examples=50");
+    flags.push_back("--checkpoint_every=50ms");
+  }
+  if (param.sync_writes) flags.push_back("--sync_writes=true");
+
+  std::vector<CrashModel> models;
+  models.push_back({Ref("acme", "regression"), RegressionConfig(), false, 1});
+  models.push_back({Ref("acme", "classifier"), ClassificationConfig(), false, 1});
+  models.push_back({Ref("zeta", "shared-sparse"), SparseTubeConfig(), true, 2});
+  for (CrashModel& model : models) model.ledger = std::make_unique<Ledger>(model.writers);
+  const std::vector<v1::Vector> probes4 = MakeProbes(4, 8, param.seed + 100);
+  const std::vector<v1::Vector> probes6 = MakeProbes(6, 8, param.seed + 200, /*sparse=*/true);
+  auto probes_of = [&](const CrashModel& model) -> absl::Span<const v1::Vector> {
+    return model.config.dim() == 4 ? probes4 : probes6;
+  };
+
+  std::unique_ptr<ServerProcess> server = StartServer(dir.data_dir(), flags);
+  ASSERT_NE(server, nullptr);
+  for (const CrashModel& model : models) {
+    ASSERT_TRUE(IsOk(CreateModel(server->stub(), model.ref, model.config)));
+  }
+
+  constexpr int kRounds = 3;
+  for (int round = 0; round < kRounds; ++round) {
+    SCOPED_TRACE(absl::StrCat("round ", round));
+    const bool last = round == kRounds - 1;
+    std::atomic<bool> killed{false};
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> threads;
+    for (CrashModel& model : models) {
+      for (int w = 0; w < model.writers; ++w) {
+        threads.emplace_back(RunWriter, std::ref(server->stub()), std::ref(model), w, random(),
+                             std::cref(killed), std::cref(stop));
+      }
+    }
+    // Sometimes at once, usually after a few hundred milliseconds of traffic.
+    const int64_t delay_ms = random() % 5 == 0 ? random() % 10 : 20 + random() % 400;
+    absl::SleepFor(absl::Milliseconds(delay_ms));
+    killed.store(true);
+    if (last) {
+      // Graceful, amid the traffic: calls in flight finish (acknowledged) or are refused
+      // as the server drains, and then every model is checkpointed.
+      StopGracefully(*server);
+    } else if (random() % 3 == 0) {
+      // SIGKILL while the server drains or writes its shutdown checkpoints.
+      ASSERT_TRUE(server->Signal(SIGTERM).ok());
+      absl::SleepFor(absl::Milliseconds(random() % 20));
+      KillHard(*server);
+    } else {
+      KillHard(*server);
+    }
+    stop.store(true);
+    for (std::thread& thread : threads) thread.join();
+    for (const CrashModel& model : models) {
+      for (const std::string& error : model.ledger->errors()) ADD_FAILURE() << error;
+    }
+    server.reset();
+
+    // A crash during the restore itself must change nothing either.
+    if (!last && random() % 2 == 0) {
+      absl::StatusOr<std::unique_ptr<ServerProcess>> early = ServerProcess::Start(
+          {.flags = flags, .wait_until_serving = false, .data_dir = dir.data_dir()});
+      ASSERT_TRUE(early.ok()) << early.status();
+      absl::SleepFor(absl::Milliseconds(random() % 30));
+      KillHard(**early);
+    }
+
+    server = StartServer(dir.data_dir(), flags);
+    ASSERT_NE(server, nullptr);
+    const std::optional<RestoreReport> report = ParseRestoreReport(server->Log());
+    ASSERT_TRUE(report.has_value()) << "no startup line in the log:\n" << server->Log();
+    EXPECT_EQ(report->models, static_cast<int64_t>(models.size())) << server->Log();
+    if (last) {
+      EXPECT_EQ(report->batches, 0) << server->Log();
+      EXPECT_EQ(report->examples, 0) << server->Log();
+    }
+
+    for (CrashModel& model : models) {
+      SCOPED_TRACE(RefName(model.ref));
+      v1::ModelInfo info;
+      ASSERT_TRUE(IsOk(GetModel(server->stub(), model.ref, &info)));
+      const uint64_t steps = info.stats().steps();
+      const uint64_t start = model.verified.size();
+      std::vector<Batch> explanations = model.ledger->Explanations(start, steps);
+      ASSERT_FALSE(explanations.empty())
+          << "the restored model has " << steps << " steps, which no whole-batch prefix of "
+          << "the calls in flight explains; before this round it had " << start << "; "
+          << model.ledger->Describe();
+      ::testing::AssertionResult matched = ::testing::AssertionFailure();
+      for (const Batch& explanation : explanations) {
+        Batch candidate = model.verified;
+        candidate.insert(candidate.end(), explanation.begin(), explanation.end());
+        std::unique_ptr<CoreTwin> twin = TwinFedWith(model.config, candidate);
+        ASSERT_NE(twin, nullptr);
+        matched = MatchesTwin(server->stub(), model.ref, *twin, probes_of(model));
+        if (matched) {
+          model.verified = std::move(candidate);
+          break;
+        }
+      }
+      ASSERT_TRUE(matched) << "(" << explanations.size() << " candidate sequences tried; "
+                           << model.ledger->Describe() << ")";
+      if (Verbose()) {
+        std::cerr << "round " << round << " " << RefName(model.ref) << ": steps " << start
+                  << " -> " << steps << ", acknowledged "
+                  << model.ledger->AcknowledgedExamples() << ", candidates "
+                  << explanations.size() << "; replayed " << report->batches << " batches, "
+                  << report->examples << " examples; "
+                  << model.ledger->Describe().substr(model.ledger->Describe().find("in flight"))
+                  << "\n";
+      }
+      model.ledger->Reset();
+    }
+  }
+  StopGracefully(*server);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Seeds, CrashTest,
+    ::testing::Values(CrashCase{1, false, false}, CrashCase{2, true, false},
+                      CrashCase{3, false, false}, CrashCase{4, true, false},
+                      CrashCase{5, false, true}, CrashCase{6, true, true},
+                      CrashCase{7, false, false}, CrashCase{8, true, false},
+                      CrashCase{9, false, false}, CrashCase{10, true, false},
+                      CrashCase{11, true, true}, CrashCase{12, true, false}),
+    CrashCaseName);
+
+// --- Crashes amid Restore, Delete and Create ------------------------------------------
+
+// One model ref under a sequence of operations, each acknowledged before the next: what
+// the model must be after a crash is the state after the last acknowledged operation, or
+// after the one in flight too. nullopt: the model does not exist.
+class ChurnActor {
+ public:
+  ChurnActor(v1::ModelRef ref, std::vector<std::string> snapshots, uint64_t seed)
+      : ref_(std::move(ref)), snapshots_(std::move(snapshots)), random_(seed) {}
+
+  // Runs operations until one fails (after the kill: it is then in flight) or `stop`.
+  void Run(Stub& stub, const std::atomic<bool>& killed, const std::atomic<bool>& stop) {
+    while (!stop.load()) {
+      const uint64_t dice = random_() % 10;
+      grpc::Status status;
+      std::optional<ModelState> next;
+      if (!acked_.has_value()) {
+        // Absent: create it (fresh) or restore it from a snapshot.
+        if (dice < 5) {
+          const v1::ModelConfig config = ClassificationConfig();
+          next = TwinFedWith(config, {})->model().ExportState();
+          in_flight_ = next;
+          has_in_flight_ = true;
+          status = CreateModel(stub, ref_, config);
+        } else {
+          const std::string& bytes = snapshots_[random_() % snapshots_.size()];
+          next = *DecodeSnapshot(bytes);
+          in_flight_ = next;
+          has_in_flight_ = true;
+          status = Restore(stub, ref_, bytes);
+        }
+      } else if (dice < 6) {
+        const Batch batch = MakeStream(ClassificationConfig(), 1 + random_() % 60, random_());
+        std::unique_ptr<CoreTwin> twin = CoreTwin::FromState(*acked_);
+        twin->Observe(batch);
+        next = twin->model().ExportState();
+        in_flight_ = next;
+        has_in_flight_ = true;
+        v1::ObserveResponse response;
+        status = Observe(stub, ref_, batch, &response);
+      } else if (dice < 8) {
+        const std::string& bytes = snapshots_[random_() % snapshots_.size()];
+        next = *DecodeSnapshot(bytes);
+        in_flight_ = next;
+        has_in_flight_ = true;
+        status = Restore(stub, ref_, bytes);
+      } else {
+        next = std::nullopt;
+        in_flight_ = next;
+        has_in_flight_ = true;
+        status = DeleteModel(stub, ref_);
+      }
+      if (!status.ok()) {
+        if (!killed.load()) {
+          ADD_FAILURE() << RefName(ref_) << ": failed before the kill: " << Describe(status);
+        }
+        return;
+      }
+      acked_ = std::move(next);
+      has_in_flight_ = false;
+      ++operations_;
+    }
+  }
+
+  // Checks the restarted server against the acknowledged state (or the in-flight one)
+  // and continues from what it holds.
+  void Verify(Stub& stub) {
+    SCOPED_TRACE(RefName(ref_));
+    std::optional<ModelState> served;
+    std::string bytes;
+    const grpc::Status status = Snapshot(stub, ref_, &bytes);
+    if (status.error_code() != grpc::StatusCode::NOT_FOUND) {
+      ASSERT_TRUE(IsOk(status));
+      absl::StatusOr<ModelState> state = DecodeSnapshot(bytes);
+      ASSERT_TRUE(state.ok()) << state.status();
+      served = *std::move(state);
+    }
+    auto describe = [](const std::optional<ModelState>& state) {
+      return state.has_value() ? absl::StrCat("a model at step ", state->steps, " with ",
+                                              state->coefficients.size(), " terms")
+                               : std::string("no model");
+    };
+    if (Verbose()) {
+      std::cerr << RefName(ref_) << ": " << operations_ << " ops, served " << describe(served)
+                << ", acked " << describe(acked_) << ", in flight "
+                << (has_in_flight_ ? describe(in_flight_) : "-") << "\n";
+    }
+    if (served == acked_) {
+      // As acknowledged.
+    } else if (has_in_flight_ && served == in_flight_) {
+      acked_ = std::move(served);
+    } else {
+      ADD_FAILURE() << "after " << operations_ << " acknowledged operations the server has "
+                    << describe(served) << "; acknowledged: " << describe(acked_)
+                    << (has_in_flight_ ? absl::StrCat("; in flight: ", describe(in_flight_))
+                                       : std::string("; nothing in flight"));
+      acked_ = std::move(served);
+    }
+    has_in_flight_ = false;
+  }
+
+ private:
+  const v1::ModelRef ref_;
+  const std::vector<std::string> snapshots_;
+  std::mt19937_64 random_;
+  std::optional<ModelState> acked_;
+  std::optional<ModelState> in_flight_;
+  bool has_in_flight_ = false;
+  int operations_ = 0;
+};
+
+class ChurnCrashTest : public ::testing::TestWithParam<uint64_t> {};
+
+// Two clients each cycle one model through Create, Observe, Restore (of snapshots taken
+// at other steps, some of another config) and Delete, with background checkpoints every
+// 50 examples or 20 ms racing them; the server is SIGKILLed at a random moment. After the
+// restart each model is exactly as its last acknowledged operation left it (or as the
+// one in flight did): no checkpoint of a replaced or deleted incarnation resurfaces.
+TEST_P(ChurnCrashTest, RestartAfterSigkillAmidRestoreDeleteAndCreate) {
+  std::mt19937_64 random(GetParam());
+  TempDir dir;
+  const std::vector<std::string> flags = {"--checkpoint_every_examples=50",
+                                          "--checkpoint_every=20ms"};
+  std::vector<std::string> snapshots;
+  for (size_t steps : {0, 37, 150}) {
+    std::unique_ptr<CoreTwin> twin = TwinFedWith(
+        ClassificationConfig(), MakeStream(ClassificationConfig(), steps, 300 + steps));
+    ASSERT_NE(twin, nullptr);
+    snapshots.push_back(*EncodeSnapshot(twin->model().ExportState()));
+  }
+  std::unique_ptr<CoreTwin> other =
+      TwinFedWith(RegressionConfig(), MakeStream(ClassificationConfig(), 80, 400));
+  ASSERT_NE(other, nullptr);
+  snapshots.push_back(*EncodeSnapshot(other->model().ExportState()));
+
+  std::vector<std::unique_ptr<ChurnActor>> actors;
+  actors.push_back(std::make_unique<ChurnActor>(Ref("churn", "one"), snapshots, random()));
+  actors.push_back(std::make_unique<ChurnActor>(Ref("churn", "two"), snapshots, random()));
+
+  std::unique_ptr<ServerProcess> server = StartServer(dir.data_dir(), flags);
+  ASSERT_NE(server, nullptr);
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(absl::StrCat("round ", round));
+    std::atomic<bool> killed{false};
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> threads;
+    for (std::unique_ptr<ChurnActor>& actor : actors) {
+      threads.emplace_back(
+          [&, actor = actor.get()] { actor->Run(server->stub(), killed, stop); });
+    }
+    absl::SleepFor(absl::Milliseconds(20 + random() % 300));
+    killed.store(true);
+    KillHard(*server);
+    stop.store(true);
+    for (std::thread& thread : threads) thread.join();
+    server = StartServer(dir.data_dir(), flags);
+    ASSERT_NE(server, nullptr);
+    for (std::unique_ptr<ChurnActor>& actor : actors) actor->Verify(server->stub());
+  }
+  StopGracefully(*server);
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, ChurnCrashTest, ::testing::Values(21, 22, 23, 24, 25, 26),
+                         [](const ::testing::TestParamInfo<uint64_t>& info) {
+                           return absl::StrCat("Seed", info.param);
+                         });
+
+// --- Graceful restart ------------------------------------------------------------------
+
+TEST(DurabilityTest, RestartAfterSigtermRestoresIdenticalModelsAndReplaysNothing) {
+  TempDir dir;
+  const std::vector<v1::ModelRef> refs = {Ref("acme", "regression"), Ref("acme", "classifier"),
+                                          Ref("zeta", "sparse")};
+  const std::vector<v1::ModelConfig> configs = {RegressionConfig(), ClassificationConfig(),
+                                                SparseTubeConfig()};
+  std::vector<std::unique_ptr<CoreTwin>> twins;
+  std::unique_ptr<ServerProcess> server = StartServer(dir.data_dir());
+  ASSERT_NE(server, nullptr);
+  for (size_t i = 0; i < refs.size(); ++i) {
+    ASSERT_TRUE(IsOk(CreateModel(server->stub(), refs[i], configs[i])));
+    twins.push_back(CoreTwin::Create(configs[i]));
+    ASSERT_NE(twins.back(), nullptr);
+  }
+  const std::vector<v1::Vector> probes4 = MakeProbes(4, 8, 7);
+  const std::vector<v1::Vector> probes6 = MakeProbes(6, 8, 8, /*sparse=*/true);
+  auto probes_of = [&](size_t i) -> absl::Span<const v1::Vector> {
+    return configs[i].dim() == 4 ? probes4 : probes6;
+  };
+  auto feed = [&](uint64_t seed) {
+    for (size_t i = 0; i < refs.size(); ++i) {
+      const std::vector<v1::Example> stream =
+          MakeStream(configs[i], 300, seed + i, /*sparse=*/configs[i].dim() == 6);
+      const std::vector<std::vector<v1::Example>> batches =
+          SplitIntoBatches(stream, std::vector<size_t>{1, 17, 64, 3});
+      v1::ObserveResponse response;
+      // Half unary, half one stream.
+      for (size_t b = 0; b < batches.size() / 2; ++b) {
+        ASSERT_TRUE(IsOk(Observe(server->stub(), refs[i], batches[b], &response)));
+      }
+      const std::vector<std::vector<v1::Example>> rest(batches.begin() + batches.size() / 2,
+                                                       batches.end());
+      ASSERT_TRUE(IsOk(ObserveStream(server->stub(), refs[i], rest, &response)));
+      twins[i]->Observe(stream);
+    }
+  };
+
+  for (int restart = 0; restart < 2; ++restart) {
+    SCOPED_TRACE(absl::StrCat("restart ", restart));
+    ASSERT_NO_FATAL_FAILURE(feed(1000 * (restart + 1)));
+    std::vector<std::string> snapshots(refs.size());
+    std::vector<ModelFingerprint> fingerprints;
+    for (size_t i = 0; i < refs.size(); ++i) {
+      ASSERT_TRUE(IsOk(Snapshot(server->stub(), refs[i], &snapshots[i])));
+      absl::StatusOr<ModelFingerprint> fingerprint =
+          Fingerprint(server->stub(), refs[i], probes_of(i));
+      ASSERT_TRUE(fingerprint.ok()) << fingerprint.status();
+      fingerprints.push_back(*fingerprint);
+    }
+    const std::vector<std::string> names = ModelNames(server->stub(), "");
+
+    StopGracefully(*server);
+    server = StartServer(dir.data_dir());
+    ASSERT_NE(server, nullptr);
+    const std::optional<RestoreReport> report = ParseRestoreReport(server->Log());
+    ASSERT_TRUE(report.has_value()) << "no startup line in the log:\n" << server->Log();
+    EXPECT_EQ(report->models, 3);
+    EXPECT_EQ(report->batches, 0) << server->Log();
+    EXPECT_EQ(report->examples, 0) << server->Log();
+    EXPECT_THAT(server->Log(), HasSubstr("(0 log batches, 0 examples replayed)"));
+    // Restored before it listens (and so before the port file and SERVING).
+    EXPECT_LT(server->Log().find("okl_server: restored"), server->Log().find("listening on"))
+        << server->Log();
+
+    EXPECT_EQ(ModelNames(server->stub(), ""), names);
+    for (size_t i = 0; i < refs.size(); ++i) {
+      SCOPED_TRACE(RefName(refs[i]));
+      std::string bytes;
+      ASSERT_TRUE(IsOk(Snapshot(server->stub(), refs[i], &bytes)));
+      EXPECT_TRUE(bytes == snapshots[i]) << "snapshot bytes differ after the restart";
+      absl::StatusOr<ModelFingerprint> fingerprint =
+          Fingerprint(server->stub(), refs[i], probes_of(i));
+      ASSERT_TRUE(fingerprint.ok()) << fingerprint.status();
+      EXPECT_EQ(*fingerprint, fingerprints[i]);
+      EXPECT_TRUE(MatchesTwin(server->stub(), refs[i], *twins[i], probes_of(i)));
+    }
+  }
+  // The restored models keep learning bit-identically.
+  ASSERT_NO_FATAL_FAILURE(feed(5000));
+  for (size_t i = 0; i < refs.size(); ++i) {
+    EXPECT_TRUE(MatchesTwin(server->stub(), refs[i], *twins[i], probes_of(i)));
+  }
+  StopGracefully(*server);
+}
+
+// --- Create, Delete, Restore -----------------------------------------------------------
+
+TEST(DurabilityTest, CreatedModelSurvivesSigkillWithoutAnyExample) {
+  TempDir dir;
+  std::unique_ptr<ServerProcess> server = StartServer(dir.data_dir());
+  ASSERT_NE(server, nullptr);
+  const v1::ModelRef ref = Ref("acme", "fresh");
+  v1::ModelInfo created;
+  ASSERT_TRUE(IsOk(CreateModel(server->stub(), ref, ClassificationConfig(), &created)));
+  KillHard(*server);
+  server = StartServer(dir.data_dir());
+  ASSERT_NE(server, nullptr);
+  v1::ModelInfo info;
+  ASSERT_TRUE(IsOk(GetModel(server->stub(), ref, &info)));
+  EXPECT_EQ(info.SerializeAsString(), created.SerializeAsString())
+      << info.ShortDebugString() << " vs " << created.ShortDebugString();
+  EXPECT_EQ(info.stats().steps(), 0u);
+  std::unique_ptr<CoreTwin> twin = CoreTwin::Create(ClassificationConfig());
+  ASSERT_NE(twin, nullptr);
+  EXPECT_TRUE(MatchesTwin(server->stub(), ref, *twin, MakeProbes(4, 4, 1)));
+}
+
+TEST(DurabilityTest, DeletedModelDoesNotComeBackAfterSigkillOrSigterm) {
+  TempDir dir;
+  const std::vector<v1::Vector> probes = MakeProbes(4, 8, 3);
+  std::unique_ptr<ServerProcess> server = StartServer(dir.data_dir());
+  ASSERT_NE(server, nullptr);
+  const v1::ModelRef a = Ref("acme", "a");
+  const v1::ModelRef b = Ref("acme", "b");
+  const v1::ModelRef c = Ref("acme", "c");
+  std::map<std::string, std::unique_ptr<CoreTwin>> twins;
+  for (const v1::ModelRef& ref : {a, b, c}) {
+    ASSERT_TRUE(IsOk(CreateModel(server->stub(), ref, RegressionConfig())));
+    const std::vector<v1::Example> stream =
+        MakeStream(RegressionConfig(), 120, static_cast<uint64_t>(ref.model()[0]));
+    v1::ObserveResponse response;
+    ASSERT_TRUE(IsOk(Observe(server->stub(), ref, stream, &response)));
+    twins[ref.model()] = TwinFedWith(RegressionConfig(), stream);
+  }
+  ASSERT_TRUE(IsOk(DeleteModel(server->stub(), b)));
+
+  // SIGKILL: the delete is not undone by replaying b's log.
+  KillHard(*server);
+  server = StartServer(dir.data_dir());
+  ASSERT_NE(server, nullptr);
+  v1::ModelInfo info;
+  EXPECT_TRUE(HasCode(GetModel(server->stub(), b, &info), grpc::StatusCode::NOT_FOUND));
+  EXPECT_THAT(ModelNames(server->stub(), "acme"), ::testing::ElementsAre("acme/a", "acme/c"));
+  EXPECT_TRUE(MatchesTwin(server->stub(), a, *twins["a"], probes));
+  EXPECT_TRUE(MatchesTwin(server->stub(), c, *twins["c"], probes));
+
+  // A model created again under the deleted name starts afresh, with its new config:
+  // nothing of the old b's checkpoint or log leaks into it.
+  const v1::ModelConfig new_config = ClassificationConfig();
+  ASSERT_TRUE(IsOk(CreateModel(server->stub(), b, new_config)));
+  const std::vector<v1::Example> new_stream = MakeStream(new_config, 10, 99);
+  v1::ObserveResponse response;
+  ASSERT_TRUE(IsOk(Observe(server->stub(), b, new_stream, &response)));
+  KillHard(*server);
+  server = StartServer(dir.data_dir());
+  ASSERT_NE(server, nullptr);
+  ASSERT_TRUE(IsOk(GetModel(server->stub(), b, &info)));
+  EXPECT_EQ(info.stats().steps(), 10u);
+  std::unique_ptr<CoreTwin> new_twin = TwinFedWith(new_config, new_stream);
+  ASSERT_NE(new_twin, nullptr);
+  EXPECT_TRUE(MatchesTwin(server->stub(), b, *new_twin, probes));
+
+  // SIGTERM: the shutdown checkpoint does not resurrect a deleted model either.
+  ASSERT_TRUE(IsOk(DeleteModel(server->stub(), a)));
+  StopGracefully(*server);
+  server = StartServer(dir.data_dir());
+  ASSERT_NE(server, nullptr);
+  EXPECT_TRUE(HasCode(GetModel(server->stub(), a, &info), grpc::StatusCode::NOT_FOUND));
+  EXPECT_THAT(ModelNames(server->stub(), ""), ::testing::ElementsAre("acme/b", "acme/c"));
+  const std::optional<RestoreReport> report = ParseRestoreReport(server->Log());
+  ASSERT_TRUE(report.has_value()) << server->Log();
+  EXPECT_EQ(report->models, 2);
+  EXPECT_TRUE(MatchesTwin(server->stub(), c, *twins["c"], probes));
+  StopGracefully(*server);
+}
+
+TEST(DurabilityTest, RestoredModelSurvivesSigkillBitIdentically) {
+  TempDir dir;
+  const std::vector<v1::Vector> probes = MakeProbes(4, 8, 5);
+  std::unique_ptr<ServerProcess> server = StartServer(dir.data_dir());
+  ASSERT_NE(server, nullptr);
+  const v1::ModelRef source = Ref("acme", "source");
+  const v1::ModelRef copy = Ref("other", "copy");
+  const v1::ModelRef target = Ref("acme", "target");
+  v1::ObserveResponse response;
+  ASSERT_TRUE(IsOk(CreateModel(server->stub(), source, ClassificationConfig())));
+  ASSERT_TRUE(IsOk(
+      Observe(server->stub(), source, MakeStream(ClassificationConfig(), 200, 1), &response)));
+  // target has a history of its own (a log to replay) that the Restore replaces.
+  ASSERT_TRUE(IsOk(CreateModel(server->stub(), target, RegressionConfig())));
+  ASSERT_TRUE(
+      IsOk(Observe(server->stub(), target, MakeStream(RegressionConfig(), 150, 2), &response)));
+  std::string bytes;
+  ASSERT_TRUE(IsOk(Snapshot(server->stub(), source, &bytes)));
+  ASSERT_TRUE(IsOk(Restore(server->stub(), copy, bytes)));
+  ASSERT_TRUE(IsOk(Restore(server->stub(), target, bytes)));
+
+  KillHard(*server);
+  server = StartServer(dir.data_dir());
+  ASSERT_NE(server, nullptr);
+  for (const v1::ModelRef& ref : {source, copy, target}) {
+    std::string restored;
+    ASSERT_TRUE(IsOk(Snapshot(server->stub(), ref, &restored))) << RefName(ref);
+    EXPECT_TRUE(restored == bytes) << RefName(ref) << ": snapshot differs after the restart";
+  }
+
+  // Examples after the Restore replay on top of the restored state, not the old one.
+  absl::StatusOr<ModelState> state = DecodeSnapshot(bytes);
+  ASSERT_TRUE(state.ok()) << state.status();
+  std::unique_ptr<CoreTwin> twin = CoreTwin::FromState(*state);
+  ASSERT_NE(twin, nullptr);
+  const std::vector<v1::Example> more = MakeStream(ClassificationConfig(), 40, 3);
+  ASSERT_TRUE(IsOk(Observe(server->stub(), target, more, &response)));
+  twin->Observe(more);
+  ASSERT_TRUE(IsOk(Restore(server->stub(), copy, bytes)));  // again, over itself
+  KillHard(*server);
+  server = StartServer(dir.data_dir());
+  ASSERT_NE(server, nullptr);
+  EXPECT_TRUE(MatchesTwin(server->stub(), target, *twin, probes));
+  std::string again;
+  ASSERT_TRUE(IsOk(Snapshot(server->stub(), copy, &again)));
+  EXPECT_TRUE(again == bytes);
+  StopGracefully(*server);
+}
+
+// A batch that diverges part-way (FAILED_PRECONDITION, the examples before the bad one
+// stay applied) is logged whole and replayed through the same batch boundaries, so the
+// restored model stops at the same example.
+TEST(DurabilityTest, BatchThatDivergedPartWayReplaysIdentically) {
+  TempDir dir;
+  const v1::ModelConfig config = ParseConfig(R"pb(
+    dim: 1
+    kernel { linear { c: 0 } }
+    loss { squared {} }
+    learning_rate { eta0: 0.5 }
+    budget { max_terms: 10 }
+  )pb");
+  const std::vector<v1::Vector> probes = {DenseVector({0.5}), DenseVector({-2.0})};
+  const v1::ModelRef ref = Ref("acme", "diverging");
+  // k(x, x) = 1e400 overflows: the third example's prediction is not finite.
+  const Batch batch = {
+      MakeExample(DenseVector({1.0}), 1.0), MakeExample(DenseVector({1e200}), 1.0),
+      MakeExample(DenseVector({1e200}), 1.0), MakeExample(DenseVector({0.5}), 1.0)};
+  const Batch after = {MakeExample(DenseVector({0.25}), -1.0)};
+
+  std::unique_ptr<CoreTwin> twin = CoreTwin::Create(config);
+  ASSERT_NE(twin, nullptr);
+  std::vector<double> xs;
+  std::vector<double> ys;
+  for (const v1::Example& example : batch) {
+    xs.push_back(example.x().values(0));
+    ys.push_back(example.y());
+  }
+  std::vector<Observation> observations;
+  const absl::Status diverged = twin->model().ObserveBatch(xs, ys, &observations);
+  ASSERT_EQ(diverged.code(), absl::StatusCode::kFailedPrecondition) << diverged;
+  ASSERT_GT(twin->model().steps(), 0u);
+  ASSERT_LT(twin->model().steps(), batch.size());
+
+  std::unique_ptr<ServerProcess> server = StartServer(dir.data_dir());
+  ASSERT_NE(server, nullptr);
+  ASSERT_TRUE(IsOk(CreateModel(server->stub(), ref, config)));
+  v1::ObserveResponse response;
+  EXPECT_TRUE(HasCode(Observe(server->stub(), ref, batch, &response),
+                      grpc::StatusCode::FAILED_PRECONDITION));
+  ASSERT_TRUE(IsOk(Observe(server->stub(), ref, after, &response)));
+  twin->Observe(after);
+  ASSERT_TRUE(MatchesTwin(server->stub(), ref, *twin, probes));
+
+  KillHard(*server);
+  server = StartServer(dir.data_dir());
+  ASSERT_NE(server, nullptr);
+  EXPECT_TRUE(MatchesTwin(server->stub(), ref, *twin, probes));
+  StopGracefully(*server);
+  server = StartServer(dir.data_dir());
+  ASSERT_NE(server, nullptr);
+  EXPECT_TRUE(MatchesTwin(server->stub(), ref, *twin, probes));
+  StopGracefully(*server);
+}
+
+// --- A store that cannot write ---------------------------------------------------------
+
+// The full disk is RLIMIT_FSIZE (set in the child before exec, SIGXFSZ ignored): once the
+// store's write-ahead log would grow past the limit, write() fails with EFBIG, which
+// the store sees as it would a full disk. It needs no privileges (a small tmpfs would
+// need mount(2), i.e. root).
+TEST(DurabilityTest, ObserveFailsAndChangesNothingWhenTheStoreCannotWrite) {
+  TempDir dir;
+  const v1::ModelConfig config = ParseConfig(R"pb(
+    dim: 16
+    kernel { gaussian { gamma: 0.5 } }
+    loss { squared {} }
+    learning_rate { eta0: 0.1 }
+    lambda: 0.01
+    budget { max_terms: 50 }
+  )pb");
+  const std::vector<v1::Vector> probes = MakeProbes(16, 8, 11);
+  const v1::ModelRef ref = Ref("acme", "full-disk");
+  const std::vector<std::string> flags = {"--checkpoint_every_examples=1000000000",
+                                          "--checkpoint_every=0"};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(
+      {.flags = flags, .data_dir = dir.data_dir(), .file_size_limit = 512 << 10});
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::unique_ptr<ServerProcess> server = *std::move(started);
+  ASSERT_TRUE(IsOk(CreateModel(server->stub(), ref, config)));
+  std::unique_ptr<CoreTwin> twin = CoreTwin::Create(config);
+  ASSERT_NE(twin, nullptr);
+
+  // Batches of ~25 KB on the wire: the limit is reached within about 20 of them.
+  Batch acknowledged;
+  std::vector<Batch> rejected;
+  grpc::Status failure;
+  for (int i = 0; i < 400 && rejected.empty(); ++i) {
+    const Batch batch = MakeStream(config, 150, 1000 + i);
+    v1::ObserveResponse response;
+    const grpc::Status status = Observe(server->stub(), ref, batch, &response);
+    if (status.ok()) {
+      twin->Observe(batch);
+      acknowledged.insert(acknowledged.end(), batch.begin(), batch.end());
+      ASSERT_EQ(response.steps(), acknowledged.size());
+    } else {
+      failure = status;
+      rejected.push_back(batch);
+    }
+  }
+  ASSERT_FALSE(rejected.empty()) << "Observe never failed under RLIMIT_FSIZE; log:\n"
+                                 << server->Log();
+  ASSERT_GT(acknowledged.size(), 0u)
+      << "the first Observe failed already: " << Describe(failure) << "; log:\n"
+      << server->Log();
+  EXPECT_THAT(failure.error_code(), ::testing::AnyOf(grpc::StatusCode::UNAVAILABLE,
+                                                     grpc::StatusCode::RESOURCE_EXHAUSTED))
+      << Describe(failure);
+  if (Verbose()) {
+    std::cerr << "acknowledged " << acknowledged.size() << " then " << Describe(failure)
+              << "\n";
+  }
+  // The rejected batch was not applied: the model is exactly the acknowledged examples.
+  EXPECT_TRUE(MatchesTwin(server->stub(), ref, *twin, probes));
+
+  // Still unwritable: a small batch and a stream fail the same way and change nothing.
+  const Batch small = MakeStream(config, 1, 7);
+  v1::ObserveResponse response;
+  grpc::Status again = Observe(server->stub(), ref, small, &response);
+  EXPECT_THAT(again.error_code(), ::testing::AnyOf(grpc::StatusCode::UNAVAILABLE,
+                                                   grpc::StatusCode::RESOURCE_EXHAUSTED))
+      << Describe(again);
+  if (!again.ok()) rejected.push_back(small);
+  again = ObserveStream(server->stub(), ref, {small}, &response);
+  EXPECT_THAT(again.error_code(), ::testing::AnyOf(grpc::StatusCode::UNAVAILABLE,
+                                                   grpc::StatusCode::RESOURCE_EXHAUSTED))
+      << Describe(again);
+  if (!again.ok()) rejected.push_back(small);
+  EXPECT_TRUE(MatchesTwin(server->stub(), ref, *twin, probes));
+
+  // Create, Delete and Restore are acknowledged only once durable, so they fail too, and
+  // change nothing: a model acknowledged as created (or deleted) would be lost (or come
+  // back) at the next restart.
+  const auto unwritable =
+      ::testing::AnyOf(grpc::StatusCode::UNAVAILABLE, grpc::StatusCode::RESOURCE_EXHAUSTED);
+  const v1::ModelRef other = Ref("acme", "created-on-a-full-disk");
+  grpc::Status created = CreateModel(server->stub(), other, config);
+  EXPECT_THAT(created.error_code(), unwritable) << Describe(created);
+  v1::ModelInfo info;
+  EXPECT_TRUE(HasCode(GetModel(server->stub(), other, &info), grpc::StatusCode::NOT_FOUND));
+  grpc::Status deleted = DeleteModel(server->stub(), ref);
+  EXPECT_THAT(deleted.error_code(), unwritable) << Describe(deleted);
+  std::string bytes;
+  ASSERT_TRUE(IsOk(Snapshot(server->stub(), ref, &bytes)));
+  const v1::ModelRef copy = Ref("acme", "restored-on-a-full-disk");
+  grpc::Status restored = Restore(server->stub(), copy, bytes);
+  EXPECT_THAT(restored.error_code(), unwritable) << Describe(restored);
+  EXPECT_TRUE(HasCode(GetModel(server->stub(), copy, &info), grpc::StatusCode::NOT_FOUND));
+  EXPECT_THAT(ModelNames(server->stub(), ""), ::testing::ElementsAre("acme/full-disk"));
+  EXPECT_TRUE(MatchesTwin(server->stub(), ref, *twin, probes));
+
+  // With room again, a restart has every acknowledged example; of the rejected ones at
+  // most a whole-batch prefix (they were never acknowledged).
+  KillHard(*server);
+  server = StartServer(dir.data_dir(), flags);
+  ASSERT_NE(server, nullptr);
+  EXPECT_THAT(ModelNames(server->stub(), ""), ::testing::ElementsAre("acme/full-disk"));
+  ASSERT_TRUE(IsOk(GetModel(server->stub(), ref, &info)));
+  Batch expected = acknowledged;
+  size_t next_rejected = 0;
+  while (expected.size() < info.stats().steps() && next_rejected < rejected.size()) {
+    const Batch& batch = rejected[next_rejected++];
+    expected.insert(expected.end(), batch.begin(), batch.end());
+  }
+  ASSERT_EQ(info.stats().steps(), expected.size())
+      << "acknowledged " << acknowledged.size() << " examples";
+  if (Verbose()) {
+    std::cerr << "after restart: " << info.stats().steps() << " steps; log:\n" << server->Log();
+  }
+  std::unique_ptr<CoreTwin> restored_twin = TwinFedWith(config, expected);
+  ASSERT_NE(restored_twin, nullptr);
+  EXPECT_TRUE(MatchesTwin(server->stub(), ref, *restored_twin, probes));
+  StopGracefully(*server);
+}
+
+// An ObserveStream that fills the disk part-way ends with the store's error; the
+// messages before the failing one stay applied, each whole, and they are exactly what a
+// restart (with room again) restores.
+TEST(DurabilityTest, ObserveStreamThatFillsTheDiskKeepsTheMessagesBeforeTheFailure) {
+  TempDir dir;
+  const v1::ModelConfig config = ParseConfig(R"pb(
+    dim: 16
+    kernel { gaussian { gamma: 0.5 } }
+    loss { squared {} }
+    learning_rate { eta0: 0.1 }
+    lambda: 0.01
+    budget { max_terms: 50 }
+  )pb");
+  const std::vector<v1::Vector> probes = MakeProbes(16, 8, 41);
+  const v1::ModelRef ref = Ref("acme", "full-stream");
+  const std::vector<std::string> flags = {"--checkpoint_every_examples=1000000000",
+                                          "--checkpoint_every=0"};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(
+      {.flags = flags, .data_dir = dir.data_dir(), .file_size_limit = 512 << 10});
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::unique_ptr<ServerProcess> server = *std::move(started);
+  ASSERT_TRUE(IsOk(CreateModel(server->stub(), ref, config)));
+
+  constexpr size_t kMessage = 150;  // examples per message, ~25 KB on the wire
+  const Batch stream = MakeStream(config, 80 * kMessage, 43);
+  const std::vector<Batch> messages = SplitIntoBatches(stream, std::vector<size_t>{kMessage});
+  v1::ObserveResponse response;
+  const grpc::Status status = ObserveStream(server->stub(), ref, messages, &response);
+  EXPECT_THAT(status.error_code(), ::testing::AnyOf(grpc::StatusCode::UNAVAILABLE,
+                                                    grpc::StatusCode::RESOURCE_EXHAUSTED))
+      << Describe(status);
+  v1::ModelInfo info;
+  ASSERT_TRUE(IsOk(GetModel(server->stub(), ref, &info)));
+  const uint64_t applied = info.stats().steps();
+  EXPECT_GT(applied, 0u);
+  EXPECT_LT(applied, stream.size());
+  EXPECT_EQ(applied % kMessage, 0u) << "part of a message was applied";
+  std::unique_ptr<CoreTwin> twin =
+      TwinFedWith(config, absl::MakeConstSpan(stream).subspan(0, applied));
+  ASSERT_NE(twin, nullptr);
+  EXPECT_TRUE(MatchesTwin(server->stub(), ref, *twin, probes));
+
+  KillHard(*server);
+  server = StartServer(dir.data_dir(), flags);
+  ASSERT_NE(server, nullptr);
+  EXPECT_TRUE(MatchesTwin(server->stub(), ref, *twin, probes));
+  StopGracefully(*server);
+}
+
+// --- Damaged and unusable stores -------------------------------------------------------
+
+// Opens the RocksDB at `path` (every column family; the server must not run) and
+// overwrites with garbage the value of every key `select` picks, in one synced write.
+// Returns the keys overwritten. With `select` false for every key: lists nothing, changes
+// nothing, but `keys` (if not null) receives every key.
+absl::StatusOr<std::vector<std::string>> CorruptValues(
+    const std::string& path, const std::function<bool(absl::string_view key)>& select,
+    std::vector<std::string>* keys = nullptr) {
+  std::vector<std::string> families;
+  rocksdb::Status status =
+      rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path, &families);
+  if (!status.ok()) return absl::InternalError(status.ToString());
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const std::string& family : families) {
+    descriptors.emplace_back(family, rocksdb::ColumnFamilyOptions());
+  }
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  status = rocksdb::DB::Open(rocksdb::DBOptions(), path, descriptors, &handles, &raw);
+  if (!status.ok()) return absl::InternalError(status.ToString());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  // Not a protobuf (tag 0 is invalid), no valid checksum, not a number.
+  const std::string garbage("\x00\xff\x07 garbage \xde\xad\xbe\xef", 17);
+  std::vector<std::string> corrupted;
+  rocksdb::WriteBatch batch;
+  for (rocksdb::ColumnFamilyHandle* handle : handles) {
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), handle));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      const absl::string_view key(it->key().data(), it->key().size());
+      if (keys != nullptr) keys->emplace_back(key);
+      if (!select(key)) continue;
+      status = batch.Put(handle, it->key(), garbage);
+      if (!status.ok()) return absl::InternalError(status.ToString());
+      corrupted.emplace_back(key);
+    }
+    if (!it->status().ok()) return absl::InternalError(it->status().ToString());
+  }
+  rocksdb::WriteOptions options;
+  options.sync = true;
+  status = db->Write(options, &batch);
+  for (rocksdb::ColumnFamilyHandle* handle : handles) {
+    rocksdb::Status ignored = db->DestroyColumnFamilyHandle(handle);
+    (void)ignored;
+  }
+  if (!status.ok()) return absl::InternalError(status.ToString());
+  status = db->Close();
+  if (!status.ok()) return absl::InternalError(status.ToString());
+  return corrupted;
+}
+
+// Starts okl_server on `data_dir` and expects it to exit 1, before it listens, with a
+// message naming the damaged model.
+void ExpectRefusesToStart(const std::string& data_dir, absl::string_view model) {
+  absl::StatusOr<std::unique_ptr<ServerProcess>> refused =
+      ServerProcess::Start({.wait_until_serving = false, .data_dir = data_dir});
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  absl::StatusOr<int> exit = (*refused)->WaitForExit(absl::Seconds(20));
+  ASSERT_TRUE(exit.ok()) << exit.status() << "; log:\n" << (*refused)->Log();
+  EXPECT_TRUE(WIFEXITED(*exit) && WEXITSTATUS(*exit) == 1) << DescribeWait(*exit) << "; log:\n"
+                                                           << (*refused)->Log();
+  EXPECT_THAT((*refused)->Log(), HasSubstr(absl::StrCat("model ", model, " is damaged")));
+}
+
+TEST(DurabilityTest, DamagedModelStopsTheServerUnlessSkipped) {
+  TempDir dir;
+  const std::vector<v1::Vector> probes = MakeProbes(4, 8, 13);
+  const v1::ModelRef victim = Ref("acme", "victim-model");
+  const v1::ModelRef healthy = Ref("acme", "healthy");
+  std::unique_ptr<ServerProcess> server = StartServer(dir.data_dir());
+  ASSERT_NE(server, nullptr);
+  std::unique_ptr<CoreTwin> twin;
+  for (const v1::ModelRef& ref : {victim, healthy}) {
+    ASSERT_TRUE(IsOk(CreateModel(server->stub(), ref, RegressionConfig())));
+    const std::vector<v1::Example> stream = MakeStream(RegressionConfig(), 100, 17);
+    v1::ObserveResponse response;
+    ASSERT_TRUE(IsOk(Observe(server->stub(), ref, stream, &response)));
+    twin = TwinFedWith(RegressionConfig(), stream);
+  }
+  StopGracefully(*server);
+  server.reset();
+
+  // The key that names the model ("m/acme/victim-model" in server/model_store.h's
+  // layout) holds its config.
+  absl::StatusOr<std::vector<std::string>> corrupted = CorruptValues(
+      dir.data_dir(),
+      [](absl::string_view key) { return absl::StrContains(key, "victim-model"); });
+  ASSERT_TRUE(corrupted.ok()) << corrupted.status();
+  ASSERT_FALSE(corrupted->empty()) << "no key of the store names the model";
+  ASSERT_NO_FATAL_FAILURE(ExpectRefusesToStart(dir.data_dir(), "acme/victim-model"));
+
+  server = StartServer(dir.data_dir(), {"--skip_damaged_models"});
+  ASSERT_NE(server, nullptr);
+  v1::ModelInfo info;
+  EXPECT_TRUE(HasCode(GetModel(server->stub(), victim, &info), grpc::StatusCode::NOT_FOUND));
+  EXPECT_THAT(ModelNames(server->stub(), ""), ::testing::ElementsAre("acme/healthy"));
+  EXPECT_TRUE(MatchesTwin(server->stub(), healthy, *twin, probes));
+  EXPECT_THAT(server->Log(), HasSubstr("acme/victim-model"));
+  StopGracefully(*server);
+}
+
+// A damaged log record (not the config) is damage too: replaying around it would give a
+// model that never existed. The victim's records are found by their count: in
+// server/model_store.h's layout a model's log is "i/<incarnation>/l/<seq>", and the
+// victim has three records where the healthy model has one.
+TEST(DurabilityTest, DamagedLogRecordStopsTheServerUnlessSkipped) {
+  TempDir dir;
+  const std::vector<v1::Vector> probes = MakeProbes(4, 8, 19);
+  const v1::ModelRef victim = Ref("acme", "victim-model");
+  const v1::ModelRef healthy = Ref("acme", "healthy");
+  std::unique_ptr<ServerProcess> server = StartServer(dir.data_dir());
+  ASSERT_NE(server, nullptr);
+  const std::vector<v1::Example> stream = MakeStream(RegressionConfig(), 30, 23);
+  v1::ObserveResponse response;
+  ASSERT_TRUE(IsOk(CreateModel(server->stub(), victim, RegressionConfig())));
+  ASSERT_TRUE(IsOk(CreateModel(server->stub(), healthy, RegressionConfig())));
+  for (size_t i = 0; i < 3; ++i) {
+    const absl::Span<const v1::Example> batch = absl::MakeConstSpan(stream).subspan(10 * i, 10);
+    ASSERT_TRUE(IsOk(Observe(server->stub(), victim, batch, &response)));
+  }
+  ASSERT_TRUE(IsOk(Observe(server->stub(), healthy, stream, &response)));
+  std::unique_ptr<CoreTwin> twin = TwinFedWith(RegressionConfig(), stream);
+  ASSERT_NE(twin, nullptr);
+  KillHard(*server);  // SIGTERM would checkpoint and drop the log
+  server.reset();
+
+  std::vector<std::string> keys;
+  ASSERT_TRUE(CorruptValues(
+                  dir.data_dir(), [](absl::string_view) { return false; }, &keys)
+                  .ok());
+  // The log records per incarnation: "i/<inc>/l/<seq>".
+  std::map<std::string, std::vector<std::string>> records;
+  for (const std::string& key : keys) {
+    const std::vector<std::string> parts = absl::StrSplit(key, '/');
+    if (parts.size() == 4 && parts[0] == "i" && parts[2] == "l")
+      records[parts[1]].push_back(key);
+  }
+  std::string middle;
+  for (const auto& [incarnation, log] : records) {
+    if (log.size() == 3) middle = log[1];
+  }
+  ASSERT_FALSE(middle.empty()) << "no incarnation with three log records among: "
+                               << absl::StrJoin(keys, ", ");
+  absl::StatusOr<std::vector<std::string>> corrupted =
+      CorruptValues(dir.data_dir(), [&](absl::string_view key) { return key == middle; });
+  ASSERT_TRUE(corrupted.ok()) << corrupted.status();
+  ASSERT_EQ(corrupted->size(), 1u);
+  ASSERT_NO_FATAL_FAILURE(ExpectRefusesToStart(dir.data_dir(), "acme/victim-model"));
+
+  server = StartServer(dir.data_dir(), {"--skip_damaged_models"});
+  ASSERT_NE(server, nullptr);
+  v1::ModelInfo info;
+  EXPECT_TRUE(HasCode(GetModel(server->stub(), victim, &info), grpc::StatusCode::NOT_FOUND));
+  EXPECT_TRUE(MatchesTwin(server->stub(), healthy, *twin, probes));
+  StopGracefully(*server);
+}
+
+TEST(DurabilityTest, DataDirThatIsARegularFileStopsTheServer) {
+  TempDir dir;
+  const std::string file = dir.path() + "/not-a-directory";
+  std::ofstream(file) << "a regular file\n";
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server =
+      ServerProcess::Start({.wait_until_serving = false, .data_dir = file});
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<int> exit = (*server)->WaitForExit(absl::Seconds(20));
+  ASSERT_TRUE(exit.ok()) << exit.status() << "; log:\n" << (*server)->Log();
+  EXPECT_TRUE(WIFEXITED(*exit) && WEXITSTATUS(*exit) == 1) << DescribeWait(*exit);
+  EXPECT_THAT((*server)->Log(), HasSubstr(file));
+}
+
+TEST(DurabilityTest, SecondServerOnTheSameDataDirStopsAndTheFirstKeepsServing) {
+  TempDir dir;
+  std::unique_ptr<ServerProcess> first = StartServer(dir.data_dir());
+  ASSERT_NE(first, nullptr);
+  const v1::ModelRef ref = Ref("acme", "owned");
+  ASSERT_TRUE(IsOk(CreateModel(first->stub(), ref, RegressionConfig())));
+
+  absl::StatusOr<std::unique_ptr<ServerProcess>> second =
+      ServerProcess::Start({.wait_until_serving = false, .data_dir = dir.data_dir()});
+  ASSERT_TRUE(second.ok()) << second.status();
+  absl::StatusOr<int> exit = (*second)->WaitForExit(absl::Seconds(20));
+  ASSERT_TRUE(exit.ok()) << exit.status() << "; log:\n" << (*second)->Log();
+  EXPECT_TRUE(WIFEXITED(*exit) && WEXITSTATUS(*exit) == 1) << DescribeWait(*exit);
+  EXPECT_THAT((*second)->Log(), HasSubstr(dir.data_dir()));
+
+  const std::vector<v1::Example> stream = MakeStream(RegressionConfig(), 25, 31);
+  v1::ObserveResponse response;
+  ASSERT_TRUE(IsOk(Observe(first->stub(), ref, stream, &response)));
+  KillHard(*first);
+  first = StartServer(dir.data_dir());
+  ASSERT_NE(first, nullptr);
+  std::unique_ptr<CoreTwin> twin = TwinFedWith(RegressionConfig(), stream);
+  ASSERT_NE(twin, nullptr);
+  EXPECT_TRUE(MatchesTwin(first->stub(), ref, *twin, MakeProbes(4, 8, 37)));
+  StopGracefully(*first);
+}
+
+// --- No store --------------------------------------------------------------------------
+
+TEST(DurabilityTest, EmptyDataDirKeepsModelsInMemoryOnly) {
+  TempDir dir;
+  const std::vector<std::string> flags = {"--data_dir="};  // wins over the harness's
+  std::unique_ptr<ServerProcess> server = StartServer(dir.data_dir(), flags);
+  ASSERT_NE(server, nullptr);
+  const v1::ModelRef ref = Ref("acme", "ephemeral");
+  ASSERT_TRUE(IsOk(CreateModel(server->stub(), ref, RegressionConfig())));
+  v1::ObserveResponse response;
+  ASSERT_TRUE(
+      IsOk(Observe(server->stub(), ref, MakeStream(RegressionConfig(), 20, 1), &response)));
+  StopGracefully(*server);
+  EXPECT_FALSE(std::filesystem::exists(dir.data_dir()));
+
+  server = StartServer(dir.data_dir(), flags);
+  ASSERT_NE(server, nullptr);
+  v1::ModelInfo info;
+  EXPECT_TRUE(HasCode(GetModel(server->stub(), ref, &info), grpc::StatusCode::NOT_FOUND));
+  EXPECT_THAT(ModelNames(server->stub(), ""), ::testing::IsEmpty());
+  StopGracefully(*server);
+}
+
+}  // namespace
+}  // namespace okl::testing
