@@ -98,9 +98,9 @@ absl::Status Server::OpenStore() {
              std::fprintf(stderr, "okl_server: %s\n", std::string(line).c_str());
            }}));
   std::fprintf(stderr,
-               "okl_server: restored %zu models (%llu log batches, %llu examples replayed) "
+               "okl_server: restored %zu model%s (%llu log batches, %llu examples replayed) "
                "in %.3f s\n",
-               stats.models, static_cast<unsigned long long>(stats.log_batches),
+               stats.models, stats.models == 1 ? "" : "s", static_cast<unsigned long long>(stats.log_batches),
                static_cast<unsigned long long>(stats.log_examples),
                absl::ToDoubleSeconds(stats.elapsed));
   service_.set_store(store_.get());
@@ -231,14 +231,15 @@ void Server::Shutdown(absl::Time deadline) {
   // No call runs now: checkpoint every model with a log, so that the next start replays
   // nothing.
   StopCheckpointer();
-  if (store_ != nullptr) {
+  if (store_ == nullptr) return;
+  std::call_once(final_checkpoint_, [this] {
     const absl::Time start = absl::Now();
     const size_t written = CheckpointModels(/*all=*/true);
     if (written > 0) {
       std::fprintf(stderr, "okl_server: checkpointed %zu models in %.3f s\n", written,
                    absl::ToDoubleSeconds(absl::Now() - start));
     }
-  }
+  });
 }
 
 std::shared_ptr<grpc::Channel> Server::InProcessChannel() {

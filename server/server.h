@@ -145,6 +145,8 @@ class Server {
   bool checkpointer_stop_ = false;
   std::thread checkpointer_;
   std::once_flag checkpointer_stopped_;
+  // The final checkpoint of every model runs once, however often Shutdown() is called.
+  std::once_flag final_checkpoint_;
 };
 
 }  // namespace okl
