@@ -2,6 +2,10 @@
 
 #include "bench/loadgen_driver.h"
 
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/impl/client_unary_call.h>
+#include <grpcpp/support/sync_stream.h>
+
 #include <algorithm>
 #include <atomic>
 #include <optional>
@@ -9,10 +13,6 @@
 #include <thread>
 #include <utility>
 #include <vector>
-
-#include <grpcpp/generic/generic_stub.h>
-#include <grpcpp/impl/client_unary_call.h>
-#include <grpcpp/support/sync_stream.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -248,8 +248,8 @@ Result RunAsync(int threads, const std::vector<Caller>& callers, const RunContex
   for (int t = 0; t < threads; ++t) queues.push_back(std::make_unique<grpc::CompletionQueue>());
   std::vector<std::unique_ptr<CallerType>> states;
   for (size_t i = 0; i < callers.size(); ++i) {
-    states.push_back(std::make_unique<CallerType>(callers[i], run, queues[i % threads].get(),
-                                                  &tallies[i]));
+    states.push_back(
+        std::make_unique<CallerType>(callers[i], run, queues[i % threads].get(), &tallies[i]));
   }
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
@@ -325,7 +325,8 @@ class CallbackUnaryCaller {
 class CallbackStreamCaller;
 
 // One stream; deletes itself when it is done, after its caller has started the next.
-class CallbackStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+class CallbackStream final
+    : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   CallbackStream(CallbackStreamCaller* owner, grpc::GenericStub& stub, const RunContext& run);
   void OnWriteDone(bool ok) override;
@@ -548,7 +549,7 @@ grpc::ByteBuffer HealthCheckRequest(absl::string_view service) {
   std::string bytes;
   if (!service.empty()) {
     bytes.push_back(0x0A);  // field 1, length-delimited
-    for (uint64_t n = service.size(); ; n >>= 7) {
+    for (uint64_t n = service.size();; n >>= 7) {
       if (n < 0x80) {
         bytes.push_back(static_cast<char>(n));
         break;

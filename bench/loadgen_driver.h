@@ -24,14 +24,14 @@
 #ifndef OKL_BENCH_LOADGEN_DRIVER_H_
 #define OKL_BENCH_LOADGEN_DRIVER_H_
 
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/support/byte_buffer.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
-#include <grpcpp/support/byte_buffer.h>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"

@@ -2,6 +2,7 @@
 
 #include "bench/loadgen_server_process.h"
 
+#include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -14,8 +15,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -32,7 +31,8 @@ constexpr int kServing = 1;  // grpc.health.v1.HealthCheckResponse.SERVING
 
 std::string DescribeExit(int wait_status) {
   if (WIFEXITED(wait_status)) return absl::StrCat("exited with ", WEXITSTATUS(wait_status));
-  if (WIFSIGNALED(wait_status)) return absl::StrCat("killed by ", strsignal(WTERMSIG(wait_status)));
+  if (WIFSIGNALED(wait_status))
+    return absl::StrCat("killed by ", strsignal(WTERMSIG(wait_status)));
   return "stopped";
 }
 
@@ -64,7 +64,8 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
   pid_t pid = 0;
-  const int spawned = posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(), environ);
+  const int spawned =
+      posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (spawned != 0) {
     std::filesystem::remove_all(temp_template);
@@ -171,8 +172,8 @@ absl::Status ServerProcess::Stop(absl::Duration grace) {
     RemoveTempDir();
   } else {
     RemoveTempDir();
-    return absl::InternalError(absl::StrCat("okl_server ", DescribeExit(wait_status),
-                                            " before it was stopped"));
+    return absl::InternalError(
+        absl::StrCat("okl_server ", DescribeExit(wait_status), " before it was stopped"));
   }
   if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
     return absl::InternalError(absl::StrCat("okl_server ", DescribeExit(wait_status)));

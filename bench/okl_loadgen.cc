@@ -27,9 +27,25 @@
 // with 2x --budget examples before the first scenario, so every expansion is full and
 // every Observe step replaces a term; they are deleted at the end.
 //
+// Choices, measured on the 2-core reference machine (client and server sharing it):
+//   - Client API: completion queues on 2 threads (--client_api=async, the default).
+//     Per call it costs the client ~19 us of CPU and drives the highest health Check
+//     and Predict rates; the callback API reaches the same rates at ~10% more CPU per
+//     call, and a thread per caller (sync) costs ~33 us per call and loses a quarter
+//     of the Predict rate. One async thread costs least per call (~18 us) but cannot
+//     keep up with the health Check baseline.
+//   - Channels: min(callers, 4). Over one connection the Predict rate is ~25% lower;
+//     with 8 or 16 the health baseline loses 10-25%; 2 to 4 are best for both.
+//   - Requests are serialized once, before the run, and responses are not parsed
+//     (setup checks one Predict response): the client's CPU goes to the transport.
+//   - Each scenario's machine-wide CPU use is measured beside the client's and the
+//     spawned server's, so the table shows how much other processes disturbed it;
+//     --repetitions=N reports each scenario's fastest of N interleaved runs.
+//
 // Example:
 //   build/bench/okl_loadgen --spawn_server=build/server/okl_server
 //   build/bench/okl_loadgen --server=localhost:50051 --models=8 --scenarios=predict,stream
+#include <grpcpp/grpcpp.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -44,8 +60,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -75,12 +89,14 @@ ABSL_FLAG(std::string, server_args, "",
           "Extra flags for the spawned server, space-separated, e.g. "
           "\"--observe_stream_api=callback\".");
 ABSL_FLAG(int32_t, callers, 32, "Concurrent closed-loop callers (one call in flight each).");
-ABSL_FLAG(int32_t, models, 1, "Models the callers spread over (caller i uses model i % models).");
+ABSL_FLAG(int32_t, models, 1,
+          "Models the callers spread over (caller i uses model i % models).");
 ABSL_FLAG(absl::Duration, duration, absl::Seconds(5), "Measured time per scenario.");
 ABSL_FLAG(absl::Duration, warmup, absl::Seconds(1),
           "Unmeasured time per scenario before the measured window.");
 ABSL_FLAG(int32_t, dim, 16, "Input dimension d of the models.");
-ABSL_FLAG(int32_t, budget, 256, "Budget max_terms (OLDEST) of the models: the expansion size B.");
+ABSL_FLAG(int32_t, budget, 256,
+          "Budget max_terms (OLDEST) of the models: the expansion size B.");
 ABSL_FLAG(std::string, scenarios, "health,predict,observe1,observe64,stream",
           "Comma-separated scenarios to run: health, predict, observe1, observe64, stream.");
 ABSL_FLAG(int32_t, predict_batch, 1, "Inputs per Predict request.");
@@ -131,6 +147,7 @@ constexpr int kPrefillBatch = 256;
 constexpr int kPrefillFactor = 2;
 constexpr int kMaxReceiveBytes = 64 << 20;
 constexpr absl::Duration kSetupTimeout = absl::Seconds(30);
+constexpr absl::Duration kConnectTimeout = absl::Seconds(10);
 
 // NORMA settings as in bench/core_bench.cc: eta0 * lambda = 1e-3, so the scale factor's
 // renormalisation is amortised over thousands of steps, as in a real deployment.
@@ -168,14 +185,22 @@ struct Measurement {
   double requests_per_s = 0;
   double examples_per_s = 0;
   double p50_us = 0, p90_us = 0, p99_us = 0, p999_us = 0;
-  double client_cpu = 0;  // cores: CPU seconds per wall second
-  double server_cpu = -1;  // cores, when the server was spawned; else -1
+  double client_cpu = 0;    // cores: CPU seconds per wall second
+  double server_cpu = -1;   // cores, when the server was spawned; else -1
   double machine_cpu = -1;  // cores busy machine-wide (every process), from /proc/stat
   // With --repetitions > 1: the rate of every run, in order (examples/s for stream,
-  // requests/s otherwise); this measurement is the fastest of them.
+  // requests/s otherwise), and the CPU other processes used during it; this
+  // measurement is the fastest run.
   std::vector<double> run_rates;
+  std::vector<double> run_other_cpu;
 
   double rate() const { return stream ? examples_per_s : requests_per_s; }
+  // Cores used by every process but the client and the spawned server (all but the
+  // client's if the server was not spawned); -1 if unknown.
+  double other_cpu() const {
+    if (machine_cpu < 0) return -1;
+    return std::max(0.0, machine_cpu - client_cpu - std::max(0.0, server_cpu));
+  }
 };
 
 std::string MethodName(absl::string_view method) {
@@ -249,11 +274,11 @@ std::vector<std::shared_ptr<grpc::Channel>> MakeChannels(const Settings& s) {
 }
 
 absl::Status WaitConnected(const std::vector<std::shared_ptr<grpc::Channel>>& channels) {
-  const auto deadline = absl::ToChronoTime(absl::Now() + kSetupTimeout);
+  const auto deadline = absl::ToChronoTime(absl::Now() + kConnectTimeout);
   for (size_t i = 0; i < channels.size(); ++i) {
     if (!channels[i]->WaitForConnected(deadline)) {
       return absl::UnavailableError(absl::StrCat("channel ", i, " did not connect within ",
-                                                 absl::FormatDuration(kSetupTimeout)));
+                                                 absl::FormatDuration(kConnectTimeout)));
     }
   }
   return absl::OkStatus();
@@ -328,10 +353,9 @@ absl::Status CreateModels(const Settings& s, v1::OnlineKernelLearning::Stub& stu
     if (predicted.predictions_size() != s.predict_batch ||
         std::any_of(predicted.predictions().begin(), predicted.predictions().end(),
                     [](double p) { return !std::isfinite(p) || p == 0; })) {
-      return absl::InternalError(absl::StrCat("Predict of ", s.predict_batch, " inputs on ",
-                                              ModelName(m), " answered ",
-                                              predicted.predictions_size(),
-                                              " predictions, or non-finite or zero ones"));
+      return absl::InternalError(absl::StrCat(
+          "Predict of ", s.predict_batch, " inputs on ", ModelName(m), " answered ",
+          predicted.predictions_size(), " predictions, or non-finite or zero ones"));
     }
   }
   return absl::OkStatus();
@@ -447,9 +471,9 @@ Measurement RunScenario(const Settings& s, absl::string_view name,
   const Window window = Window::StartingIn(s.warmup, s.duration);
   Result result;
   std::thread engine([&] {
-    result = m.stream ? RunStreams(s.api, s.client_threads, method, plan, s.stream_messages,
-                                   window)
-                      : RunUnary(s.api, s.client_threads, method, plan, window);
+    result = m.stream
+                 ? RunStreams(s.api, s.client_threads, method, plan, s.stream_messages, window)
+                 : RunUnary(s.api, s.client_threads, method, plan, window);
   });
   std::this_thread::sleep_until(window.begin);
   const double client_cpu_begin = CpuSecondsOfThisProcess();
@@ -618,7 +642,8 @@ void PrintJson(const Settings& s, bool spawned, const std::vector<Measurement>& 
   absl::StrAppend(&json, "  \"duration_s\": ", JsonNumber(absl::ToDoubleSeconds(s.duration)),
                   ",\n");
   absl::StrAppend(&json, "  \"repetitions\": ", s.repetitions, ",\n");
-  absl::StrAppend(&json, "  \"warmup_s\": ", JsonNumber(absl::ToDoubleSeconds(s.warmup)), ",\n");
+  absl::StrAppend(&json, "  \"warmup_s\": ", JsonNumber(absl::ToDoubleSeconds(s.warmup)),
+                  ",\n");
   absl::StrAppend(&json, "  \"cpus\": ", std::thread::hardware_concurrency(), ",\n");
   absl::StrAppend(&json, "  \"load_average_before\": ", JsonString(load_before), ",\n");
   absl::StrAppend(&json, "  \"load_average_after\": ", JsonString(load_after), ",\n");
@@ -661,6 +686,10 @@ void PrintJson(const Settings& s, bool spawned, const std::vector<Measurement>& 
       for (size_t r = 0; r < m.run_rates.size(); ++r) {
         absl::StrAppend(&json, r == 0 ? "" : ", ", JsonNumber(m.run_rates[r]));
       }
+      absl::StrAppend(&json, "], \"run_other_cpu_cores\": [");
+      for (size_t r = 0; r < m.run_other_cpu.size(); ++r) {
+        absl::StrAppend(&json, r == 0 ? "" : ", ", JsonNumber(m.run_other_cpu[r]));
+      }
       absl::StrAppend(&json, "]");
     }
     if (m.machine_cpu >= 0) {
@@ -675,10 +704,12 @@ void PrintJson(const Settings& s, bool spawned, const std::vector<Measurement>& 
   absl::StrAppend(&json, "  \"targets\": {");
   for (size_t i = 0; i < targets.size(); ++i) {
     const Target& t = targets[i];
-    absl::StrAppend(&json, i == 0 ? "\n" : ",\n", "    ", JsonString(t.name), ": {\"value\": ",
-                    t.pass.has_value() ? JsonNumber(t.value) : "null",
+    absl::StrAppend(&json, i == 0 ? "\n" : ",\n", "    ", JsonString(t.name),
+                    ": {\"value\": ", t.pass.has_value() ? JsonNumber(t.value) : "null",
                     ", \"goal\": ", JsonString(t.goal), ", \"result\": ",
-                    JsonString(!t.pass.has_value() ? "not run" : *t.pass ? "PASS" : "MISS"));
+                    JsonString(!t.pass.has_value() ? "not run"
+                               : *t.pass           ? "PASS"
+                                                   : "MISS"));
     if (!t.note.empty()) absl::StrAppend(&json, ", \"note\": ", JsonString(t.note));
     absl::StrAppend(&json, "}");
   }
@@ -703,30 +734,28 @@ void PrintTable(const Settings& s, bool spawned, const std::vector<Measurement>&
                 const std::string& load_after) {
   std::string out = absl::StrFormat(
       "\nokl_loadgen: %s%s; client %s%s; %d callers over %d channels; %d model(s), d=%d, "
-      "B=%d; %s per scenario after %s warm-up, best of %d run(s)\nload average before %s, after %s (%u CPUs)\n\n",
+      "B=%d; %s per scenario after %s warm-up, best of %d run(s)\nload average before %s, "
+      "after %s (%u CPUs)\n\n",
       s.address, spawned ? " (spawned)" : "", ClientApiName(s.api),
       s.api == ClientApi::kAsync ? absl::StrCat(" x", s.client_threads, " thread(s)") : "",
       s.callers, s.channels, s.models, s.dim, s.budget, absl::FormatDuration(s.duration),
       absl::FormatDuration(s.warmup), s.repetitions, load_before, load_after,
       std::thread::hardware_concurrency());
-  absl::StrAppend(&out, absl::StrFormat("%-10s %11s %11s %9s %9s %9s %7s %7s %7s %7s\n",
-                                        "scenario", "requests/s", "examples/s", "p50 us",
-                                        "p99 us", "p999 us", "errors", "client", "server",
-                                        "others"));
+  absl::StrAppend(
+      &out, absl::StrFormat("%-10s %11s %11s %9s %9s %9s %7s %7s %7s %7s\n", "scenario",
+                            "requests/s", "examples/s", "p50 us", "p99 us", "p999 us", "errors",
+                            "client", "server", "others"));
   for (const Measurement& m : all) {
     absl::StrAppend(
-        &out,
-        absl::StrFormat("%-10s %11s %11s %9s %9s %9s %7d %7s %7s %7s\n", m.name,
-                        Thousands(m.requests_per_s),
-                        m.has_examples ? Thousands(m.examples_per_s) : "-",
-                        Thousands(m.p50_us), Thousands(m.p99_us), Thousands(m.p999_us),
-                        m.result.errors, absl::StrFormat("%.2f", m.client_cpu),
-                        m.server_cpu >= 0 ? absl::StrFormat("%.2f", m.server_cpu) : "-",
-                        m.server_cpu >= 0 && m.machine_cpu >= 0
-                            ? absl::StrFormat("%.2f", std::max(0.0, m.machine_cpu -
-                                                                        m.client_cpu -
-                                                                        m.server_cpu))
-                            : "-"));
+        &out, absl::StrFormat("%-10s %11s %11s %9s %9s %9s %7d %7s %7s %7s\n", m.name,
+                              Thousands(m.requests_per_s),
+                              m.has_examples ? Thousands(m.examples_per_s) : "-",
+                              Thousands(m.p50_us), Thousands(m.p99_us), Thousands(m.p999_us),
+                              m.result.errors, absl::StrFormat("%.2f", m.client_cpu),
+                              m.server_cpu >= 0 ? absl::StrFormat("%.2f", m.server_cpu) : "-",
+                              m.server_cpu >= 0 && m.machine_cpu >= 0
+                                  ? absl::StrFormat("%.2f", m.other_cpu())
+                                  : "-"));
   }
   absl::StrAppend(&out,
                   "(client, server, others: CPU cores each used during the window -- others "
@@ -738,8 +767,8 @@ void PrintTable(const Settings& s, bool spawned, const std::vector<Measurement>&
       absl::StrAppend(&out, m.name, " first error: ", m.result.first_error, "\n");
     }
   }
-  absl::StrAppend(&out, absl::StrFormat("%-34s %12s %12s %8s\n", "target", "measured", "goal",
-                                        "result"));
+  absl::StrAppend(
+      &out, absl::StrFormat("%-34s %12s %12s %8s\n", "target", "measured", "goal", "result"));
   const char* labels[] = {"Predict rate / health Check rate", "ObserveStream examples/s",
                           "Predict p99 (us)"};
   for (size_t i = 0; i < targets.size(); ++i) {
@@ -778,7 +807,8 @@ absl::StatusOr<Settings> ReadFlags() {
 
   auto positive = [](int value, const char* flag) -> absl::Status {
     if (value >= 1) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat("--", flag, " must be at least 1, got ", value));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " must be at least 1, got ", value));
   };
   for (const auto& [value, flag] :
        {std::pair{s.callers, "callers"}, std::pair{s.models, "models"}, std::pair{s.dim, "dim"},
@@ -797,13 +827,14 @@ absl::StatusOr<Settings> ReadFlags() {
   if (s.duration <= absl::ZeroDuration() || s.warmup < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--duration must be positive and --warmup not negative");
   }
-  for (absl::string_view name : absl::StrSplit(absl::GetFlag(FLAGS_scenarios), ',',
-                                               absl::SkipWhitespace())) {
+  for (absl::string_view name :
+       absl::StrSplit(absl::GetFlag(FLAGS_scenarios), ',', absl::SkipWhitespace())) {
     if (name != "health" && name != "predict" && name != "observe1" && name != "observe64" &&
         name != "stream") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown scenario \"", name, "\" in --scenarios; known: health, predict, observe1, "
-          "observe64, stream"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown scenario \"", name,
+                       "\" in --scenarios; known: health, predict, observe1, "
+                       "observe64, stream"));
     }
     s.scenarios.emplace_back(name);
   }
@@ -829,7 +860,8 @@ int Main() {
     absl::StatusOr<std::unique_ptr<ServerProcess>> started =
         ServerProcess::Start(binary, extra, kSetupTimeout);
     if (!started.ok()) {
-      std::fprintf(stderr, "okl_loadgen: %s\n", std::string(started.status().message()).c_str());
+      std::fprintf(stderr, "okl_loadgen: %s\n",
+                   std::string(started.status().message()).c_str());
       return 1;
     }
     server = *std::move(started);
@@ -864,9 +896,12 @@ int Main() {
                    s.repetitions);
       Measurement m = RunScenario(s, s.scenarios[i], channels, *stub, source, server.get());
       std::vector<double> rates = std::move(all[i].run_rates);
+      std::vector<double> others = std::move(all[i].run_other_cpu);
       rates.push_back(m.rate());
+      others.push_back(m.other_cpu());
       if (run == 1 || m.rate() > all[i].rate()) all[i] = std::move(m);
       all[i].run_rates = std::move(rates);
+      all[i].run_other_cpu = std::move(others);
     }
   }
   const std::string load_after = LoadAverage();
