@@ -344,13 +344,18 @@ double NormaModel::PredictUnchecked(absl::Span<const double> x, PredictionMode m
   return sum / static_cast<double>(steps_);
 }
 
-absl::StatusOr<double> NormaModel::Predict(absl::Span<const double> x,
-                                           PredictionMode mode) const {
-  OKL_RETURN_IF_ERROR(ValidateInput(x));
+absl::Status NormaModel::CheckPredictionMode(PredictionMode mode) const {
   if (mode == PredictionMode::kAveraged && !config_.averaged) {
     return absl::FailedPreconditionError(
         "the model does not track the averaged hypothesis; create it with averaged: true");
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> NormaModel::Predict(absl::Span<const double> x,
+                                           PredictionMode mode) const {
+  OKL_RETURN_IF_ERROR(ValidateInput(x));
+  OKL_RETURN_IF_ERROR(CheckPredictionMode(mode));
   return PredictUnchecked(x, mode);
 }
 
@@ -362,10 +367,7 @@ absl::Status NormaModel::PredictBatch(absl::Span<const double> xs, absl::Span<do
                                                    " input values for ", out.size(),
                                                    " outputs at dim ", dim));
   }
-  if (mode == PredictionMode::kAveraged && !config_.averaged) {
-    return absl::FailedPreconditionError(
-        "the model does not track the averaged hypothesis; create it with averaged: true");
-  }
+  OKL_RETURN_IF_ERROR(CheckPredictionMode(mode));
   for (size_t i = 0; i < out.size(); ++i) {
     absl::Status status = ValidateInput(xs.subspan(i * dim, dim));
     if (!status.ok()) {

@@ -153,6 +153,8 @@ class NormaModel {
   // The step without validation; FailedPrecondition (nothing changed) on divergence.
   absl::StatusOr<Observation> Step(absl::Span<const double> x, double y);
   double PredictUnchecked(absl::Span<const double> x, PredictionMode mode) const;
+  // FailedPrecondition for kAveraged on a model that does not track the average.
+  absl::Status CheckPredictionMode(PredictionMode mode) const;
   // Applies drop_below and the budget policy with the step's candidate term (empty `x` if
   // the step adds none). Writes the candidate into the expansion if it survives.
   void InsertWithinBudget(absl::Span<const double> x, double coefficient);
