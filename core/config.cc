@@ -158,6 +158,11 @@ absl::Status ValidateConfig(const ModelConfig& config) {
                                                    kMaxRegretWindow, " (0: off), got ",
                                                    config.regret_window));
   }
+  if (config.regret_window > 0 && config.lambda <= 0) {
+    return absl::InvalidArgumentError(
+        "regret_window needs lambda > 0: the regret's comparator minimises the regularised "
+        "risk, which has no unique minimiser at lambda = 0; set lambda or regret_window = 0");
+  }
   return absl::OkStatus();
 }
 

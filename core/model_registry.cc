@@ -32,12 +32,14 @@ absl::Status ValidateName(absl::string_view what, absl::string_view name) {
 }
 
 ModelEntry::ModelEntry(std::string tenant, std::string model, std::unique_ptr<NormaModel> norma,
-                       std::shared_ptr<ModelJournal> journal)
+                       std::shared_ptr<ModelJournal> journal,
+                       RegretScheduler* regret_scheduler)
     : tenant_(std::move(tenant)),
       model_(std::move(model)),
       config_(norma->config()),
       journal_(std::move(journal)),
-      norma_(std::move(norma)) {}
+      norma_(std::move(norma)),
+      regret_scheduler_(config_.regret_window > 0 ? regret_scheduler : nullptr) {}
 
 absl::Status ModelEntry::CheckLive() const {
   if (deleted_) return NotFound(tenant_, model_);
@@ -48,17 +50,78 @@ absl::Status ModelEntry::ObserveBatch(absl::Span<const double> xs,
                                       absl::Span<const double> ys,
                                       std::vector<Observation>* out,
                                       ModelStats* stats_after) {
-  WriterLock lock(&mu_);
-  OKL_RETURN_IF_ERROR(CheckLive());
-  if (journal_ != nullptr) {
-    // Only valid batches are logged; and a batch is logged before it is applied, in the
-    // order of application, because both happen under this writer lock.
-    OKL_RETURN_IF_ERROR(norma_->ValidateBatch(xs, ys));
-    OKL_RETURN_IF_ERROR(journal_->Append(xs, ys));
+  absl::Status status;
+  bool regret_due = false;
+  {
+    WriterLock lock(&mu_);
+    OKL_RETURN_IF_ERROR(CheckLive());
+    if (journal_ != nullptr) {
+      // Only valid batches are logged; and a batch is logged before it is applied, in the
+      // order of application, because both happen under this writer lock.
+      OKL_RETURN_IF_ERROR(norma_->ValidateBatch(xs, ys));
+      OKL_RETURN_IF_ERROR(journal_->Append(xs, ys));
+    }
+    status = norma_->ObserveBatch(xs, ys, out);
+    if (stats_after != nullptr) *stats_after = StatsLocked();
+    regret_due = RegretDue(norma_->steps());
   }
-  absl::Status status = norma_->ObserveBatch(xs, ys, out);
-  if (stats_after != nullptr) *stats_after = norma_->stats();
+  if (regret_due) ScheduleRegret();
   return status;
+}
+
+ModelStats ModelEntry::StatsLocked() const {
+  ModelStats stats = norma_->stats();
+  PlainLock lock(&regret_mu_);
+  stats.regret = regret_;
+  return stats;
+}
+
+bool ModelEntry::RegretDue(uint64_t steps) {
+  if (regret_scheduler_ == nullptr || steps == 0) return false;
+  if (regret_requested_ && steps < regret_requested_at_ + regret_scheduler_->every_steps()) {
+    return false;
+  }
+  regret_requested_ = true;
+  regret_requested_at_ = steps;
+  return true;
+}
+
+void ModelEntry::ScheduleRegret() {
+  // Null if the entry is not owned by a shared_ptr (never so in a registry).
+  if (std::shared_ptr<ModelEntry> self = weak_from_this().lock()) {
+    regret_scheduler_->Schedule(std::move(self));
+  }
+}
+
+void ModelEntry::RequestRegret() {
+  {
+    WriterLock lock(&mu_);
+    if (deleted_ || regret_scheduler_ == nullptr || norma_->steps() == 0) return;
+    regret_requested_ = true;
+    regret_requested_at_ = norma_->steps();
+  }
+  ScheduleRegret();
+}
+
+absl::Status ModelEntry::ComputeRegret() {
+  if (config_.regret_window == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model \"", model_, "\" of tenant \"", tenant_,
+                     "\" does not track regret (regret_window = 0)"));
+  }
+  RegretWindow window;
+  double margin;
+  {
+    ReaderLock lock(&mu_);
+    OKL_RETURN_IF_ERROR(CheckLive());
+    window = norma_->RegretWindowCopy();
+    margin = norma_->stats().margin;
+  }
+  if (window.size() == 0) return absl::OkStatus();
+  OKL_ASSIGN_OR_RETURN(RegretResult result, okl::ComputeRegret(config_, margin, window));
+  PlainLock lock(&regret_mu_);
+  if (!regret_.has_value() || regret_->last_step < result.last_step) regret_ = result;
+  return absl::OkStatus();
 }
 
 absl::Status ModelEntry::PredictBatch(absl::Span<const double> xs, absl::Span<double> out,
@@ -74,7 +137,7 @@ absl::StatusOr<ModelSummary> ModelEntry::Summary() const {
   return ModelSummary{.tenant = tenant_,
                       .model = model_,
                       .config = norma_->config(),
-                      .stats = norma_->stats(),
+                      .stats = StatsLocked(),
                       .memory_bytes = norma_->MemoryBytes()};
 }
 
@@ -120,8 +183,8 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Create(
   if (make_journal) {
     OKL_ASSIGN_OR_RETURN(journal, make_journal(nullptr));
   }
-  auto entry =
-      std::make_shared<ModelEntry>(key.first, key.second, std::move(norma), std::move(journal));
+  auto entry = std::make_shared<ModelEntry>(key.first, key.second, std::move(norma),
+                                            std::move(journal), options_.regret_scheduler);
   models_.emplace(std::move(key), entry);
   return entry;
 }
@@ -148,7 +211,7 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Put(
                            make_journal(it == models_.end() ? nullptr : it->second.get()));
     }
     entry = std::make_shared<ModelEntry>(key.first, key.second, std::move(norma),
-                                         std::move(journal));
+                                         std::move(journal), options_.regret_scheduler);
     if (it == models_.end()) {
       models_.emplace(std::move(key), entry);
     } else {
@@ -157,6 +220,8 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Put(
   }
   // Requests that found the old entry see it as gone and are retried by their callers.
   if (replaced) replaced->MarkDeleted();
+  // A restored model has a window already: its regret need not wait for a batch.
+  entry->RequestRegret();
   return entry;
 }
 

@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +34,8 @@
 #include "absl/types/span.h"
 #include "core/mutex.h"
 #include "core/norma.h"
+#include "core/regret.h"
+#include "core/regret_scheduler.h"
 
 namespace okl {
 
@@ -66,11 +69,15 @@ struct ModelSummary {
   size_t memory_bytes = 0;
 };
 
-class ModelEntry {
+class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
  public:
-  // `journal` may be null: the model is then kept in memory only.
+  // `journal` may be null: the model is then kept in memory only. With a
+  // `regret_scheduler` (which must outlive the entry's batches) and a regret_window in the
+  // config, the entry asks it for a regret computation after its first batch and after
+  // every scheduler->every_steps() more examples; the entry must be owned by a shared_ptr.
   ModelEntry(std::string tenant, std::string model, std::unique_ptr<NormaModel> norma,
-             std::shared_ptr<ModelJournal> journal = nullptr);
+             std::shared_ptr<ModelJournal> journal = nullptr,
+             RegretScheduler* regret_scheduler = nullptr);
 
   ModelEntry(const ModelEntry&) = delete;
   ModelEntry& operator=(const ModelEntry&) = delete;
@@ -104,11 +111,28 @@ class ModelEntry {
   absl::StatusOr<ModelState> ExportState(const std::function<void()>& under_lock) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Computes the windowed regret of the model's current window on the calling thread
+  // (the reader lock is held only to copy the window) and publishes it in stats().regret
+  // unless a newer result is there already. NotFound once deleted; FailedPrecondition
+  // without regret tracking; OK with nothing published while the window is empty.
+  absl::Status ComputeRegret() ABSL_LOCKS_EXCLUDED(mu_, regret_mu_);
+
+  // Asks the regret scheduler for a computation now if the entry tracks regret, has a
+  // scheduler and has observed anything (a restored model).
+  void RequestRegret() ABSL_LOCKS_EXCLUDED(mu_);
+
   // Marks the entry deleted: work already holding the lock finishes, later calls fail.
   void MarkDeleted() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   absl::Status CheckLive() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // norma_->stats() with the published regret.
+  ModelStats StatsLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_)
+      ABSL_LOCKS_EXCLUDED(regret_mu_);
+  // True if the scheduler should be asked now, after a batch ending at `steps`; updates
+  // the step of the last request.
+  bool RegretDue(uint64_t steps) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ScheduleRegret();
 
   const std::string tenant_;
   const std::string model_;
@@ -117,12 +141,21 @@ class ModelEntry {
   mutable Mutex mu_;
   std::unique_ptr<NormaModel> norma_ ABSL_GUARDED_BY(mu_);
   bool deleted_ ABSL_GUARDED_BY(mu_) = false;
+  RegretScheduler* const regret_scheduler_;
+  uint64_t regret_requested_at_ ABSL_GUARDED_BY(mu_) = 0;  // steps at the last request
+  bool regret_requested_ ABSL_GUARDED_BY(mu_) = false;
+  // Its own lock, so that publishing a result never waits for a batch.
+  mutable PlainMutex regret_mu_;
+  std::optional<RegretResult> regret_ ABSL_GUARDED_BY(regret_mu_);
 };
 
 class ModelRegistry {
  public:
   struct Options {
     size_t max_models = 10000;  // Create and Put beyond this: ResourceExhausted
+    // Computes the regret of models with a regret_window; null: regret is never
+    // computed. Must outlive the registry's entries' batches.
+    RegretScheduler* regret_scheduler = nullptr;
   };
 
   // Makes a model durable before the registry changes: called with the registry's writer

@@ -24,4 +24,23 @@ void Mutex::ReaderLock() {
 }
 void Mutex::ReaderUnlock() { pthread_rwlock_unlock(&lock_); }
 
+PlainMutex::PlainMutex() {
+  if (pthread_mutex_init(&mutex_, nullptr) != 0) std::abort();
+}
+PlainMutex::~PlainMutex() { pthread_mutex_destroy(&mutex_); }
+void PlainMutex::Lock() {
+  if (pthread_mutex_lock(&mutex_) != 0) std::abort();
+}
+void PlainMutex::Unlock() { pthread_mutex_unlock(&mutex_); }
+
+CondVar::CondVar() {
+  if (pthread_cond_init(&cond_, nullptr) != 0) std::abort();
+}
+CondVar::~CondVar() { pthread_cond_destroy(&cond_); }
+void CondVar::Wait(PlainMutex* mu) {
+  if (pthread_cond_wait(&cond_, &mu->mutex_) != 0) std::abort();
+}
+void CondVar::Signal() { pthread_cond_signal(&cond_); }
+void CondVar::SignalAll() { pthread_cond_broadcast(&cond_); }
+
 }  // namespace okl

@@ -12,6 +12,9 @@
 //   int value ABSL_GUARDED_BY(mu);
 //   { okl::WriterLock lock(&mu); ++value; }
 //   { okl::ReaderLock lock(&mu); Use(value); }
+//
+// okl::PlainMutex is an exclusive pthread mutex, for the rare state a thread must wait
+// on with okl::CondVar (a work queue); the same reasons keep it off absl::Mutex.
 #ifndef OKL_CORE_MUTEX_H_
 #define OKL_CORE_MUTEX_H_
 
@@ -61,6 +64,51 @@ class ABSL_SCOPED_LOCKABLE ReaderLock {
 
  private:
   Mutex* const mu_;
+};
+
+class ABSL_LOCKABLE PlainMutex {
+ public:
+  PlainMutex();
+  ~PlainMutex();
+  PlainMutex(const PlainMutex&) = delete;
+  PlainMutex& operator=(const PlainMutex&) = delete;
+
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION();
+  void Unlock() ABSL_UNLOCK_FUNCTION();
+
+ private:
+  friend class CondVar;
+  pthread_mutex_t mutex_;
+};
+
+class ABSL_SCOPED_LOCKABLE PlainLock {
+ public:
+  explicit PlainLock(PlainMutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) {
+    mu_->Lock();
+  }
+  ~PlainLock() ABSL_UNLOCK_FUNCTION() { mu_->Unlock(); }
+  PlainLock(const PlainLock&) = delete;
+  PlainLock& operator=(const PlainLock&) = delete;
+
+ private:
+  PlainMutex* const mu_;
+};
+
+class CondVar {
+ public:
+  CondVar();
+  ~CondVar();
+  CondVar(const CondVar&) = delete;
+  CondVar& operator=(const CondVar&) = delete;
+
+  // Atomically releases `mu` and waits for a Signal or SignalAll (or a spurious wakeup:
+  // callers re-check their condition in a loop); holds `mu` again on return.
+  void Wait(PlainMutex* mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void Signal();
+  void SignalAll();
+
+ private:
+  pthread_cond_t cond_;
 };
 
 }  // namespace okl

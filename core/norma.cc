@@ -37,6 +37,7 @@ NormaModel::NormaModel(const ModelConfig& config)
       loss_(config.loss),
       learning_rate_(config.learning_rate),
       expansion_(config.dim, config.averaged, config.budget.max_terms),
+      regret_window_(config.regret_window, config.dim),
       margin_(loss_.InitialMargin()),
       min_abs_coefficient_bound_(std::numeric_limits<double>::infinity()) {}
 
@@ -103,6 +104,7 @@ absl::StatusOr<std::unique_ptr<NormaModel>> NormaModel::FromState(const ModelSta
     return inconsistent(absl::StrCat("mistakes ", state.mistakes, " exceed steps ",
                                      state.steps));
   }
+  OKL_RETURN_IF_ERROR(ValidateRegretWindow(state));
 
   std::unique_ptr<NormaModel> model(new NormaModel(config));
   model->expansion_.Reserve(n);
@@ -127,7 +129,39 @@ absl::StatusOr<std::unique_ptr<NormaModel>> NormaModel::FromState(const ModelSta
   model->mistakes_ = state.mistakes;
   model->terms_removed_ = state.terms_removed;
   model->min_abs_coefficient_bound_ = model->expansion_.MinAbsCoefficient();
+  model->regret_window_.Assign(state.regret_window);
   return model;
+}
+
+absl::Status NormaModel::ValidateRegretWindow(const ModelState& state) {
+  const RegretWindow& window = state.regret_window;
+  const size_t n = window.size();
+  auto inconsistent = [](absl::string_view what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("inconsistent model state: regret window ", what));
+  };
+  if (n > state.config.regret_window || n > state.steps) {
+    return inconsistent(absl::StrCat("holds ", n, " examples, more than regret_window ",
+                                     state.config.regret_window, " or steps ", state.steps));
+  }
+  if (window.xs.size() != n * state.config.dim || window.online_losses.size() != n) {
+    return inconsistent(absl::StrCat("has ", window.xs.size(), " input values and ",
+                                     window.online_losses.size(), " losses for ", n,
+                                     " labels at dim ", state.config.dim));
+  }
+  if (n > 0 && window.last_step != state.steps) {
+    return inconsistent(absl::StrCat("ends at step ", window.last_step, ", not at steps ",
+                                     state.steps));
+  }
+  OKL_RETURN_IF_ERROR(CheckFiniteValues("regret window input", window.xs));
+  OKL_RETURN_IF_ERROR(CheckFiniteValues("regret window label", window.ys));
+  OKL_RETURN_IF_ERROR(CheckFiniteValues("regret window loss", window.online_losses));
+  for (size_t i = 0; i < n; ++i) {
+    if (window.online_losses[i] < 0) {
+      return inconsistent(absl::StrCat("loss ", i, " is negative"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 ModelState NormaModel::ExportState() const {
@@ -160,6 +194,7 @@ ModelState NormaModel::ExportState() const {
   state.cumulative_loss = cumulative_loss_;
   state.mistakes = mistakes_;
   state.terms_removed = terms_removed_;
+  state.regret_window = regret_window_.Copy();
   return state;
 }
 
@@ -264,6 +299,7 @@ absl::StatusOr<Observation> NormaModel::Step(absl::Span<const double> x, double 
 
   cumulative_loss_ += at.value;
   if (IsClassificationLoss(config_.loss.type) && !(y * p > 0)) ++mistakes_;
+  regret_window_.Record(x, y, at.value, t);
   return Observation{.prediction = p, .loss = at.value};
 }
 
@@ -401,6 +437,7 @@ ModelStats NormaModel::stats() const {
       .offset = offset_,
       .margin = margin_,
       .truncation_error_bound = std::nullopt,
+      .regret = std::nullopt,
   };
   const BudgetConfig& budget = config_.budget;
   const std::optional<double> c = loss_.DerivativeBound();

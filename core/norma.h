@@ -41,6 +41,8 @@
 #include "core/kernel.h"
 #include "core/learning_rate.h"
 #include "core/loss.h"
+#include "core/regret.h"
+#include "core/regret_window.h"
 
 namespace okl {
 
@@ -63,6 +65,10 @@ struct ModelStats {
   // lambda > 0, an OLDEST budget without drop_below, a loss with bounded derivative (C)
   // and a bounded kernel (X). 0 until the budget first removes a term.
   std::optional<double> truncation_error_bound;
+  // The latest windowed regret (core/regret.h), computed off the request path; unset
+  // without regret tracking and until the first computation. NormaModel never sets it:
+  // ModelEntry does, from its RegretScheduler's results.
+  std::optional<RegretResult> regret;
 };
 
 // The complete state of a model: NormaModel::FromState(model.ExportState()) continues
@@ -83,6 +89,9 @@ struct ModelState {
   double cumulative_loss = 0.0;
   uint64_t mistakes = 0;
   uint64_t terms_removed = 0;
+  // The last config.regret_window examples (empty without regret tracking); when not
+  // empty, its last_step equals steps.
+  RegretWindow regret_window;
 
   friend bool operator==(const ModelState&, const ModelState&) = default;
 };
@@ -144,11 +153,14 @@ class NormaModel {
   const ModelConfig& config() const { return config_; }
   size_t expansion_size() const { return expansion_.size(); }
   uint64_t steps() const { return steps_; }
-  // Bytes held by the expansion's arrays.
-  size_t MemoryBytes() const { return expansion_.MemoryBytes(); }
+  // The examples of the regret window, oldest first (empty without regret tracking).
+  RegretWindow RegretWindowCopy() const { return regret_window_.Copy(); }
+  // Bytes held by the expansion's arrays and the regret window.
+  size_t MemoryBytes() const { return expansion_.MemoryBytes() + regret_window_.MemoryBytes(); }
 
  private:
   explicit NormaModel(const ModelConfig& config);
+  static absl::Status ValidateRegretWindow(const ModelState& state);
 
   // The step without validation; FailedPrecondition (nothing changed) on divergence.
   absl::StatusOr<Observation> Step(absl::Span<const double> x, double y);
@@ -170,6 +182,7 @@ class NormaModel {
   Loss loss_;
   LearningRate learning_rate_;
   Expansion expansion_;
+  RegretWindowBuffer regret_window_;
 
   double scale_ = 1.0;
   double offset_ = 0.0;

@@ -282,6 +282,11 @@ v1::ModelSnapshot ToProto(const ModelState& state) {
   proto.set_cumulative_loss(state.cumulative_loss);
   proto.set_mistakes(state.mistakes);
   proto.set_terms_removed(state.terms_removed);
+  const RegretWindow& window = state.regret_window;
+  proto.mutable_window_inputs()->Assign(window.xs.begin(), window.xs.end());
+  proto.mutable_window_labels()->Assign(window.ys.begin(), window.ys.end());
+  proto.mutable_window_online_losses()->Assign(window.online_losses.begin(),
+                                               window.online_losses.end());
   return proto;
 }
 
@@ -320,6 +325,12 @@ absl::StatusOr<ModelState> FromProto(const v1::ModelSnapshot& proto) {
   state.cumulative_loss = proto.cumulative_loss();
   state.mistakes = proto.mistakes();
   state.terms_removed = proto.terms_removed();
+  RegretWindow& window = state.regret_window;
+  window.xs.assign(proto.window_inputs().begin(), proto.window_inputs().end());
+  window.ys.assign(proto.window_labels().begin(), proto.window_labels().end());
+  window.online_losses.assign(proto.window_online_losses().begin(),
+                              proto.window_online_losses().end());
+  window.last_step = window.ys.empty() ? 0 : state.steps;
   return state;
 }
 
@@ -330,6 +341,11 @@ v1::ModelStats ToProto(const ModelStats& stats) {
   proto.set_cumulative_loss(stats.cumulative_loss);
   proto.set_mistakes(stats.mistakes);
   proto.set_truncation_error_bound(stats.truncation_error_bound.value_or(0.0));
+  if (stats.regret.has_value()) {
+    proto.set_regret(stats.regret->regret);
+    proto.set_regret_examples(static_cast<uint32_t>(stats.regret->window));
+    proto.set_regret_at_step(stats.regret->last_step);
+  }
   return proto;
 }
 

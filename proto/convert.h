@@ -72,11 +72,10 @@ v1::ModelSnapshot ToProto(const ModelState& state);
 // snapshot bytes reports these errors as DATA_LOSS.
 absl::StatusOr<ModelState> FromProto(const v1::ModelSnapshot& proto);
 
-// The wire statistics. `regret` is not part of core's ModelStats and is left 0 for the
-// caller to fill; an absent truncation bound is 0.
+// The wire statistics; an absent truncation bound or regret is 0.
 v1::ModelStats ToProto(const ModelStats& stats);
 
-// The wire view of a model: ref, config and statistics (regret 0 until core tracks it).
+// The wire view of a model: ref, config and statistics.
 v1::ModelInfo ToProto(const ModelSummary& summary);
 
 // --- Inputs -------------------------------------------------------------------------

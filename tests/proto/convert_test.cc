@@ -217,6 +217,11 @@ ModelState SampleState() {
   state.cumulative_loss = 1234.5678;
   state.mistakes = 42;
   state.terms_removed = 7;
+  state.config.regret_window = 3;
+  state.regret_window = {.xs = {0.5, -1.0 / 7, 3.0 / 17, 1e-200},
+                         .ys = {2.0 / 3, -0.25},
+                         .online_losses = {1.0 / 29, 0.0},
+                         .last_step = state.steps};
   return state;
 }
 
@@ -241,6 +246,7 @@ TEST(ConvertSnapshotTest, RestoredModelContinuesBitIdentically) {
   config.offset = true;
   config.averaged = true;
   config.budget = {.max_terms = 4, .policy = BudgetPolicy::kSmallest};
+  config.regret_window = 6;
   absl::StatusOr<std::unique_ptr<NormaModel>> model = NormaModel::Create(config);
   ASSERT_TRUE(model.ok()) << model.status();
   for (int t = 0; t < 10; ++t) {
@@ -313,8 +319,15 @@ TEST(ConvertStatsTest, CopiesEveryFieldAndZeroForAnAbsentBound) {
   EXPECT_EQ(proto.mistakes(), 3u);
   EXPECT_EQ(proto.truncation_error_bound(), 0.0);
   EXPECT_EQ(proto.regret(), 0.0);
+  EXPECT_EQ(proto.regret_examples(), 0u);
+  EXPECT_EQ(proto.regret_at_step(), 0u);
   stats.truncation_error_bound = 0.75;
   EXPECT_EQ(ToProto(stats).truncation_error_bound(), 0.75);
+  stats.regret = RegretResult{.regret = -0.375, .window = 7, .last_step = 9};
+  proto = ToProto(stats);
+  EXPECT_EQ(proto.regret(), -0.375);
+  EXPECT_EQ(proto.regret_examples(), 7u);
+  EXPECT_EQ(proto.regret_at_step(), 9u);
 }
 
 TEST(ParseModelConfigTextTest, ParsesTheDocumentedExample) {
