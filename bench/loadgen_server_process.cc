@@ -51,9 +51,11 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   // The store goes to the temporary directory too (not okl_server's default of
   // ./okl-data in whatever directory the benchmark runs from); --server_args may name
   // another (the last occurrence of a flag wins) or turn it off with --data_dir=.
-  std::vector<std::string> args = {binary, "--listen=127.0.0.1:0",
-                                   absl::StrCat("--port_file=", port_file),
-                                   absl::StrCat("--data_dir=", temp_template, "/data")};
+  // Metrics are served on a free loopback port, as in production they are on; measure
+  // without them with --server_args=--metrics_address=.
+  std::vector<std::string> args = {
+      binary, "--listen=127.0.0.1:0", absl::StrCat("--port_file=", port_file),
+      absl::StrCat("--data_dir=", temp_template, "/data"), "--metrics_address=127.0.0.1:0"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());

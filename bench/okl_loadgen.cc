@@ -95,6 +95,9 @@ ABSL_FLAG(absl::Duration, duration, absl::Seconds(5), "Measured time per scenari
 ABSL_FLAG(absl::Duration, warmup, absl::Seconds(1),
           "Unmeasured time per scenario before the measured window.");
 ABSL_FLAG(int32_t, dim, 16, "Input dimension d of the models.");
+ABSL_FLAG(int32_t, regret_window, 0,
+          "regret_window of the models (0: no regret tracking); with okl_server's "
+          "--regret_every_steps this measures what background regret costs the requests.");
 ABSL_FLAG(int32_t, budget, 256,
           "Budget max_terms (OLDEST) of the models: the expansion size B.");
 ABSL_FLAG(std::string, scenarios, "health,predict,observe1,observe64,stream",
@@ -161,6 +164,7 @@ struct Settings {
   int channels = 0;
   int dim = 0;
   int budget = 0;
+  int regret_window = 0;
   int predict_batch = 0;
   int stream_batch = 0;
   int stream_messages = 0;
@@ -299,6 +303,7 @@ absl::Status CreateModels(const Settings& s, v1::OnlineKernelLearning::Stub& stu
     config->set_lambda(kLambda);
     config->mutable_budget()->set_max_terms(s.budget);
     config->mutable_budget()->set_policy(v1::Budget::OLDEST);
+    config->set_regret_window(s.regret_window);
     {
       grpc::ClientContext context;
       context.set_deadline(absl::ToChronoTime(absl::Now() + kSetupTimeout));
@@ -790,6 +795,7 @@ absl::StatusOr<Settings> ReadFlags() {
   s.models = absl::GetFlag(FLAGS_models);
   s.dim = absl::GetFlag(FLAGS_dim);
   s.budget = absl::GetFlag(FLAGS_budget);
+  s.regret_window = absl::GetFlag(FLAGS_regret_window);
   s.predict_batch = absl::GetFlag(FLAGS_predict_batch);
   s.stream_batch = absl::GetFlag(FLAGS_stream_batch);
   s.stream_messages = absl::GetFlag(FLAGS_stream_messages);

@@ -10,11 +10,13 @@ packages=(
   libabsl-dev libeigen3-dev
   # wire contract, service, storage, metrics
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
-  librocksdb-dev
+  librocksdb-dev prometheus-cpp-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # the Python client test: stubs generated at test time with protoc + grpc_python_plugin
-  python3 python3-grpcio python3-protobuf
+  python3 python3-grpcio python3-protobuf python3-yaml
+  # the metrics tests: promtool checks the exposition, a real Prometheus scrapes the server
+  prometheus
 )
 
 missing=()

@@ -27,7 +27,7 @@ echo "== thread sanitizer build: concurrency tests of the model registry"
 configure build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOKL_SANITIZE=thread \
   -DOKL_BUILD_BENCHMARKS=OFF
 cmake --build build/tsan -j "$jobs" --target okl_core_test
-build/tsan/tests/core/okl_core_test --gtest_filter='ModelRegistry*:ValidateName*'
+build/tsan/tests/core/okl_core_test --gtest_filter='ModelRegistry*:ValidateName*:RegretScheduler*'
 
 echo "== address + undefined-behaviour sanitizer build"
 configure build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOKL_SANITIZE=address,undefined \

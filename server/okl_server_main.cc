@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <tuple>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -69,6 +70,19 @@ ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "cancelled.");
 ABSL_FLAG(bool, reflection, true,
           "Serve gRPC server reflection (grpc.reflection.v1alpha), for grpcurl and the like.");
+ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9464",
+          "Address to serve Prometheus metrics on (http://HOST:PORT/metrics); port 0 picks a "
+          "free port (see --metrics_port_file); empty: no metrics endpoint.");
+ABSL_FLAG(std::string, metrics_port_file, "",
+          "If set, the bound metrics port is written to this file once the server serves.");
+ABSL_FLAG(uint32_t, metrics_max_models, 1000,
+          "Per-model metric series for at most this many models (the first in (tenant, "
+          "model) order); the rest count only in the aggregate series.");
+ABSL_FLAG(uint64_t, regret_every_steps, 1000,
+          "Recompute a model's windowed regret (models with regret_window > 0) after its "
+          "first batch and then after every this many examples, in the background.");
+ABSL_FLAG(int32_t, regret_threads, 1,
+          "Background threads that compute regret, at a lower CPU priority (1-64).");
 ABSL_FLAG(std::string, observe_stream_api, "sync",
           "For benchmarking: the gRPC API serving ObserveStream, sync or callback.");
 
@@ -86,26 +100,27 @@ std::string BoundAddress(absl::string_view listen, int port) {
 }
 
 // Writes "<port>\n" to `path` so that a reader never sees a partial file.
-absl::Status WritePortFile(const std::string& path, int port) {
+// `flag` names the flag in errors.
+absl::Status WritePortFile(const std::string& path, int port, absl::string_view flag) {
   const std::string temp = absl::StrCat(path, ".tmp.", getpid());
   const std::string text = absl::StrCat(port, "\n");
   const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     return absl::UnavailableError(
-        absl::StrCat("cannot create ", temp, " (--port_file): ", std::strerror(errno)));
+        absl::StrCat("cannot create ", temp, " (", flag, "): ", std::strerror(errno)));
   }
   const bool written = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   const int write_errno = errno;
   if (close(fd) != 0 || !written) {
     unlink(temp.c_str());
     return absl::UnavailableError(
-        absl::StrCat("cannot write ", temp, " (--port_file): ", std::strerror(write_errno)));
+        absl::StrCat("cannot write ", temp, " (", flag, "): ", std::strerror(write_errno)));
   }
   if (rename(temp.c_str(), path.c_str()) != 0) {
     const int rename_errno = errno;
     unlink(temp.c_str());
-    return absl::UnavailableError(absl::StrCat(
-        "cannot rename ", temp, " to ", path, " (--port_file): ", std::strerror(rename_errno)));
+    return absl::UnavailableError(absl::StrCat("cannot rename ", temp, " to ", path, " (", flag,
+                                               "): ", std::strerror(rename_errno)));
   }
   return absl::OkStatus();
 }
@@ -142,6 +157,10 @@ int main(int argc, char** argv) {
   options.checkpoint_every_examples = absl::GetFlag(FLAGS_checkpoint_every_examples);
   options.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
   options.skip_damaged_models = absl::GetFlag(FLAGS_skip_damaged_models);
+  options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  options.metrics_max_models = absl::GetFlag(FLAGS_metrics_max_models);
+  options.regret_every_steps = absl::GetFlag(FLAGS_regret_every_steps);
+  options.regret_threads = absl::GetFlag(FLAGS_regret_threads);
   const std::string api = absl::GetFlag(FLAGS_observe_stream_api);
   if (api == "sync") {
     options.observe_stream_api = okl::StreamApi::kSync;
@@ -165,8 +184,18 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr, "okl_server listening on %s\n",
                BoundAddress(options.listen_address, server.port()).c_str());
-  if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
-    if (absl::Status status = WritePortFile(port_file, server.port()); !status.ok()) {
+  if (server.metrics_port() != 0) {
+    std::fprintf(stderr, "okl_server metrics on http://%s/metrics\n",
+                 BoundAddress(options.metrics_address, server.metrics_port()).c_str());
+  }
+  for (const auto& [flag, port_file, port] :
+       // The metrics port first: a reader that sees the gRPC port file finds both.
+       {std::tuple<const char*, std::string, int>{"--metrics_port_file",
+                                                  absl::GetFlag(FLAGS_metrics_port_file),
+                                                  server.metrics_port()},
+        {"--port_file", absl::GetFlag(FLAGS_port_file), server.port()}}) {
+    if (port_file.empty()) continue;
+    if (absl::Status status = WritePortFile(port_file, port, flag); !status.ok()) {
       std::fprintf(stderr, "okl_server: %s\n", std::string(status.message()).c_str());
       server.Shutdown(absl::Now());
       return 1;

@@ -64,6 +64,13 @@ absl::Status ValidateOptions(const Server::Options& options) {
   if (options.checkpoint_every < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--checkpoint_every must not be negative");
   }
+  if (options.regret_every_steps < 1) {
+    return absl::InvalidArgumentError("--regret_every_steps must be at least 1");
+  }
+  if (options.regret_threads < 1 || options.regret_threads > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--regret_threads must be between 1 and 64, got ", options.regret_threads));
+  }
   if (options.max_message_bytes < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max_message_bytes must be at least 1, got ", options.max_message_bytes));
@@ -75,11 +82,16 @@ absl::Status ValidateOptions(const Server::Options& options) {
 
 Server::Server(Options options)
     : options_(std::move(options)),
-      registry_({.max_models = options_.max_models}),
+      regret_scheduler_({.threads = std::clamp(options_.regret_threads, 1, 64),
+                         .every_steps = std::max<uint64_t>(options_.regret_every_steps, 1)}),
+      registry_({.max_models = options_.max_models, .regret_scheduler = &regret_scheduler_}),
       service_(&registry_, {.max_dim = options_.max_dim,
                             .max_terms = options_.max_terms,
                             .max_batch = options_.max_batch,
-                            .observe_stream_api = options_.observe_stream_api}) {}
+                            .observe_stream_api = options_.observe_stream_api}),
+      metrics_(&registry_, &regret_scheduler_, {.max_models = options_.metrics_max_models}) {
+  service_.set_metrics(&metrics_);
+}
 
 Server::~Server() {
   Shutdown(absl::Now());
@@ -163,6 +175,11 @@ absl::Status Server::Start() {
   // sees a server without its models.
   // (On failure the store stays open until ~Server: models restored so far refer to it.)
   if (absl::Status status = OpenStore(); !status.ok()) return status;
+  if (!options_.metrics_address.empty()) {
+    if (absl::Status status = metrics_.StartExposer(options_.metrics_address); !status.ok()) {
+      return status;
+    }
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -174,6 +191,7 @@ absl::Status Server::Start() {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
   builder.RegisterService(&service_);
+  builder.experimental().SetInterceptorCreators(metrics_.InterceptorCreators());
   if (!options_.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
@@ -194,6 +212,11 @@ absl::Status Server::Start() {
 int Server::port() const {
   ReaderLock lock(&mu_);
   return port_;
+}
+
+int Server::metrics_port() const {
+  ReaderLock lock(&mu_);
+  return server_ == nullptr ? 0 : metrics_.exposer_port();
 }
 
 void Server::SetHealth(bool serving) {

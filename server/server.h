@@ -42,6 +42,8 @@
 #include "core/config.h"
 #include "core/model_registry.h"
 #include "core/mutex.h"
+#include "core/regret_scheduler.h"
+#include "server/metrics.h"
 #include "server/model_store.h"
 #include "server/service.h"
 
@@ -82,6 +84,18 @@ class Server {
     // Start without a damaged stored model (reported on stderr, its data left in place)
     // instead of refusing to start.
     bool skip_damaged_models = false;
+    // host:port to serve Prometheus metrics on (/metrics); port 0 picks a free port, see
+    // metrics_port(). Empty: no metrics endpoint. (okl_server's flag defaults to
+    // 0.0.0.0:9464.)
+    std::string metrics_address;
+    // Per-model metric series for at most this many models; the rest count only in the
+    // aggregate series.
+    uint32_t metrics_max_models = 1000;
+    // A model's windowed regret is recomputed after its first batch and then after every
+    // this many examples, in the background.
+    uint64_t regret_every_steps = 1000;
+    // Background threads that compute regret (at a lower CPU priority).
+    int regret_threads = 1;
   };
 
   explicit Server(Options options);
@@ -99,6 +113,8 @@ class Server {
 
   // The bound port (resolving port 0); 0 before Start().
   int port() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The metrics endpoint's bound port; 0 before Start() or without metrics_address.
+  int metrics_port() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Health NOT_SERVING and UNAVAILABLE for new okl calls; running calls go on.
   void StartDraining() ABSL_LOCKS_EXCLUDED(mu_);
@@ -116,6 +132,8 @@ class Server {
 
   // The models served. Thread-safe.
   ModelRegistry& registry() { return registry_; }
+  // The background regret computations. Thread-safe.
+  RegretScheduler& regret_scheduler() { return regret_scheduler_; }
 
  private:
   void SetHealth(bool serving) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -128,8 +146,11 @@ class Server {
   size_t CheckpointModels(bool all);
 
   const Options options_;
+  // Declared before the registry: the registry's entries call it until they are gone.
+  RegretScheduler regret_scheduler_;
   ModelRegistry registry_;
   OklService service_;
+  ServerMetrics metrics_;
 
   mutable Mutex mu_;
   // Set once by Start(); destroyed by ~Server only, so Shutdown() may use it unlocked.

@@ -123,6 +123,7 @@ class OklService::ObserveSession {
       observations_.clear();
       absl::Status status =
           entry_->ObserveBatch(batch_.xs, batch_.ys, &observations_, &stats_after_);
+      service_->RecordObserved(observations_);
       if (status.code() == absl::StatusCode::kNotFound && lookup < kMaxLookups) {
         entry_.reset();  // deleted or replaced since it was found: look again
         continue;
@@ -367,6 +368,13 @@ grpc::Status OklService::Predict(grpc::ServerContext* context,
   return ToGrpcStatus(DoPredict(*request, response));
 }
 
+void OklService::RecordObserved(const std::vector<Observation>& observations) const {
+  if (metrics_ == nullptr || observations.empty()) return;
+  double loss_sum = 0;
+  for (const Observation& o : observations) loss_sum += o.loss;
+  metrics_->RecordObserved(observations.size(), loss_sum);
+}
+
 absl::Status OklService::DoPredict(const v1::PredictRequest& request,
                                    v1::PredictResponse* response) const {
   OKL_RETURN_IF_ERROR(CheckBatchSize(request.inputs_size(), "inputs"));
@@ -383,6 +391,7 @@ absl::Status OklService::DoPredict(const v1::PredictRequest& request,
         xs, absl::MakeSpan(predictions->mutable_data(), predictions->size()));
     if (status.code() != absl::StatusCode::kNotFound) break;
   }
+  if (status.ok() && metrics_ != nullptr) metrics_->RecordPredicted(request.inputs_size());
   return status;
 }
 

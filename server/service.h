@@ -24,12 +24,14 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "core/config.h"
 #include "core/model_registry.h"
 #include "okl/v1/okl.grpc.pb.h"
 #include "okl/v1/okl.pb.h"
+#include "server/metrics.h"
 #include "server/model_store.h"
 
 namespace okl {
@@ -66,6 +68,9 @@ class OklService final : public v1::OnlineKernelLearning::Service {
   // Makes CreateModel, DeleteModel and Restore durable in `store` (which must outlive the
   // service; null: in memory only). Call before the server starts.
   void set_store(ModelStore* store) { store_ = store; }
+  // Counts observed examples and predictions in `metrics` (which must outlive the
+  // service; null: not counted). Call before the server starts.
+  void set_metrics(ServerMetrics* metrics) { metrics_ = metrics; }
 
   // Until SetServing() every call fails with UNAVAILABLE ("starting"); after
   // StartDraining() new calls fail with UNAVAILABLE ("draining") while calls already
@@ -117,6 +122,8 @@ class OklService final : public v1::OnlineKernelLearning::Service {
   absl::Status CheckBatchSize(size_t size, const char* what) const;
   // INVALID_ARGUMENT if `config` is over max_dim or max_terms.
   absl::Status CheckLimits(const ModelConfig& config) const;
+  // Counts the examples a batch applied (and their loss) in the metrics, if any.
+  void RecordObserved(const std::vector<Observation>& observations) const;
 
   absl::Status DoCreateModel(const v1::CreateModelRequest& request, v1::ModelInfo* response);
   absl::Status DoGetModel(const v1::ModelRef& request, v1::ModelInfo* response) const;
@@ -131,8 +138,9 @@ class OklService final : public v1::OnlineKernelLearning::Service {
 
   ModelRegistry* const registry_;
   const Options options_;
-  // Set before the gRPC server starts (which orders it before every handler); then fixed.
+  // Set before the gRPC server starts (which orders them before every handler); then fixed.
   ModelStore* store_ = nullptr;
+  ServerMetrics* metrics_ = nullptr;
   // Both sequentially consistent: a call counts itself in, then reads the state; the
   // drain sets the state, then reads the count. So a drain that reads 0 is never
   // followed by a call that saw kServing.

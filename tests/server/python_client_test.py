@@ -138,6 +138,7 @@ class ServerPythonClientTest(unittest.TestCase):
                     "--listen=127.0.0.1:0",
                     "--port_file=" + port_file,
                     "--data_dir=" + data_dir,
+                    "--metrics_address=127.0.0.1:0",
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=log,

@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "absl/memory/memory.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -173,6 +174,9 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
       absl::StrCat("--listen=", server->options_.listen),
       absl::StrCat("--port_file=", server->port_file_),
       absl::StrCat("--data_dir=", server->data_dir_),
+      // Metrics on a free loopback port, so that parallel servers never collide on 9464.
+      "--metrics_address=127.0.0.1:0",
+      absl::StrCat("--metrics_port_file=", server->dir_, "/metrics_port"),
   };
   args.insert(args.end(), server->options_.flags.begin(), server->options_.flags.end());
   std::vector<char*> argv;
@@ -271,6 +275,12 @@ absl::Status ServerProcess::WaitUntilServing() {
                        absl::FormatDuration(options_.startup_timeout), "; its log:\n", Log()));
     }
     absl::SleepFor(kPollPeriod);
+  }
+
+  // Written before the port file; absent or 0 when a test turned metrics off.
+  std::string metrics_port = ReadFile(dir_ + "/metrics_port");
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(metrics_port), &metrics_port_)) {
+    metrics_port_ = 0;
   }
 
   channel_ = MakeChannel(address());

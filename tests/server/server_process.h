@@ -96,6 +96,9 @@ class ServerProcess {
   // The bound port; 0 before WaitUntilServing() succeeded (or the fixed --listen port).
   int port() const { return port_; }
   std::string address() const;
+  // The metrics endpoint's port (the harness passes --metrics_address=127.0.0.1:0); 0 if
+  // a test turned metrics off with --metrics_address=.
+  int metrics_port() const { return metrics_port_; }
   // The raw text of the port file, as the server wrote it.
   const std::string& port_file_contents() const { return port_file_contents_; }
   const std::string& data_dir() const { return data_dir_; }
@@ -133,6 +136,7 @@ class ServerProcess {
   bool exited_ = false;
   int wait_status_ = 0;
   int port_ = 0;
+  int metrics_port_ = 0;
   std::string port_file_contents_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::OnlineKernelLearning::Stub> stub_;

@@ -1,0 +1,80 @@
+// server/metrics.h
+//
+// ServerMetrics is okl_server's Prometheus instrumentation (prometheus-cpp), served as
+// text on http://<--metrics_address>/metrics. Three kinds of series:
+//   - per model (labels tenant, model), read from the ModelRegistry at scrape time, so
+//     that Observe and Predict pay nothing for them and a deleted model's series vanish
+//     with it; at most Options::max_models models get them (the first in (tenant, model)
+//     order), the rest count only in the aggregates;
+//   - per RPC (labels service, method, code): counted by a gRPC server interceptor, one
+//     counter increment and one histogram observation per call, lock-free; calls to
+//     methods the server does not have (UNIMPLEMENTED) share service="other",
+//     method="other", so that clients cannot mint series by calling made-up names;
+//   - process level: models, expansion terms and bytes, examples observed and predicted,
+//     the regret scheduler's work, build info, and the standard process_* series.
+// The full list of names is in README ("Metrics").
+//
+// Thread-safe. Must outlive every grpc::Server built with its InterceptorCreators() (the
+// interceptors write into it until the server's last call is destroyed).
+//
+// Example:
+//   okl::ServerMetrics metrics(&registry, &scheduler, {.max_models = 1000});
+//   OKL_RETURN_IF_ERROR(metrics.StartExposer("0.0.0.0:9464"));
+//   builder.experimental().SetInterceptorCreators(metrics.InterceptorCreators());
+#ifndef OKL_SERVER_METRICS_H_
+#define OKL_SERVER_METRICS_H_
+
+#include <grpcpp/support/server_interceptor.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/model_registry.h"
+#include "core/regret_scheduler.h"
+
+namespace okl {
+
+class ServerMetrics {
+ public:
+  struct Options {
+    // Per-model series for at most this many models (--metrics_max_models).
+    size_t max_models = 1000;
+  };
+
+  // `registry` must outlive this object; `regret_scheduler` may be null.
+  ServerMetrics(const ModelRegistry* registry, const RegretScheduler* regret_scheduler,
+                Options options);
+  ~ServerMetrics();
+
+  // Serves /metrics on `address` ("host:port" with a numeric host, e.g. "0.0.0.0:9464";
+  // port 0 picks a free one). Unavailable naming the address and --metrics_address if it
+  // cannot be bound (the object stays usable); FailedPrecondition once it has started.
+  absl::Status StartExposer(const std::string& address);
+  // The exposer's bound port; 0 before StartExposer.
+  int exposer_port() const;
+
+  // For grpc::ServerBuilder::experimental().SetInterceptorCreators(): counts every call
+  // (okl's, health's and reflection's) by method and status code, and times it.
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+  InterceptorCreators();
+
+  // Called by the service once a batch is applied (`loss_sum`: the sum of its examples'
+  // prequential losses) / predicted. A few relaxed atomic adds.
+  void RecordObserved(size_t examples, double loss_sum);
+  void RecordPredicted(size_t inputs);
+
+  // The text exposition of every series: what /metrics serves, less the exposer_* families
+  // prometheus-cpp adds there about its own HTTP server.
+  std::string Scrape() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace okl
+
+#endif  // OKL_SERVER_METRICS_H_

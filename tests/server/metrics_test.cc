@@ -1,0 +1,906 @@
+// tests/server/metrics_test.cc
+//
+// ServerMetrics against real objects only: a ModelRegistry holding real NORMA models, an
+// in-process gRPC server (OklService and gRPC's default health service) built with the
+// metrics interceptor on a loopback port, and the prometheus-cpp exposer on another, read
+// over HTTP by the small socket-level client below. Debian's promtool (OKL_PROMTOOL)
+// checks the exposition.
+
+#include "server/metrics.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "core/config.h"
+#include "core/model_registry.h"
+#include "core/regret_scheduler.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "server/service.h"
+#include "tests/server/e2e_test_util.h"
+#include "tests/server/server_process.h"
+
+namespace okl {
+namespace {
+
+using ::okl::testing::HasCode;
+using ::okl::testing::IsOk;
+using ::okl::testing::Ref;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+
+// --- Reading the exposition -------------------------------------------------------------
+
+// One sample's key as prometheus-cpp's TextSerializer writes it: name{l1="v1",l2="v2"}.
+std::string Key(absl::string_view name,
+                const std::vector<std::pair<std::string, std::string>>& labels = {}) {
+  if (labels.empty()) return std::string(name);
+  return absl::StrCat(name, "{",
+                      absl::StrJoin(labels, ",",
+                                    [](std::string* out, const auto& label) {
+                                      absl::StrAppend(out, label.first, "=\"", label.second,
+                                                      "\"");
+                                    }),
+                      "}");
+}
+
+struct Exposition {
+  std::map<std::string, double> samples;     // Key() -> value
+  std::map<std::string, std::string> types;  // family -> "counter", "gauge", ...
+  std::set<std::string> with_help;           // families with a HELP line
+
+  bool Has(const std::string& key) const { return samples.count(key) > 0; }
+  // The value of `key`; fails the test (and returns NaN) if it is missing.
+  double Value(const std::string& key) const {
+    auto it = samples.find(key);
+    if (it == samples.end()) {
+      ADD_FAILURE() << "no sample " << key;
+      return std::nan("");
+    }
+    return it->second;
+  }
+  // The samples whose key contains `fragment`.
+  std::vector<std::string> KeysContaining(absl::string_view fragment) const {
+    std::vector<std::string> keys;
+    for (const auto& [key, value] : samples) {
+      if (absl::StrContains(key, fragment)) keys.push_back(key);
+    }
+    return keys;
+  }
+};
+
+Exposition Parse(const std::string& text) {
+  Exposition exposition;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    if (absl::ConsumePrefix(&line, "# TYPE ")) {
+      std::vector<std::string> parts = absl::StrSplit(line, ' ');
+      if (parts.size() == 2) exposition.types[parts[0]] = parts[1];
+      continue;
+    }
+    if (absl::ConsumePrefix(&line, "# HELP ")) {
+      exposition.with_help.insert(std::string(line.substr(0, line.find(' '))));
+      continue;
+    }
+    if (absl::StartsWith(line, "#")) continue;
+    const size_t space = line.rfind(' ');
+    if (space == absl::string_view::npos) {
+      ADD_FAILURE() << "unparsable line: " << line;
+      continue;
+    }
+    const std::string value(line.substr(space + 1));
+    exposition.samples[std::string(line.substr(0, space))] =
+        value == "+Inf" ? std::numeric_limits<double>::infinity()
+                        : std::strtod(value.c_str(), nullptr);
+  }
+  return exposition;
+}
+
+// Runs `promtool check metrics` on `text`; returns its exit status and its output.
+std::pair<int, std::string> Promtool(const std::string& text) {
+  static std::atomic<int> files{0};
+  const std::string path =
+      absl::StrCat(::testing::TempDir(), "/okl_metrics_", getpid(), "_", files++, ".txt");
+  {
+    std::ofstream out(path);
+    out << text;
+  }
+  const std::string command =
+      absl::StrCat("'", OKL_PROMTOOL, "' check metrics < '", path, "' 2>&1");
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return {-1, "popen failed"};
+  std::string output;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) output.append(buffer, n);
+  const int status = pclose(pipe);
+  std::remove(path.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+// A plain HTTP/1.0 GET of http://127.0.0.1:<port><path>; the body of a 200 response.
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
+  struct Socket {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ~Socket() {
+      if (fd >= 0) close(fd);
+    }
+  } sock;
+  if (sock.fd < 0) return absl::InternalError("socket() failed");
+  const timeval timeout = {.tv_sec = 10, .tv_usec = 0};
+  setsockopt(sock.fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  setsockopt(sock.fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+  if (connect(sock.fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot connect to port ", port));
+  }
+  const std::string request =
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+  for (size_t sent = 0; sent < request.size();) {
+    const ssize_t n = send(sock.fd, request.data() + sent, request.size() - sent, 0);
+    if (n <= 0) return absl::UnavailableError("send failed");
+    sent += static_cast<size_t>(n);
+  }
+  std::string response;
+  char buffer[16384];
+  while (true) {
+    const ssize_t n = recv(sock.fd, buffer, sizeof(buffer), 0);
+    if (n < 0) return absl::DeadlineExceededError("recv failed or timed out");
+    if (n == 0) break;
+    response.append(buffer, static_cast<size_t>(n));
+  }
+  const size_t end_of_headers = response.find("\r\n\r\n");
+  if (end_of_headers == std::string::npos) {
+    return absl::DataLossError(absl::StrCat("no end of headers in: ", response));
+  }
+  const std::string status_line = response.substr(0, response.find("\r\n"));
+  if (!absl::StartsWith(status_line, "HTTP/1.") || !absl::StrContains(status_line, " 200 ")) {
+    return absl::UnavailableError(absl::StrCat("HTTP status: ", status_line));
+  }
+  return response.substr(end_of_headers + 4);
+}
+
+// --- Models -----------------------------------------------------------------------------
+
+ModelConfig Config(LossType loss, uint32_t max_terms = 64, uint32_t regret_window = 0) {
+  ModelConfig config;
+  config.dim = 3;
+  config.kernel = {.type = KernelType::kGaussian, .gamma = 0.5};
+  config.loss = {.type = loss};
+  config.learning_rate = {.schedule = Schedule::kConstant, .eta0 = 0.3};
+  config.lambda = 0.01;
+  config.budget = {.max_terms = max_terms, .policy = BudgetPolicy::kOldest};
+  config.regret_window = regret_window;
+  return config;
+}
+
+// `n` examples from a fixed seed: inputs in [-1, 1], labels +-1 for the classification
+// losses and a smooth function of x otherwise.
+void Feed(ModelEntry& entry, size_t n, uint32_t seed) {
+  std::mt19937 random(seed);
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  const uint32_t dim = entry.config().dim;
+  std::vector<double> xs(n * dim);
+  std::vector<double> ys(n);
+  for (size_t i = 0; i < n; ++i) {
+    double sum = 0;
+    for (uint32_t j = 0; j < dim; ++j) sum += xs[i * dim + j] = uniform(random);
+    ys[i] = IsClassificationLoss(entry.config().loss.type)
+                ? (sum > 0 ? 1.0 : -1.0)
+                : std::sin(sum) + 0.1 * uniform(random);
+  }
+  std::vector<Observation> out;
+  ASSERT_TRUE(entry.ObserveBatch(xs, ys, &out).ok());
+}
+
+std::shared_ptr<ModelEntry> AddModel(ModelRegistry& registry, absl::string_view tenant,
+                                     absl::string_view model, const ModelConfig& config,
+                                     size_t examples, uint32_t seed) {
+  absl::StatusOr<std::shared_ptr<ModelEntry>> entry = registry.Create(tenant, model, config);
+  EXPECT_TRUE(entry.ok()) << entry.status();
+  if (!entry.ok()) return nullptr;
+  if (examples > 0) Feed(**entry, examples, seed);
+  return *entry;
+}
+
+ModelSummary SummaryOf(const ModelEntry& entry) {
+  absl::StatusOr<ModelSummary> summary = entry.Summary();
+  EXPECT_TRUE(summary.ok()) << summary.status();
+  return summary.ok() ? *summary : ModelSummary{};
+}
+
+// prometheus-cpp prints 16 significant digits, so a printed value is within 5e-16
+// (relative) of the double; 1e-14 allows for that rounding and hides nothing larger.
+void ExpectPrinted(double printed, double expected, const std::string& what) {
+  EXPECT_NEAR(printed, expected, 1e-14 * std::max(1.0, std::abs(expected))) << what;
+}
+
+// --- An in-process gRPC server with the interceptor -------------------------------------
+
+class TestServer {
+ public:
+  TestServer(ModelRegistry* registry, ServerMetrics* metrics, StreamApi api = StreamApi::kSync)
+      : service_(registry, {.max_dim = 1024, .max_terms = 100000, .observe_stream_api = api}) {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(&service_);
+    builder.experimental().SetInterceptorCreators(metrics->InterceptorCreators());
+    server_ = builder.BuildAndStart();
+    EXPECT_NE(server_, nullptr);
+    EXPECT_NE(port_, 0);
+    service_.SetServing();
+    channel_ = testing::MakeChannel(absl::StrCat("127.0.0.1:", port_));
+    stub_ = v1::OnlineKernelLearning::NewStub(channel_);
+  }
+
+  ~TestServer() { Shutdown(); }
+
+  void Shutdown() {
+    if (server_ == nullptr) return;
+    // Calls still open then (health Watch streams) are cancelled.
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+    server_->Wait();
+    server_.reset();
+  }
+
+  v1::OnlineKernelLearning::Stub& stub() { return *stub_; }
+  const std::shared_ptr<grpc::Channel>& channel() { return channel_; }
+
+ private:
+  OklService service_;
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::OnlineKernelLearning::Stub> stub_;
+};
+
+constexpr char kOkl[] = "okl.v1.OnlineKernelLearning";
+constexpr char kHealth[] = "grpc.health.v1.Health";
+
+std::string RequestsKey(absl::string_view service, absl::string_view method,
+                        absl::string_view code) {
+  return Key("okl_rpc_requests_total", {{"service", std::string(service)},
+                                        {"method", std::string(method)},
+                                        {"code", std::string(code)}});
+}
+
+std::string DurationCountKey(absl::string_view service, absl::string_view method) {
+  return Key("okl_rpc_duration_seconds_count",
+             {{"service", std::string(service)}, {"method", std::string(method)}});
+}
+
+// Every call counted under (service, method), all codes together.
+double CallsOf(const Exposition& exposition, absl::string_view service,
+               absl::string_view method) {
+  double total = 0;
+  const std::string prefix =
+      absl::StrCat("okl_rpc_requests_total{service=\"", service, "\",method=\"", method, "\",");
+  for (const auto& [key, value] : exposition.samples) {
+    if (absl::StartsWith(key, prefix)) total += value;
+  }
+  return total;
+}
+
+// Checks the histogram of (service, method): `count` observations, cumulative buckets
+// that never decrease and end at +Inf with the count, a positive sum.
+void ExpectDurationHistogram(const Exposition& exposition, absl::string_view service,
+                             absl::string_view method, double count) {
+  const std::vector<std::pair<std::string, std::string>> labels = {
+      {"service", std::string(service)}, {"method", std::string(method)}};
+  EXPECT_EQ(exposition.Value(Key("okl_rpc_duration_seconds_count", labels)), count);
+  EXPECT_GT(exposition.Value(Key("okl_rpc_duration_seconds_sum", labels)), 0.0);
+  double previous = 0;
+  int buckets = 0;
+  for (const char* le :
+       {"2.5e-05", "5e-05", "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01",
+        "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10", "+Inf"}) {
+    std::vector<std::pair<std::string, std::string>> bucket_labels = labels;
+    bucket_labels.emplace_back("le", le);
+    const std::string key = Key("okl_rpc_duration_seconds_bucket", bucket_labels);
+    if (!exposition.Has(key)) {
+      ADD_FAILURE() << "no bucket " << key;
+      continue;
+    }
+    const double cumulative = exposition.Value(key);
+    EXPECT_GE(cumulative, previous) << key;
+    previous = cumulative;
+    ++buckets;
+  }
+  EXPECT_EQ(buckets, 19);
+  EXPECT_EQ(previous, count);
+}
+
+// --- Exposition -------------------------------------------------------------------------
+
+TEST(ServerMetricsTest, PromtoolAcceptsTheExposition) {
+  RegretScheduler scheduler({.threads = 1, .every_steps = 50});
+  ModelRegistry registry({.max_models = 100, .regret_scheduler = &scheduler});
+  AddModel(registry, "acme", "hinge", Config(LossType::kHinge, 8, 32), 60, 1);
+  AddModel(registry, "acme", "squared", Config(LossType::kSquared, 64, 16), 40, 2);
+  AddModel(registry, "beta", "logistic", Config(LossType::kLogistic), 30, 3);
+  scheduler.WaitIdle();
+  ServerMetrics metrics(&registry, &scheduler, {});
+  metrics.RecordObserved(130, 42.5);
+  metrics.RecordPredicted(7);
+  TestServer server(&registry, &metrics);
+  v1::ModelInfo info;
+  EXPECT_TRUE(IsOk(testing::GetModel(server.stub(), Ref("acme", "hinge"), &info)));
+  EXPECT_TRUE(HasCode(testing::GetModel(server.stub(), Ref("acme", "nope"), &info),
+                      grpc::StatusCode::NOT_FOUND));
+  EXPECT_TRUE(testing::CheckHealth(server.channel(), "").ok());
+
+  const std::string text = metrics.Scrape();
+  const Exposition exposition = Parse(text);
+  // Every documented family is there, with its type and a HELP text.
+  for (const auto& [family, type] : std::map<std::string, std::string>{
+           {"okl_model_expansion_size", "gauge"},
+           {"okl_model_steps_total", "counter"},
+           {"okl_model_loss_total", "counter"},
+           {"okl_model_mistakes_total", "counter"},
+           {"okl_model_regret", "gauge"},
+           {"okl_model_regret_per_example", "gauge"},
+           {"okl_model_regret_staleness_steps", "gauge"},
+           {"okl_model_regret_window_size", "gauge"},
+           {"okl_model_truncation_error_bound", "gauge"},
+           {"okl_model_memory_bytes", "gauge"},
+           {"okl_models", "gauge"},
+           {"okl_metrics_models_omitted", "gauge"},
+           {"okl_expansion_terms", "gauge"},
+           {"okl_expansion_bytes", "gauge"},
+           {"okl_regret_computations_total", "counter"},
+           {"okl_regret_failures_total", "counter"},
+           {"okl_regret_busy_seconds_total", "counter"},
+           {"okl_regret_queue_length", "gauge"},
+           {"okl_examples_observed_total", "counter"},
+           {"okl_examples_loss_total", "counter"},
+           {"okl_predictions_total", "counter"},
+           {"okl_rpc_requests_total", "counter"},
+           {"okl_rpc_duration_seconds", "histogram"},
+           {"okl_build_info", "gauge"},
+           {"process_start_time_seconds", "gauge"},
+           {"process_cpu_seconds_total", "counter"},
+           {"process_resident_memory_bytes", "gauge"},
+           {"process_virtual_memory_bytes", "gauge"},
+           {"process_open_fds", "gauge"},
+           {"process_max_fds", "gauge"},
+       }) {
+    auto it = exposition.types.find(family);
+    if (it == exposition.types.end()) {
+      ADD_FAILURE() << "no family " << family;
+      continue;
+    }
+    EXPECT_EQ(it->second, type) << family;
+    EXPECT_TRUE(exposition.with_help.count(family)) << family;
+  }
+
+  auto [exit_code, problems] = Promtool(text);
+  EXPECT_EQ(exit_code, 0) << problems;
+  EXPECT_THAT(problems, IsEmpty()) << text;
+}
+
+TEST(ServerMetricsTest, PerModelSeriesEqualTheModelSummaries) {
+  ModelRegistry registry({.max_models = 100});
+  // Hinge with a small OLDEST budget and a constant rate: a truncation error bound, and
+  // mistakes. Squared: neither. Regret is published by a synchronous ComputeRegret.
+  std::shared_ptr<ModelEntry> hinge =
+      AddModel(registry, "acme", "hinge", Config(LossType::kHinge, 8, 32), 50, 11);
+  std::shared_ptr<ModelEntry> squared =
+      AddModel(registry, "acme", "squared", Config(LossType::kSquared, 64), 25, 12);
+  std::shared_ptr<ModelEntry> empty =
+      AddModel(registry, "zeta", "empty", Config(LossType::kLogistic), 0, 13);
+  ASSERT_TRUE(hinge->ComputeRegret().ok());
+  Feed(*hinge, 7, 14);  // the regret now lags by 7 steps
+  ServerMetrics metrics(&registry, nullptr, {});
+
+  const Exposition exposition = Parse(metrics.Scrape());
+  double terms = 0;
+  double bytes = 0;
+  for (const std::shared_ptr<ModelEntry>& entry : {hinge, squared, empty}) {
+    const ModelSummary summary = SummaryOf(*entry);
+    const ModelStats& stats = summary.stats;
+    terms += stats.expansion_size;
+    bytes += static_cast<double>(summary.memory_bytes);
+    const std::vector<std::pair<std::string, std::string>> labels = {{"tenant", summary.tenant},
+                                                                     {"model", summary.model}};
+    const std::string name = absl::StrCat(summary.tenant, "/", summary.model);
+    EXPECT_EQ(exposition.Value(Key("okl_model_expansion_size", labels)), stats.expansion_size)
+        << name;
+    EXPECT_EQ(exposition.Value(Key("okl_model_steps_total", labels)), stats.steps) << name;
+    ExpectPrinted(exposition.Value(Key("okl_model_loss_total", labels)), stats.cumulative_loss,
+                  name);
+    EXPECT_EQ(exposition.Value(Key("okl_model_memory_bytes", labels)), summary.memory_bytes)
+        << name;
+    if (IsClassificationLoss(summary.config.loss.type)) {
+      EXPECT_EQ(exposition.Value(Key("okl_model_mistakes_total", labels)), stats.mistakes)
+          << name;
+    } else {
+      EXPECT_FALSE(exposition.Has(Key("okl_model_mistakes_total", labels))) << name;
+    }
+    if (stats.truncation_error_bound.has_value()) {
+      ExpectPrinted(exposition.Value(Key("okl_model_truncation_error_bound", labels)),
+                    *stats.truncation_error_bound, name);
+    } else {
+      EXPECT_FALSE(exposition.Has(Key("okl_model_truncation_error_bound", labels))) << name;
+    }
+    if (stats.regret.has_value()) {
+      const RegretResult& regret = *stats.regret;
+      ExpectPrinted(exposition.Value(Key("okl_model_regret", labels)), regret.regret, name);
+      ExpectPrinted(exposition.Value(Key("okl_model_regret_per_example", labels)),
+                    regret.regret / static_cast<double>(regret.window), name);
+      EXPECT_EQ(exposition.Value(Key("okl_model_regret_staleness_steps", labels)),
+                stats.steps - regret.last_step)
+          << name;
+      EXPECT_EQ(exposition.Value(Key("okl_model_regret_window_size", labels)), regret.window)
+          << name;
+    } else {
+      EXPECT_THAT(exposition.KeysContaining(absl::StrCat("model=\"", summary.model, "\"")),
+                  ::testing::Each(Not(HasSubstr("regret"))))
+          << name;
+    }
+  }
+  // The fixture is what the checks above are meant to cover.
+  const ModelSummary hinge_summary = SummaryOf(*hinge);
+  ASSERT_TRUE(hinge_summary.stats.truncation_error_bound.has_value());
+  EXPECT_GT(*hinge_summary.stats.truncation_error_bound, 0.0);
+  ASSERT_TRUE(hinge_summary.stats.regret.has_value());
+  EXPECT_EQ(hinge_summary.stats.steps - hinge_summary.stats.regret->last_step, 7u);
+  EXPECT_EQ(hinge_summary.stats.regret->window, 32u);
+  EXPECT_GT(hinge_summary.stats.mistakes, 0u);
+
+  EXPECT_EQ(exposition.Value("okl_models"), 3);
+  EXPECT_EQ(exposition.Value("okl_metrics_models_omitted"), 0);
+  EXPECT_EQ(exposition.Value("okl_expansion_terms"), terms);
+  EXPECT_EQ(exposition.Value("okl_expansion_bytes"), bytes);
+  // No scheduler given: no scheduler series.
+  EXPECT_THAT(exposition.KeysContaining("okl_regret_"), IsEmpty());
+}
+
+TEST(ServerMetricsTest, DeletedModelsSeriesVanish) {
+  ModelRegistry registry({.max_models = 100});
+  AddModel(registry, "acme", "kept", Config(LossType::kHinge), 20, 21);
+  AddModel(registry, "acme", "gone", Config(LossType::kHinge), 20, 22);
+  ServerMetrics metrics(&registry, nullptr, {});
+  const Exposition before = Parse(metrics.Scrape());
+  EXPECT_THAT(before.KeysContaining("model=\"gone\""), Not(IsEmpty()));
+  EXPECT_EQ(before.Value("okl_models"), 2);
+
+  ASSERT_TRUE(registry.Delete("acme", "gone").ok());
+  const Exposition after = Parse(metrics.Scrape());
+  EXPECT_THAT(after.KeysContaining("model=\"gone\""), IsEmpty());
+  EXPECT_THAT(after.KeysContaining("model=\"kept\""), Not(IsEmpty()));
+  EXPECT_EQ(after.Value("okl_models"), 1);
+}
+
+TEST(ServerMetricsTest, MaxModelsCapsPerModelSeriesButNotTheAggregates) {
+  ModelRegistry registry({.max_models = 100});
+  // Created out of order: the cap keeps the first in (tenant, model) order.
+  std::shared_ptr<ModelEntry> c =
+      AddModel(registry, "b", "a", Config(LossType::kSquared), 30, 31);
+  std::shared_ptr<ModelEntry> a =
+      AddModel(registry, "a", "x", Config(LossType::kSquared), 10, 32);
+  std::shared_ptr<ModelEntry> b =
+      AddModel(registry, "a", "y", Config(LossType::kSquared), 20, 33);
+  ServerMetrics metrics(&registry, nullptr, {.max_models = 2});
+
+  const Exposition exposition = Parse(metrics.Scrape());
+  EXPECT_TRUE(exposition.Has(Key("okl_model_steps_total", {{"tenant", "a"}, {"model", "x"}})));
+  EXPECT_TRUE(exposition.Has(Key("okl_model_steps_total", {{"tenant", "a"}, {"model", "y"}})));
+  EXPECT_THAT(exposition.KeysContaining("tenant=\"b\""), IsEmpty());
+  EXPECT_EQ(exposition.KeysContaining("okl_model_steps_total").size(), 2u);
+  EXPECT_EQ(exposition.Value("okl_models"), 3);
+  EXPECT_EQ(exposition.Value("okl_metrics_models_omitted"), 1);
+  double terms = 0;
+  double bytes = 0;
+  for (const auto& entry : {a, b, c}) {
+    const ModelSummary summary = SummaryOf(*entry);
+    terms += summary.stats.expansion_size;
+    bytes += static_cast<double>(summary.memory_bytes);
+  }
+  EXPECT_GT(SummaryOf(*c).stats.expansion_size, 0u);  // the omitted model counts
+  EXPECT_EQ(exposition.Value("okl_expansion_terms"), terms);
+  EXPECT_EQ(exposition.Value("okl_expansion_bytes"), bytes);
+}
+
+TEST(ServerMetricsTest, RegretSchedulerStatsAreExported) {
+  RegretScheduler scheduler({.threads = 1, .every_steps = 20});
+  ModelRegistry registry({.max_models = 100, .regret_scheduler = &scheduler});
+  std::shared_ptr<ModelEntry> entry =
+      AddModel(registry, "acme", "hinge", Config(LossType::kHinge, 64, 16), 30, 41);
+  Feed(*entry, 30, 42);
+  scheduler.WaitIdle();
+  ServerMetrics metrics(&registry, &scheduler, {});
+
+  const Exposition exposition = Parse(metrics.Scrape());
+  const RegretScheduler::Stats stats = scheduler.stats();
+  EXPECT_GE(stats.computations, 1u);
+  EXPECT_EQ(exposition.Value("okl_regret_computations_total"), stats.computations);
+  EXPECT_EQ(exposition.Value("okl_regret_failures_total"), stats.failures);
+  ExpectPrinted(exposition.Value("okl_regret_busy_seconds_total"), stats.busy_seconds,
+                "busy seconds");
+  EXPECT_EQ(exposition.Value("okl_regret_queue_length"), 0);
+  EXPECT_TRUE(
+      exposition.Has(Key("okl_model_regret", {{"tenant", "acme"}, {"model", "hinge"}})));
+}
+
+TEST(ServerMetricsTest, RecordObservedAndPredictedAccumulate) {
+  ModelRegistry registry({.max_models = 10});
+  ServerMetrics metrics(&registry, nullptr, {});
+  Exposition exposition = Parse(metrics.Scrape());
+  EXPECT_EQ(exposition.Value("okl_examples_observed_total"), 0);
+  EXPECT_EQ(exposition.Value("okl_examples_loss_total"), 0);
+  EXPECT_EQ(exposition.Value("okl_predictions_total"), 0);
+  EXPECT_EQ(exposition.Value("okl_models"), 0);
+
+  metrics.RecordObserved(10, 2.5);
+  metrics.RecordObserved(5, 0.25);
+  metrics.RecordObserved(3, std::nan(""));  // the examples count; the NaN does not
+  metrics.RecordPredicted(4);
+  metrics.RecordPredicted(1);
+  exposition = Parse(metrics.Scrape());
+  EXPECT_EQ(exposition.Value("okl_examples_observed_total"), 18);
+  EXPECT_EQ(exposition.Value("okl_examples_loss_total"), 2.75);  // exact in binary
+  EXPECT_EQ(exposition.Value("okl_predictions_total"), 5);
+}
+
+TEST(ServerMetricsTest, BuildInfoAndProcessSeriesDescribeThisProcess) {
+  ModelRegistry registry({.max_models = 10});
+  ServerMetrics metrics(&registry, nullptr, {});
+  const Exposition exposition = Parse(metrics.Scrape());
+
+  const std::vector<std::string> build = exposition.KeysContaining("okl_build_info{");
+  ASSERT_EQ(build.size(), 1u);
+  EXPECT_THAT(build[0], HasSubstr("version=\"0.1.0\""));
+  EXPECT_THAT(build[0], ::testing::ContainsRegex("compiler=\"(gcc|clang) [0-9]+\\."));
+  EXPECT_THAT(build[0], HasSubstr("build_type=\""));
+  EXPECT_EQ(exposition.samples.at(build[0]), 1);
+
+  const double now = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+  const double start = exposition.Value("process_start_time_seconds");
+  // /proc's start time has clock-tick (10 ms) resolution; the test runs for seconds.
+  EXPECT_LE(start, now + 1);
+  EXPECT_GT(start, now - 3600);
+  EXPECT_GE(exposition.Value("process_cpu_seconds_total"), 0);
+  EXPECT_GT(exposition.Value("process_resident_memory_bytes"), 1 << 20);
+  EXPECT_GE(exposition.Value("process_virtual_memory_bytes"),
+            exposition.Value("process_resident_memory_bytes"));
+  EXPECT_GE(exposition.Value("process_open_fds"), 3);  // stdin, stdout, stderr at least
+  EXPECT_GE(exposition.Value("process_max_fds"), exposition.Value("process_open_fds"));
+}
+
+// --- RPCs -------------------------------------------------------------------------------
+
+TEST(ServerMetricsRpcTest, CountsEveryCallByMethodAndCode) {
+  ModelRegistry registry({.max_models = 10});
+  ServerMetrics metrics(&registry, nullptr, {});
+  TestServer server(&registry, &metrics);
+  const v1::ModelConfig config = testing::ParseConfig(R"pb(
+    dim: 2
+    kernel { gaussian { gamma: 1 } }
+    loss { squared {} }
+    learning_rate { eta0: 0.3 }
+    lambda: 0.01
+    budget { max_terms: 100 }
+  )pb");
+  ASSERT_TRUE(IsOk(testing::CreateModel(server.stub(), Ref("t", "m"), config)));
+  v1::ModelInfo info;
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(IsOk(testing::GetModel(server.stub(), Ref("t", "m"), &info)));
+  }
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(HasCode(testing::GetModel(server.stub(), Ref("t", "missing"), &info),
+                        grpc::StatusCode::NOT_FOUND));
+  }
+  ASSERT_TRUE(HasCode(testing::CreateModel(server.stub(), Ref("t", "m"), config),
+                      grpc::StatusCode::ALREADY_EXISTS));
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<testing::ServingStatus> health = testing::CheckHealth(server.channel(), "");
+    ASSERT_TRUE(health.ok()) << health.status();
+  }
+
+  const Exposition exposition = Parse(metrics.Scrape());
+  EXPECT_EQ(exposition.Value(RequestsKey(kOkl, "GetModel", "OK")), 4);
+  EXPECT_EQ(exposition.Value(RequestsKey(kOkl, "GetModel", "NOT_FOUND")), 3);
+  EXPECT_EQ(exposition.Value(RequestsKey(kOkl, "CreateModel", "OK")), 1);
+  EXPECT_EQ(exposition.Value(RequestsKey(kOkl, "CreateModel", "ALREADY_EXISTS")), 1);
+  EXPECT_EQ(exposition.Value(RequestsKey(kHealth, "Check", "OK")), 2);
+  // Only codes that occurred have series.
+  EXPECT_EQ(exposition.KeysContaining("okl_rpc_requests_total{").size(), 5u);
+  ExpectDurationHistogram(exposition, kOkl, "GetModel", 7);
+  ExpectDurationHistogram(exposition, kOkl, "CreateModel", 2);
+  ExpectDurationHistogram(exposition, kHealth, "Check", 2);
+  // Calls on loopback take well under a second.
+  EXPECT_LT(exposition.Value(Key("okl_rpc_duration_seconds_sum",
+                                 {{"service", kOkl}, {"method", "GetModel"}})),
+            7.0);
+}
+
+// A stream is one call: one count and one duration, whichever API serves it.
+class StreamCountTest : public ::testing::TestWithParam<StreamApi> {};
+
+TEST_P(StreamCountTest, AStreamCountsOnce) {
+  ModelRegistry registry({.max_models = 10});
+  ServerMetrics metrics(&registry, nullptr, {});
+  TestServer server(&registry, &metrics, GetParam());
+  const v1::ModelConfig config = testing::ParseConfig(R"pb(
+    dim: 2
+    kernel { gaussian { gamma: 1 } }
+    loss { hinge { rho: 1 } }
+    learning_rate { eta0: 0.3 }
+    lambda: 0.01
+    budget { max_terms: 100 }
+  )pb");
+  ASSERT_TRUE(IsOk(testing::CreateModel(server.stub(), Ref("t", "m"), config)));
+  const std::vector<v1::Example> stream = testing::MakeStream(config, 30, /*seed=*/5);
+  const size_t sizes[] = {10};
+  v1::ObserveResponse response;
+  ASSERT_TRUE(IsOk(testing::ObserveStream(
+      server.stub(), Ref("t", "m"), testing::SplitIntoBatches(stream, sizes), &response)));
+  ASSERT_TRUE(
+      HasCode(testing::ObserveStream(server.stub(), Ref("t", "missing"),
+                                     testing::SplitIntoBatches(stream, sizes), &response),
+              grpc::StatusCode::NOT_FOUND));
+
+  const Exposition exposition = Parse(metrics.Scrape());
+  EXPECT_EQ(exposition.Value(RequestsKey(kOkl, "ObserveStream", "OK")), 1);
+  EXPECT_EQ(exposition.Value(RequestsKey(kOkl, "ObserveStream", "NOT_FOUND")), 1);
+  EXPECT_EQ(CallsOf(exposition, kOkl, "ObserveStream"), 2);
+  ExpectDurationHistogram(exposition, kOkl, "ObserveStream", 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(BothApis, StreamCountTest,
+                         ::testing::Values(StreamApi::kSync, StreamApi::kCallback),
+                         [](const ::testing::TestParamInfo<StreamApi>& info) {
+                           return info.param == StreamApi::kSync ? "Sync" : "Callback";
+                         });
+
+TEST(ServerMetricsRpcTest, ACancelledStreamCountsOnceAndTheServerShutsDownCleanly) {
+  ModelRegistry registry({.max_models = 10});
+  ServerMetrics metrics(&registry, nullptr, {});
+  TestServer server(&registry, &metrics);
+  {
+    testing::HealthWatch watch(server.channel(), "", absl::Seconds(10));
+    ASSERT_EQ(watch.Next(), testing::ServingStatus::kServing);
+    watch.Cancel();
+    EXPECT_TRUE(HasCode(watch.Finish(), grpc::StatusCode::CANCELLED));
+  }
+  // The server learns of the cancellation asynchronously.
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (CallsOf(Parse(metrics.Scrape()), kHealth, "Watch") < 1 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(CallsOf(Parse(metrics.Scrape()), kHealth, "Watch"), 1);
+
+  // A watch still open at shutdown ends then, and counts once too.
+  testing::HealthWatch open(server.channel(), "", absl::Seconds(10));
+  ASSERT_EQ(open.Next(), testing::ServingStatus::kServing);
+  server.Shutdown();
+  open.Finish();
+  const Exposition exposition = Parse(metrics.Scrape());
+  EXPECT_EQ(CallsOf(exposition, kHealth, "Watch"), 2);
+  ExpectDurationHistogram(exposition, kHealth, "Watch", 2);
+}
+
+// Clients choose the paths they call: paths the server does not have share one series
+// instead of making new ones.
+TEST(ServerMetricsRpcTest, UnknownMethodsCountUnderOther) {
+  ModelRegistry registry({.max_models = 10});
+  ServerMetrics metrics(&registry, nullptr, {});
+  TestServer server(&registry, &metrics);
+  for (const char* method : {"/okl.v1.OnlineKernelLearning/NoSuchMethod", "/no.Such/Service",
+                             "/not-a-method", "/no.Such/Service"}) {
+    testing::GenericCall call(server.channel(), method, absl::Seconds(5));
+    call.Write("");
+    call.WritesDone();
+    EXPECT_TRUE(HasCode(call.Finish(), grpc::StatusCode::UNIMPLEMENTED)) << method;
+  }
+  v1::ModelInfo info;
+  ASSERT_TRUE(HasCode(testing::GetModel(server.stub(), Ref("t", "missing"), &info),
+                      grpc::StatusCode::NOT_FOUND));
+
+  const Exposition exposition = Parse(metrics.Scrape());
+  EXPECT_EQ(exposition.Value(RequestsKey("other", "other", "UNIMPLEMENTED")), 4);
+  EXPECT_EQ(exposition.Value(RequestsKey(kOkl, "GetModel", "NOT_FOUND")), 1);
+  EXPECT_EQ(exposition.KeysContaining("okl_rpc_requests_total{").size(), 2u);
+  ExpectDurationHistogram(exposition, "other", "other", 4);
+  auto [exit_code, problems] = Promtool(metrics.Scrape());
+  EXPECT_EQ(exit_code, 0) << problems;
+}
+
+TEST(ServerMetricsRpcTest, ConcurrentCallsAndScrapesCountExactly) {
+  ModelRegistry registry({.max_models = 10});
+  ServerMetrics metrics(&registry, nullptr, {});
+  TestServer server(&registry, &metrics);
+  constexpr int kThreads = 4;
+  constexpr int kCallsPerThread = 50;
+  std::atomic<bool> done{false};
+  std::thread scraper([&] {
+    while (!done.load()) {
+      const Exposition exposition = Parse(metrics.Scrape());
+      // A scrape sees each histogram's count and buckets agree, whatever runs meanwhile.
+      const std::string count = DurationCountKey(kOkl, "GetModel");
+      if (exposition.Has(count)) {
+        EXPECT_EQ(
+            exposition.Value(count),
+            exposition.Value(Key("okl_rpc_duration_seconds_bucket",
+                                 {{"service", kOkl}, {"method", "GetModel"}, {"le", "+Inf"}})));
+      }
+    }
+  });
+  std::vector<std::thread> clients;
+  for (int t = 0; t < kThreads; ++t) {
+    clients.emplace_back([&server] {
+      v1::ModelInfo info;
+      for (int i = 0; i < kCallsPerThread; ++i) {
+        EXPECT_TRUE(HasCode(testing::GetModel(server.stub(), Ref("t", "missing"), &info),
+                            grpc::StatusCode::NOT_FOUND));
+      }
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  done = true;
+  scraper.join();
+  const Exposition exposition = Parse(metrics.Scrape());
+  EXPECT_EQ(exposition.Value(RequestsKey(kOkl, "GetModel", "NOT_FOUND")),
+            kThreads * kCallsPerThread);
+  ExpectDurationHistogram(exposition, kOkl, "GetModel", kThreads * kCallsPerThread);
+}
+
+// --- The exposer ------------------------------------------------------------------------
+
+// A TCP listener on 127.0.0.1 at a free port, held for the test's duration.
+class BusyPort {
+ public:
+  BusyPort() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address = {};
+    address.sin_family = AF_INET;
+    inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+    socklen_t length = sizeof(address);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+    EXPECT_EQ(listen(fd_, 1), 0);
+    EXPECT_EQ(getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length), 0);
+    port_ = ntohs(address.sin_port);
+  }
+  ~BusyPort() { close(fd_); }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+TEST(ServerMetricsExposerTest, ServesWhatScrapeReturns) {
+  ModelRegistry registry({.max_models = 10});
+  AddModel(registry, "acme", "hinge", Config(LossType::kHinge, 8), 30, 51);
+  AddModel(registry, "acme", "squared", Config(LossType::kSquared), 20, 52);
+  ServerMetrics metrics(&registry, nullptr, {});
+  TestServer server(&registry, &metrics);
+  v1::ModelInfo info;
+  ASSERT_TRUE(IsOk(testing::GetModel(server.stub(), Ref("acme", "hinge"), &info)));
+  metrics.RecordPredicted(3);
+  EXPECT_EQ(metrics.exposer_port(), 0);
+  {
+    // A failed start leaves the object ready for another try.
+    BusyPort busy;
+    EXPECT_EQ(metrics.StartExposer(absl::StrCat("127.0.0.1:", busy.port())).code(),
+              absl::StatusCode::kUnavailable);
+    EXPECT_EQ(metrics.exposer_port(), 0);
+  }
+  ASSERT_TRUE(metrics.StartExposer("127.0.0.1:0").ok());
+  ASSERT_GT(metrics.exposer_port(), 0);
+  EXPECT_EQ(metrics.StartExposer("127.0.0.1:0").code(), absl::StatusCode::kFailedPrecondition);
+
+  absl::StatusOr<std::string> served = HttpGet(metrics.exposer_port(), "/metrics");
+  ASSERT_TRUE(served.ok()) << served.status();
+  const Exposition http = Parse(*served);
+  const Exposition local = Parse(metrics.Scrape());
+
+  // /metrics adds prometheus-cpp's own exposer_* families (scrapes, bytes, latency) and
+  // nothing else.
+  std::set<std::string> http_families;
+  std::set<std::string> exposer_families;
+  for (const auto& [family, type] : http.types) {
+    (absl::StartsWith(family, "exposer_") ? exposer_families : http_families).insert(family);
+  }
+  std::set<std::string> local_families;
+  for (const auto& [family, type] : local.types) local_families.insert(family);
+  EXPECT_EQ(http_families, local_families);
+  EXPECT_EQ(exposer_families.size(), 3u);
+
+  // The same series, with the same values except the process's own, which move.
+  std::map<std::string, double> http_samples;
+  for (const auto& [key, value] : http.samples) {
+    if (!absl::StartsWith(key, "exposer_")) http_samples[key] = value;
+  }
+  EXPECT_EQ(http_samples.size(), local.samples.size());
+  for (const auto& [key, value] : local.samples) {
+    auto it = http_samples.find(key);
+    if (it == http_samples.end()) {
+      ADD_FAILURE() << "not served: " << key;
+      continue;
+    }
+    if (!absl::StartsWith(key, "process_")) {
+      EXPECT_EQ(it->second, value) << key;
+    }
+  }
+  EXPECT_EQ(http.Value(RequestsKey(kOkl, "GetModel", "OK")), 1);
+  EXPECT_EQ(http.Value("okl_predictions_total"), 3);
+  EXPECT_EQ(http.Value("okl_models"), 2);
+
+  // promtool accepts what is served, prometheus-cpp's families included.
+  auto [exit_code, problems] = Promtool(*served);
+  EXPECT_EQ(exit_code, 0) << problems;
+  EXPECT_THAT(problems, IsEmpty()) << *served;
+}
+
+TEST(ServerMetricsExposerTest, AnAddressInUseIsUnavailableAndNamesTheFlag) {
+  ModelRegistry registry({.max_models = 10});
+  BusyPort busy;
+  const std::string address = absl::StrCat("127.0.0.1:", busy.port());
+  ServerMetrics metrics(&registry, nullptr, {});
+  const absl::Status status = metrics.StartExposer(address);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(status.message(), HasSubstr("--metrics_address"));
+  EXPECT_THAT(status.message(), HasSubstr(address));
+  EXPECT_EQ(metrics.exposer_port(), 0);
+
+  const absl::Status garbage = metrics.StartExposer("not an address");
+  EXPECT_EQ(garbage.code(), absl::StatusCode::kUnavailable) << garbage;
+  EXPECT_THAT(garbage.message(), HasSubstr("--metrics_address"));
+}
+
+// civetweb's listener would see the stop only after its 2 s poll timeout; ServerMetrics
+// wakes it, so that okl_server exits promptly.
+TEST(ServerMetricsExposerTest, DestructionStopsTheExposerPromptly) {
+  ModelRegistry registry({.max_models = 10});
+  for (const char* address : {"127.0.0.1:0", "0.0.0.0:0"}) {
+    auto metrics =
+        std::make_unique<ServerMetrics>(&registry, nullptr, ServerMetrics::Options{});
+    ASSERT_TRUE(metrics->StartExposer(address).ok()) << address;
+    const int port = metrics->exposer_port();
+    ASSERT_TRUE(HttpGet(port, "/metrics").ok()) << address;
+    const absl::Time start = absl::Now();
+    metrics.reset();
+    EXPECT_LT(absl::Now() - start, absl::Seconds(1)) << address;
+    EXPECT_FALSE(HttpGet(port, "/metrics").ok()) << address;  // nobody listens any more
+  }
+}
+
+}  // namespace
+}  // namespace okl
