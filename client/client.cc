@@ -1,0 +1,777 @@
+// client/client.cc
+//
+// okl::Client and okl::ObserveWriter over the generated okl.v1 stub. Conversions of
+// configs go through proto/convert.h; the wire's ModelInfo is read back here, since the
+// server only ever writes it.
+
+#include "client/client.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <string>
+#include <utility>
+
+#include "absl/random/distributions.h"
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "google/protobuf/unknown_field_set.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "okl/v1/okl.grpc.pb.h"
+#include "okl/v1/okl.pb.h"
+#include "proto/convert.h"
+
+namespace okl {
+
+class Client::Stub {
+ public:
+  explicit Stub(const std::shared_ptr<grpc::Channel>& channel)
+      : okl(v1::OnlineKernelLearning::NewStub(channel)) {}
+
+  // Generated stubs are thread-safe; their methods are merely not const.
+  const std::unique_ptr<v1::OnlineKernelLearning::Stub> okl;
+};
+
+namespace {
+
+constexpr char kHealthCheckMethod[] = "/grpc.health.v1.Health/Check";
+
+// The codes are the same numbers on both sides; the message is kept as it is.
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      status.error_message());
+}
+
+// gRPC rejects metadata values outside printable ASCII; such a tenant is not a valid
+// name anyway, and the server says so.
+bool IsPrintableAscii(absl::string_view value) {
+  return std::all_of(value.begin(), value.end(), [](char c) { return c >= 0x20 && c <= 0x7e; });
+}
+
+// The deadline, the tenant for routing and the credentials of one call.
+void PrepareContext(const ClientOptions& options, absl::string_view tenant, absl::Time deadline,
+                    grpc::ClientContext* context) {
+  if (deadline != absl::InfiniteFuture()) context->set_deadline(absl::ToChronoTime(deadline));
+  if (!tenant.empty() && IsPrintableAscii(tenant)) {
+    context->AddMetadata(kTenantMetadataKey, std::string(tenant));
+  }
+  if (!options.bearer_token.empty()) {
+    context->AddMetadata("authorization", absl::StrCat("Bearer ", options.bearer_token));
+  }
+}
+
+absl::Duration Jittered(absl::Duration backoff) {
+  thread_local absl::BitGen bitgen;
+  return backoff * absl::Uniform(bitgen, 0.8, 1.2);
+}
+
+enum class Retry { kNever, kOnUnavailable };
+
+// Runs `attempt(context)` (which returns a grpc::Status) with a fresh context each time,
+// all attempts under one deadline; repeats it on UNAVAILABLE if `retry` allows, with
+// exponential backoff.
+template <typename Attempt>
+absl::Status Call(const ClientOptions& options, absl::string_view tenant, Retry retry,
+                  Attempt attempt) {
+  const absl::Time deadline = absl::Now() + options.deadline;
+  const int max_attempts = retry == Retry::kNever ? 1 : std::max(options.max_attempts, 1);
+  absl::Duration backoff = options.initial_backoff;
+  for (int attempts = 1;; ++attempts) {
+    grpc::ClientContext context;
+    PrepareContext(options, tenant, deadline, &context);
+    const grpc::Status status = attempt(&context);
+    if (status.ok() || status.error_code() != grpc::StatusCode::UNAVAILABLE ||
+        attempts >= max_attempts) {
+      return FromGrpcStatus(status);
+    }
+    const absl::Duration sleep = Jittered(std::min(backoff, options.max_backoff));
+    if (absl::Now() + sleep >= deadline) return FromGrpcStatus(status);
+    absl::SleepFor(sleep);
+    backoff = backoff * options.backoff_multiplier;
+  }
+}
+
+v1::ModelRef ToRef(const ModelId& id) {
+  v1::ModelRef ref;
+  ref.set_tenant(id.tenant);
+  ref.set_model(id.model);
+  return ref;
+}
+
+// The inverse of proto/convert's ToProto(const ModelStats&), for what the wire carries.
+ModelStats StatsFromProto(const v1::ModelStats& proto) {
+  ModelStats stats;
+  stats.steps = proto.steps();
+  stats.expansion_size = proto.expansion_size();
+  stats.cumulative_loss = proto.cumulative_loss();
+  stats.mistakes = proto.mistakes();
+  if (proto.truncation_error_bound() != 0) {
+    stats.truncation_error_bound = proto.truncation_error_bound();
+  }
+  if (proto.regret_at_step() > 0) {  // 0 until the server's first computation
+    RegretResult regret;
+    regret.regret = proto.regret();
+    regret.window = proto.regret_examples();
+    regret.last_step = proto.regret_at_step();
+    stats.regret = regret;
+  }
+  return stats;
+}
+
+absl::StatusOr<ModelSummary> SummaryFromProto(const v1::ModelInfo& info) {
+  absl::StatusOr<ModelConfig> config = FromProto(info.config());
+  if (!config.ok()) {
+    return absl::InternalError(absl::StrCat("the server sent a config the client cannot read: ",
+                                            config.status().message()));
+  }
+  ModelSummary summary;
+  summary.tenant = info.ref().tenant();
+  summary.model = info.ref().model();
+  summary.config = *std::move(config);
+  summary.stats = StatsFromProto(info.stats());
+  return summary;
+}
+
+// Appends `count` dense vectors of `dim` values from `values` to `vectors`.
+void AppendDense(absl::Span<const double> values, size_t dim,
+                 google::protobuf::RepeatedPtrField<v1::Vector>* vectors) {
+  for (size_t offset = 0; offset < values.size(); offset += dim) {
+    vectors->Add()->mutable_values()->Add(values.begin() + offset,
+                                          values.begin() + offset + dim);
+  }
+}
+
+std::vector<double> ToVector(const google::protobuf::RepeatedField<double>& values) {
+  return std::vector<double>(values.begin(), values.end());
+}
+
+absl::Status ErrnoError(absl::string_view what, const std::string& path) {
+  return absl::ErrnoToStatus(errno, absl::StrCat(what, " ", path));
+}
+
+// A file written beside `path` and renamed over it once complete, so that `path` never
+// holds a partial snapshot. Removes itself unless committed.
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::string path) : path_(std::move(path)) {}
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  ~AtomicFile() {
+    if (fd_ >= 0) {
+      ::close(fd_);
+      ::unlink(temp_path_.c_str());
+    }
+  }
+
+  absl::Status Open() {
+    static std::atomic<uint64_t> counter{0};
+    temp_path_ = absl::StrCat(path_, ".tmp.", ::getpid(), ".", counter.fetch_add(1));
+    fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd_ < 0) return ErrnoError("cannot create", temp_path_);
+    return absl::OkStatus();
+  }
+
+  // Empties the file (for a retried download).
+  absl::Status Truncate() {
+    if (::ftruncate(fd_, 0) != 0 || ::lseek(fd_, 0, SEEK_SET) != 0) {
+      return ErrnoError("cannot truncate", temp_path_);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Append(absl::string_view data) {
+    while (!data.empty()) {
+      const ssize_t written = ::write(fd_, data.data(), data.size());
+      if (written < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoError("cannot write", temp_path_);
+      }
+      data.remove_prefix(static_cast<size_t>(written));
+    }
+    return absl::OkStatus();
+  }
+
+  // Syncs the file, renames it to `path` and syncs the directory.
+  absl::Status Commit() {
+    if (::fsync(fd_) != 0) return ErrnoError("cannot sync", temp_path_);
+    if (::close(fd_) != 0) {
+      fd_ = -1;
+      ::unlink(temp_path_.c_str());
+      return ErrnoError("cannot close", temp_path_);
+    }
+    fd_ = -1;
+    if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+      absl::Status status =
+          ErrnoError(absl::StrCat("cannot rename ", temp_path_, " to"), path_);
+      ::unlink(temp_path_.c_str());
+      return status;
+    }
+    const size_t slash = path_.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : path_.substr(0, slash + 1);
+    const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd >= 0) {  // best effort: the rename is done either way
+      (void)::fsync(dir_fd);
+      ::close(dir_fd);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const std::string path_;
+  std::string temp_path_;
+  int fd_ = -1;
+};
+
+// grpc.health.v1 messages, encoded by hand: Debian's libgrpc++ ships no generated code
+// for them, and they are one field each.
+std::string HealthCheckRequest(absl::string_view service) {
+  std::string bytes;
+  if (service.empty()) return bytes;
+  bytes.push_back(0x0a);  // field 1 (service), length-delimited
+  for (uint64_t n = service.size();; n >>= 7) {
+    if (n < 0x80) {
+      bytes.push_back(static_cast<char>(n));
+      break;
+    }
+    bytes.push_back(static_cast<char>((n & 0x7f) | 0x80));
+  }
+  bytes.append(service.data(), service.size());
+  return bytes;
+}
+
+// HealthCheckResponse.status (field 1): 1 is SERVING.
+absl::StatusOr<bool> ParseHealthCheckResponse(const std::string& bytes) {
+  google::protobuf::UnknownFieldSet fields;
+  if (!fields.ParseFromString(bytes)) {
+    return absl::InternalError("the server sent an unparsable HealthCheckResponse");
+  }
+  uint64_t status = 0;  // UNKNOWN when absent
+  for (int i = 0; i < fields.field_count(); ++i) {
+    const google::protobuf::UnknownField& field = fields.field(i);
+    if (field.number() == 1 && field.type() == google::protobuf::UnknownField::TYPE_VARINT) {
+      status = field.varint();
+    }
+  }
+  return status == 1;
+}
+
+}  // namespace
+
+// --- Client ----------------------------------------------------------------------------
+
+absl::StatusOr<Client> Client::Connect(absl::string_view address, ClientOptions options) {
+  if (address.empty()) return absl::InvalidArgumentError("Connect: the address is empty");
+  if (options.deadline <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ClientOptions.deadline must be positive, got ",
+                     absl::FormatDuration(options.deadline)));
+  }
+  if (!IsPrintableAscii(options.bearer_token) ||
+      options.bearer_token.find(' ') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        "ClientOptions.bearer_token must be printable ASCII without spaces");
+  }
+  if (options.tls_cert_chain.empty() != options.tls_private_key.empty()) {
+    return absl::InvalidArgumentError(
+        "ClientOptions.tls_cert_chain and tls_private_key go together: set both or neither");
+  }
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  if (options.use_tls) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options.tls_root_certs;
+    ssl.pem_cert_chain = options.tls_cert_chain;
+    ssl.pem_private_key = options.tls_private_key;
+    credentials = grpc::SslCredentials(ssl);
+  } else {
+    credentials = grpc::InsecureChannelCredentials();
+  }
+  if (credentials == nullptr) return absl::InvalidArgumentError("cannot make TLS credentials");
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  const int max_reconnect_ms = static_cast<int>(
+      std::max<int64_t>(absl::ToInt64Milliseconds(options.max_reconnect_backoff), 1));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, max_reconnect_ms);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, std::min(max_reconnect_ms, 100));
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(std::string(address), credentials, args);
+  return Client(std::move(channel), std::move(options));
+}
+
+Client::Client(std::shared_ptr<grpc::Channel> channel, ClientOptions options)
+    : Client(channel, std::make_shared<const Stub>(channel), std::move(options)) {}
+
+Client::Client(std::shared_ptr<grpc::Channel> channel, std::shared_ptr<const Stub> stub,
+               ClientOptions options)
+    : channel_(std::move(channel)), stub_(std::move(stub)), options_(std::move(options)) {}
+
+Client Client::WithDeadline(absl::Duration deadline) const {
+  ClientOptions options = options_;
+  options.deadline = deadline;
+  return Client(channel_, stub_, std::move(options));
+}
+
+absl::StatusOr<ModelSummary> Client::CreateModel(const ModelId& id,
+                                                 const ModelConfig& config) const {
+  v1::CreateModelRequest request;
+  *request.mutable_ref() = ToRef(id);
+  *request.mutable_config() = ToProto(config);
+  v1::ModelInfo info;
+  OKL_RETURN_IF_ERROR(
+      Call(options_, id.tenant, Retry::kNever, [&](grpc::ClientContext* context) {
+        return stub_->okl->CreateModel(context, request, &info);
+      }));
+  return SummaryFromProto(info);
+}
+
+absl::StatusOr<ModelSummary> Client::GetModel(const ModelId& id) const {
+  const v1::ModelRef request = ToRef(id);
+  v1::ModelInfo info;
+  OKL_RETURN_IF_ERROR(
+      Call(options_, id.tenant, Retry::kOnUnavailable, [&](grpc::ClientContext* context) {
+        info.Clear();
+        return stub_->okl->GetModel(context, request, &info);
+      }));
+  return SummaryFromProto(info);
+}
+
+absl::StatusOr<std::vector<ModelSummary>> Client::ListModels(absl::string_view tenant) const {
+  v1::ListModelsRequest request;
+  request.set_tenant(std::string(tenant));
+  v1::ListModelsResponse response;
+  OKL_RETURN_IF_ERROR(
+      Call(options_, tenant, Retry::kOnUnavailable, [&](grpc::ClientContext* context) {
+        response.Clear();
+        return stub_->okl->ListModels(context, request, &response);
+      }));
+  std::vector<ModelSummary> summaries;
+  summaries.reserve(response.models_size());
+  for (const v1::ModelInfo& info : response.models()) {
+    OKL_ASSIGN_OR_RETURN(ModelSummary summary, SummaryFromProto(info));
+    summaries.push_back(std::move(summary));
+  }
+  return summaries;
+}
+
+absl::Status Client::DeleteModel(const ModelId& id) const {
+  const v1::ModelRef request = ToRef(id);
+  v1::DeleteModelResponse response;
+  return Call(options_, id.tenant, Retry::kNever, [&](grpc::ClientContext* context) {
+    return stub_->okl->DeleteModel(context, request, &response);
+  });
+}
+
+absl::StatusOr<ObserveResult> Client::Observe(const ModelId& id, absl::Span<const double> xs,
+                                              absl::Span<const double> ys) const {
+  if (ys.empty() ? !xs.empty() : xs.size() % ys.size() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("Observe: xs has ", xs.size(),
+                                                   " values, not a multiple of the ", ys.size(),
+                                                   " labels in ys"));
+  }
+  v1::ObserveRequest request;
+  *request.mutable_ref() = ToRef(id);
+  if (!ys.empty()) {
+    const size_t dim = xs.size() / ys.size();
+    request.mutable_examples()->Reserve(static_cast<int>(ys.size()));
+    for (size_t i = 0; i < ys.size(); ++i) {
+      v1::Example* example = request.add_examples();
+      example->mutable_x()->mutable_values()->Add(xs.begin() + i * dim,
+                                                  xs.begin() + (i + 1) * dim);
+      example->set_y(ys[i]);
+    }
+  }
+  v1::ObserveResponse response;
+  OKL_RETURN_IF_ERROR(
+      Call(options_, id.tenant, Retry::kNever, [&](grpc::ClientContext* context) {
+        return stub_->okl->Observe(context, request, &response);
+      }));
+  if (static_cast<size_t>(response.predictions_size()) != ys.size() ||
+      static_cast<size_t>(response.losses_size()) != ys.size()) {
+    return absl::InternalError(absl::StrCat(
+        "Observe: the server answered ", response.predictions_size(), " predictions and ",
+        response.losses_size(), " losses for ", ys.size(), " examples"));
+  }
+  ObserveResult result;
+  result.predictions = ToVector(response.predictions());
+  result.losses = ToVector(response.losses());
+  result.steps = response.steps();
+  result.expansion_size = response.expansion_size();
+  return result;
+}
+
+absl::StatusOr<std::vector<double>> Client::Predict(const ModelId& id,
+                                                    absl::Span<const double> xs,
+                                                    uint32_t dim) const {
+  if (dim == 0 || xs.size() % dim != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Predict: xs has ", xs.size(), " values, not a multiple of dim ", dim));
+  }
+  v1::PredictRequest request;
+  *request.mutable_ref() = ToRef(id);
+  AppendDense(xs, dim, request.mutable_inputs());
+  v1::PredictResponse response;
+  OKL_RETURN_IF_ERROR(
+      Call(options_, id.tenant, Retry::kOnUnavailable, [&](grpc::ClientContext* context) {
+        response.Clear();
+        return stub_->okl->Predict(context, request, &response);
+      }));
+  if (static_cast<size_t>(response.predictions_size()) != xs.size() / dim) {
+    return absl::InternalError(absl::StrCat("Predict: the server answered ",
+                                            response.predictions_size(), " predictions for ",
+                                            xs.size() / dim, " inputs"));
+  }
+  return ToVector(response.predictions());
+}
+
+namespace {
+
+// Reads Snapshot's chunks into `sink`; `restart` is called before every attempt.
+template <typename Restart, typename Sink>
+absl::Status ReadSnapshot(const ClientOptions& options, v1::OnlineKernelLearning::Stub& stub,
+                          const ModelId& id, Restart restart, Sink sink) {
+  const v1::ModelRef request = ToRef(id);
+  absl::Status sink_status;
+  absl::Status status =
+      Call(options, id.tenant, Retry::kOnUnavailable, [&](grpc::ClientContext* context) {
+        sink_status = restart();
+        if (!sink_status.ok()) return grpc::Status(grpc::StatusCode::CANCELLED, "");
+        std::unique_ptr<grpc::ClientReader<v1::SnapshotChunk>> reader =
+            stub.Snapshot(context, request);
+        v1::SnapshotChunk chunk;
+        while (reader->Read(&chunk)) {
+          sink_status = sink(chunk.data());
+          if (!sink_status.ok()) {
+            context->TryCancel();
+            break;
+          }
+        }
+        return reader->Finish();
+      });
+  // A local failure wins over the cancellation it caused.
+  return sink_status.ok() ? status : sink_status;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> Client::Snapshot(const ModelId& id) const {
+  std::string bytes;
+  OKL_RETURN_IF_ERROR(ReadSnapshot(
+      options_, *stub_->okl, id,
+      [&] {
+        bytes.clear();
+        return absl::OkStatus();
+      },
+      [&](absl::string_view data) {
+        bytes.append(data.data(), data.size());
+        return absl::OkStatus();
+      }));
+  return bytes;
+}
+
+absl::Status Client::SnapshotToFile(const ModelId& id, const std::string& path) const {
+  AtomicFile file(path);
+  OKL_RETURN_IF_ERROR(file.Open());
+  OKL_RETURN_IF_ERROR(ReadSnapshot(
+      options_, *stub_->okl, id, [&] { return file.Truncate(); },
+      [&](absl::string_view data) { return file.Append(data); }));
+  return file.Commit();
+}
+
+namespace {
+
+// Restore's call: `next(&data)` fills the next chunk's data and returns whether it is the
+// last one. Every chunk it fills is sent, so even empty bytes reach the server (and get its
+// DATA_LOSS).
+template <typename Next>
+absl::StatusOr<ModelSummary> WriteRestore(const ClientOptions& options,
+                                          v1::OnlineKernelLearning::Stub& stub,
+                                          const ModelId& id, Next next) {
+  v1::ModelInfo info;
+  absl::Status source_status;
+  absl::Status status =
+      Call(options, id.tenant, Retry::kNever, [&](grpc::ClientContext* context) {
+        std::unique_ptr<grpc::ClientWriter<v1::RestoreChunk>> writer =
+            stub.Restore(context, &info);
+        v1::RestoreChunk chunk;
+        *chunk.mutable_ref() = ToRef(id);
+        for (;;) {
+          absl::StatusOr<bool> last = next(chunk.mutable_data());
+          if (!last.ok()) {
+            source_status = last.status();
+            context->TryCancel();  // nothing may be installed from part of the bytes
+            break;
+          }
+          if (!writer->Write(chunk)) break;  // the server ended the call: Finish says why
+          if (*last) break;
+          chunk.clear_ref();
+        }
+        if (source_status.ok()) writer->WritesDone();
+        return writer->Finish();
+      });
+  if (!source_status.ok()) return source_status;
+  OKL_RETURN_IF_ERROR(status);
+  return SummaryFromProto(info);
+}
+
+}  // namespace
+
+absl::StatusOr<ModelSummary> Client::Restore(const ModelId& id,
+                                             absl::string_view snapshot) const {
+  size_t offset = 0;
+  return WriteRestore(
+      options_, *stub_->okl, id, [&](std::string* data) -> absl::StatusOr<bool> {
+        const size_t size = std::min(kSnapshotChunkBytes, snapshot.size() - offset);
+        data->assign(snapshot.data() + offset, size);
+        offset += size;
+        return offset == snapshot.size();
+      });
+}
+
+absl::StatusOr<ModelSummary> Client::RestoreFromFile(const ModelId& id,
+                                                     const std::string& path) const {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("cannot open", path);
+  absl::StatusOr<ModelSummary> summary =
+      WriteRestore(options_, *stub_->okl, id, [&](std::string* data) -> absl::StatusOr<bool> {
+        data->resize(kSnapshotChunkBytes);
+        size_t filled = 0;
+        while (filled < data->size()) {
+          const ssize_t n = ::read(fd, data->data() + filled, data->size() - filled);
+          if (n < 0 && errno == EINTR) continue;
+          if (n < 0) return ErrnoError("cannot read", path);
+          if (n == 0) break;
+          filled += static_cast<size_t>(n);
+        }
+        data->resize(filled);
+        return filled < kSnapshotChunkBytes;  // a short read is the end of the file
+      });
+  ::close(fd);
+  return summary;
+}
+
+absl::StatusOr<bool> Client::Health(absl::string_view service) const {
+  grpc::GenericStub stub(channel_);
+  const std::string request_bytes = HealthCheckRequest(service);
+  std::string response_bytes;
+  OKL_RETURN_IF_ERROR(
+      Call(options_, /*tenant=*/"", Retry::kOnUnavailable, [&](grpc::ClientContext* context) {
+        grpc::Slice slice(request_bytes);
+        grpc::ByteBuffer request(&slice, 1);
+        grpc::ByteBuffer response;
+        grpc::Status status;
+        grpc::CompletionQueue queue;
+        std::unique_ptr<grpc::GenericClientAsyncResponseReader> call =
+            stub.PrepareUnaryCall(context, kHealthCheckMethod, request, &queue);
+        call->StartCall();
+        call->Finish(&response, &status, /*tag=*/&status);
+        void* tag = nullptr;
+        bool ok = false;
+        queue.Next(&tag, &ok);  // the one event: Finish, which always completes
+        queue.Shutdown();
+        while (queue.Next(&tag, &ok)) {
+        }
+        if (status.ok()) {
+          grpc::Slice joined;
+          if (!response.DumpToSingleSlice(&joined).ok()) {
+            return grpc::Status(grpc::StatusCode::INTERNAL, "unreadable HealthCheckResponse");
+          }
+          response_bytes.assign(reinterpret_cast<const char*>(joined.begin()), joined.size());
+        }
+        return status;
+      }));
+  return ParseHealthCheckResponse(response_bytes);
+}
+
+absl::StatusOr<std::unique_ptr<ObserveWriter>> Client::OpenObserveWriter(
+    const ModelId& id, WriterOptions options) const {
+  if (options.batch_size == 0 || options.batches_per_stream == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "WriterOptions: batch_size (", options.batch_size, ") and batches_per_stream (",
+        options.batches_per_stream, ") must be at least 1"));
+  }
+  OKL_ASSIGN_OR_RETURN(ModelSummary summary, GetModel(id));
+  return std::unique_ptr<ObserveWriter>(new ObserveWriter(
+      *this, id, std::move(options), summary.config.dim, summary.stats.steps));
+}
+
+// --- ObserveWriter ---------------------------------------------------------------------
+
+struct ObserveWriter::State {
+  v1::ObserveRequest batch;  // the pending examples: the next message
+  // The open stream (writer null when none).
+  std::unique_ptr<grpc::ClientContext> context;
+  std::unique_ptr<grpc::ClientWriter<v1::ObserveRequest>> writer;
+  v1::ObserveResponse response;
+  absl::Time opened;
+  uint64_t first = 0;   // the writer's index of the stream's first example
+  uint64_t count = 0;   // examples written to the stream
+  size_t messages = 0;  // messages written to the stream
+};
+
+ObserveWriter::ObserveWriter(Client client, ModelId id, WriterOptions options, uint32_t dim,
+                             uint64_t steps_at_open)
+    : client_(std::move(client)),
+      id_(std::move(id)),
+      options_(std::move(options)),
+      dim_(dim),
+      steps_at_open_(steps_at_open),
+      state_(std::make_unique<State>()) {}
+
+ObserveWriter::~ObserveWriter() {
+  if (!closed_) (void)Close();
+}
+
+absl::Status ObserveWriter::Add(absl::Span<const double> x, double y) {
+  if (x.size() != dim_) {
+    return absl::InvalidArgumentError(absl::StrCat("ObserveWriter::Add: x has ", x.size(),
+                                                   " values but the model's dim is ", dim_));
+  }
+  if (!status_.ok()) return status_;
+  if (closed_) return absl::FailedPreconditionError("ObserveWriter::Add after Close");
+  return Append(x, y);
+}
+
+absl::Status ObserveWriter::Add(absl::Span<const double> xs, absl::Span<const double> ys) {
+  if (xs.size() != ys.size() * dim_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ObserveWriter::Add: xs has ", xs.size(), " values but ", ys.size(),
+                     " examples of the model's dim ", dim_, " need ", ys.size() * dim_));
+  }
+  if (!status_.ok()) return status_;
+  if (closed_) return absl::FailedPreconditionError("ObserveWriter::Add after Close");
+  for (size_t i = 0; i < ys.size(); ++i) {
+    OKL_RETURN_IF_ERROR(Append(xs.subspan(i * dim_, dim_), ys[i]));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ObserveWriter::Append(absl::Span<const double> x, double y) {
+  // Cleared messages stay allocated in the repeated field and are reused here.
+  v1::Example* example = state_->batch.add_examples();
+  example->mutable_x()->mutable_values()->Add(x.begin(), x.end());
+  example->set_y(y);
+  ++added_;
+  if (static_cast<size_t>(state_->batch.examples_size()) < options_.batch_size) {
+    return absl::OkStatus();
+  }
+  return SendBatch();
+}
+
+absl::Status ObserveWriter::SendBatch() {
+  State& state = *state_;
+  const size_t size = state.batch.examples_size();
+  if (size == 0) return absl::OkStatus();
+  // A stream lives at most the client's deadline: one that has used half of it is closed
+  // (and acknowledged) now, so that it does not expire while a slow producer fills it.
+  if (state.writer != nullptr && absl::Now() - state.opened > client_.options_.deadline / 2) {
+    OKL_RETURN_IF_ERROR(FinishStream());
+  }
+  if (state.writer == nullptr) {
+    state.context = std::make_unique<grpc::ClientContext>();
+    state.opened = absl::Now();
+    PrepareContext(client_.options_, id_.tenant, state.opened + client_.options_.deadline,
+                   state.context.get());
+    state.response.Clear();
+    state.writer = client_.stub_->okl->ObserveStream(state.context.get(), &state.response);
+    state.first = sent_;
+    state.count = 0;
+    state.messages = 0;
+    *state.batch.mutable_ref() = ToRef(id_);  // the first message names the model
+  }
+  const bool written = state.writer->Write(state.batch);
+  state.batch.clear_ref();
+  state.batch.mutable_examples()->Clear();
+  sent_ += size;
+  state.count += size;
+  ++state.messages;
+  // A failed Write means the stream is over; Finish (in FinishStream) says why.
+  if (!written || state.messages >= options_.batches_per_stream) return FinishStream();
+  return absl::OkStatus();
+}
+
+absl::Status ObserveWriter::FinishStream() {
+  State& state = *state_;
+  if (state.writer == nullptr) return absl::OkStatus();
+  state.writer->WritesDone();
+  const grpc::Status finished = state.writer->Finish();
+  state.writer.reset();
+  state.context.reset();
+  const uint64_t first = state.first;
+  const uint64_t count = state.count;
+  if (!finished.ok()) {
+    absl::Status status = FromGrpcStatus(finished);
+    return Fail(absl::Status(
+        status.code(),
+        absl::StrCat(status.message(), " [ObserveWriter: the failed stream carried examples ",
+                     first, " to ", first + count - 1, ", of which any prefix may be applied; ",
+                     acknowledged_, " are acknowledged; AppliedSinceOpen() tells]")));
+  }
+  if (static_cast<uint64_t>(state.response.predictions_size()) != count ||
+      static_cast<uint64_t>(state.response.losses_size()) != count) {
+    return Fail(absl::InternalError(absl::StrCat(
+        "ObserveWriter: the server acknowledged ", state.response.predictions_size(),
+        " predictions and ", state.response.losses_size(), " losses for a stream of ", count,
+        " examples")));
+  }
+  acknowledged_ += count;
+  if (options_.on_ack) {
+    AckedBatch ack;
+    ack.first = first;
+    ack.count = count;
+    ack.predictions = ToVector(state.response.predictions());
+    ack.losses = ToVector(state.response.losses());
+    ack.steps = state.response.steps();
+    ack.expansion_size = state.response.expansion_size();
+    options_.on_ack(ack);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ObserveWriter::Fail(absl::Status status) {
+  status_ = status;
+  State& state = *state_;
+  if (state.writer != nullptr) {  // a stream is still open: end it, applying no more
+    state.context->TryCancel();
+    (void)state.writer->Finish();
+    state.writer.reset();
+    state.context.reset();
+  }
+  state.batch.Clear();
+  return status;
+}
+
+absl::Status ObserveWriter::Flush() {
+  if (!status_.ok()) return status_;
+  if (closed_) return absl::FailedPreconditionError("ObserveWriter::Flush after Close");
+  OKL_RETURN_IF_ERROR(SendBatch());
+  return FinishStream();
+}
+
+absl::Status ObserveWriter::Close() {
+  if (!closed_) {
+    if (status_.ok()) (void)Flush();  // a failure lands in status_
+    closed_ = true;
+  }
+  return status_;
+}
+
+absl::StatusOr<uint64_t> ObserveWriter::AppliedSinceOpen() const {
+  OKL_ASSIGN_OR_RETURN(ModelSummary summary, client_.GetModel(id_));
+  if (summary.stats.steps < steps_at_open_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the model has ", summary.stats.steps, " steps, fewer than the ",
+                     steps_at_open_, " it had when the writer opened: it was replaced"));
+  }
+  return summary.stats.steps - steps_at_open_;
+}
+
+}  // namespace okl

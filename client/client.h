@@ -1,0 +1,356 @@
+// client/client.h
+//
+// okl::Client is the C++ client of okl_server (service okl.v1.OnlineKernelLearning in
+// proto/okl/v1/okl.proto): one method per RPC, plain C++ types in and out (core's
+// ModelConfig and ModelSummary, absl::Span inputs, std::vector results), and
+// absl::Status errors that carry the server's code and message unchanged (INVALID_ARGUMENT,
+// NOT_FOUND, ALREADY_EXISTS, RESOURCE_EXHAUSTED, FAILED_PRECONDITION, UNAVAILABLE,
+// DATA_LOSS, ...; see the proto). No method throws.
+//
+// Every call has a deadline (ClientOptions::deadline, 30 s by default, covering the
+// call's retries too; WithDeadline() makes a client with another one). Calls that only
+// read are retried when the server answers UNAVAILABLE (it is starting, draining, or
+// unreachable), with exponential backoff: GetModel, ListModels, Predict, Snapshot and
+// Health. Calls that change a model are never retried, since a lost answer does not tell
+// whether the change happened: Observe, CreateModel, DeleteModel, Restore and the
+// ObserveWriter's streams. Their caller decides (see ObserveWriter for resuming a stream).
+//
+// Routing: every call about a tenant's model carries the metadata `x-okl-tenant: <tenant>`
+// (kTenantMetadataKey), and ListModels its tenant filter when it has one, so that a proxy
+// in front of several servers (Envoy's ring hash on that header) can send a tenant's
+// calls to the server that holds its models. Health carries none.
+//
+// A Client is a cheap handle: it may be copied (copies share the channel) and is
+// thread-safe; any number of threads may call it at once. An ObserveWriter is not
+// thread-safe (see below).
+//
+// Example:
+//   // `address` is okl_server's host:port, e.g. "127.0.0.1:50051".
+//   OKL_ASSIGN_OR_RETURN(okl::Client client, okl::Client::Connect(address));
+//   const okl::ModelId id = {.tenant = "demo", .model = "sine"};
+//   OKL_ASSIGN_OR_RETURN(okl::ModelConfig config, okl::ParseModelConfigText(R"pb(
+//     dim: 1
+//     kernel { gaussian { gamma: 10 } }
+//     loss { squared {} }
+//     learning_rate { eta0: 0.5 }
+//     lambda: 0.001
+//     budget { max_terms: 200 }
+//   )pb"));
+//   OKL_RETURN_IF_ERROR(client.CreateModel(id, config).status());
+//
+//   const std::vector<double> xs = {0.0, 0.5, 1.0, 1.5, 2.0};  // five inputs of dim 1
+//   const std::vector<double> ys = {0.0, 0.479, 0.841, 0.997, 0.909};
+//   OKL_ASSIGN_OR_RETURN(okl::ObserveResult observed, client.Observe(id, xs, ys));
+//   // observed.predictions[t] is the model's prediction for input t before learning it.
+//
+//   // High-rate ingestion: examples go out in batches on streams; each stream's examples
+//   // are acknowledged together once the server applied them.
+//   OKL_ASSIGN_OR_RETURN(std::unique_ptr<okl::ObserveWriter> writer,
+//                        client.OpenObserveWriter(id, {.batch_size = 256}));
+//   for (int i = 0; i < 3000; ++i) {
+//     const double x = std::fmod(i * 0.618034, 3.0);  // spread over [0, 3)
+//     OKL_RETURN_IF_ERROR(writer->Add({x}, std::sin(x)));
+//   }
+//   OKL_RETURN_IF_ERROR(writer->Close());
+//
+//   OKL_ASSIGN_OR_RETURN(std::vector<double> predictions,
+//                        client.Predict(id, {0.25, 1.25}, /*dim=*/1));
+//   OKL_RETURN_IF_ERROR(client.SnapshotToFile(id, "/tmp/sine.okl"));
+#ifndef OKL_CLIENT_CLIENT_H_
+#define OKL_CLIENT_CLIENT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "client/model_interface.h"
+#include "core/config.h"
+#include "core/model_registry.h"
+#include "grpcpp/channel.h"
+
+namespace okl {
+
+// The metadata key that carries a call's tenant, for proxies that route by tenant.
+inline constexpr char kTenantMetadataKey[] = "x-okl-tenant";
+
+struct ClientOptions {
+  // The deadline of every call, counted from its start; it bounds the call's retries
+  // and backoff too. For an ObserveWriter, the deadline of each of its streams.
+  absl::Duration deadline = absl::Seconds(30);
+
+  // Retries of the read-only calls (GetModel, ListModels, Predict, Snapshot, Health) on
+  // UNAVAILABLE: at most max_attempts attempts in all (1: no retry; less than 1 means 1),
+  // sleeping initial_backoff before the second, then multiplied by backoff_multiplier
+  // each time up to max_backoff, each sleep jittered by +-20% so that many clients do not
+  // retry in step. A sleep that would end past the deadline is not taken: the call
+  // returns the last UNAVAILABLE instead.
+  int max_attempts = 3;
+  absl::Duration initial_backoff = absl::Milliseconds(50);
+  double backoff_multiplier = 2.0;
+  absl::Duration max_backoff = absl::Seconds(1);
+
+  // Non-empty: every call carries the metadata `authorization: Bearer <bearer_token>`.
+  // Over a channel without TLS the token travels in clear text; use it so only on
+  // loopback or a trusted network.
+  std::string bearer_token = "";
+
+  // Connect() only (a Client built over a given channel ignores these).
+  // TLS: when use_tls, the channel is encrypted and the server authenticated against
+  // tls_root_certs (PEM; empty: gRPC's default roots). tls_cert_chain and
+  // tls_private_key (PEM, both or neither) authenticate the client (mutual TLS).
+  bool use_tls = false;
+  std::string tls_root_certs = "";
+  std::string tls_cert_chain = "";
+  std::string tls_private_key = "";
+  // The largest message the client receives. A stream's ObserveResponse holds 16 bytes
+  // per example (WriterOptions), a Snapshot chunk 1 MiB.
+  int max_receive_message_bytes = 64 << 20;
+  // The longest the channel waits before reconnecting after it lost the server (gRPC's
+  // own default grows to 120 s): short, so that a retried call reaches a restarted
+  // server soon.
+  absl::Duration max_reconnect_backoff = absl::Seconds(1);
+};
+
+// One acknowledgement of an ObserveWriter: `count` consecutive examples, starting at the
+// writer's example `first` (0-based, in the order they were added), are applied and
+// durable. predictions[i] and losses[i] belong to example first + i.
+struct AckedBatch {
+  uint64_t first = 0;
+  uint64_t count = 0;
+  std::vector<double> predictions;  // prequential, as ObserveResult's
+  std::vector<double> losses;
+  uint64_t steps = 0;           // the model's step count after example first + count - 1
+  uint32_t expansion_size = 0;  // stored terms then
+};
+
+struct WriterOptions {
+  // Examples per ObserveStream message: 1 to the server's --max_batch (10000 by default).
+  size_t batch_size = 256;
+  // Messages per stream: the writer closes a stream (and so has its examples
+  // acknowledged) after this many, and on Flush() and Close(). The acknowledgement holds
+  // 16 bytes per example, which must fit ClientOptions::max_receive_message_bytes.
+  size_t batches_per_stream = 64;
+  // Called once per acknowledged stream, in order, on the thread that called the
+  // writer's Add(), Flush() or Close() (which runs it before returning). May be empty.
+  std::function<void(const AckedBatch&)> on_ack = nullptr;
+};
+
+class ObserveWriter;
+
+class Client {
+ public:
+  // A client over a new channel to `address` ("host:port", or any gRPC target), with
+  // insecure credentials unless options.use_tls. The channel connects lazily: an
+  // unreachable server shows as UNAVAILABLE on the first call. InvalidArgument for an
+  // empty address, a deadline that is not positive, or a bearer token or TLS key pair
+  // that cannot be used.
+  static absl::StatusOr<Client> Connect(absl::string_view address, ClientOptions options = {});
+
+  // A client over `channel` (e.g. one with interceptors, or a server's in-process
+  // channel). options' Connect-only fields are ignored.
+  explicit Client(std::shared_ptr<grpc::Channel> channel, ClientOptions options = {});
+
+  // A copy whose calls have `deadline` instead (it shares the channel).
+  Client WithDeadline(absl::Duration deadline) const;
+
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+  const ClientOptions& options() const { return options_; }
+
+  // --- One method per RPC ---------------------------------------------------------------
+
+  // Creates a model; its summary (steps 0). ALREADY_EXISTS if `id` names a model;
+  // INVALID_ARGUMENT for a bad name or a config the server cannot run (over its
+  // --max_dim or --max_terms, or without a budget).
+  absl::StatusOr<ModelSummary> CreateModel(const ModelId& id, const ModelConfig& config) const;
+
+  // The model's configuration and live statistics. Retried. The wire carries steps,
+  // expansion_size, cumulative_loss, mistakes, truncation_error_bound (absent when 0) and
+  // the regret: stats.regret is set once the server computed it (window = the examples
+  // it covers, last_step = the step it was computed at; steps - last_step is its lag).
+  // Not on the wire, and so 0: stats.offset, stats.margin, stats.terms_removed and
+  // memory_bytes.
+  absl::StatusOr<ModelSummary> GetModel(const ModelId& id) const;
+
+  // The models of `tenant` (every tenant's the caller may see if empty), ordered by
+  // (tenant, model); each as GetModel's. Retried.
+  absl::StatusOr<std::vector<ModelSummary>> ListModels(absl::string_view tenant = "") const;
+
+  // Deletes the model and its stored state. NOT_FOUND if absent.
+  absl::Status DeleteModel(const ModelId& id) const;
+
+  // Applies ys.size() examples in order, one NORMA step each; xs holds them
+  // example-major (ys.size() inputs of the model's dim). One request: at most the
+  // server's --max_batch examples (use an ObserveWriter for more). The server validates
+  // the batch whole (INVALID_ARGUMENT, nothing applied); InvalidArgument here already if
+  // xs.size() is not a multiple of ys.size(). Never retried: after UNAVAILABLE or
+  // DEADLINE_EXCEEDED the examples may or may not have been applied (GetModel's steps
+  // tell).
+  absl::StatusOr<ObserveResult> Observe(const ModelId& id, absl::Span<const double> xs,
+                                        absl::Span<const double> ys) const;
+
+  // Predictions for the inputs of xs, `dim` values each (the model's dimension), in
+  // order, with the model's configured hypothesis (averaged if config.averaged: the wire
+  // has no per-call mode). Retried. InvalidArgument here if dim is 0 or does not divide
+  // xs.size(); the server checks dim against the model.
+  absl::StatusOr<std::vector<double>> Predict(const ModelId& id, absl::Span<const double> xs,
+                                              uint32_t dim) const;
+
+  // The model's whole state as snapshot bytes (one serialized okl.v1.ModelSnapshot with
+  // its checksum), gathered from the server's chunks. Retried (from the start).
+  absl::StatusOr<std::string> Snapshot(const ModelId& id) const;
+  // The same, streamed into the file at `path`: written beside it, synced, then renamed
+  // over it, so `path` holds either its old contents or the whole snapshot.
+  absl::Status SnapshotToFile(const ModelId& id, const std::string& path) const;
+
+  // Installs a model from Snapshot's bytes under `id` (which may differ from the id it
+  // was taken from), replacing a model already there; it continues bit-identically. Sent
+  // in chunks of 1 MiB. DATA_LOSS for bytes that are not an intact snapshot; on any error
+  // nothing changes.
+  absl::StatusOr<ModelSummary> Restore(const ModelId& id, absl::string_view snapshot) const;
+  // The same, streaming the file at `path`.
+  absl::StatusOr<ModelSummary> RestoreFromFile(const ModelId& id,
+                                               const std::string& path) const;
+
+  // grpc.health.v1.Health/Check: whether `service` ("" for the server as a whole,
+  // "okl.v1.OnlineKernelLearning" for the service) is SERVING. False while the server
+  // starts or drains; NOT_FOUND for a service it does not know. Retried.
+  absl::StatusOr<bool> Health(absl::string_view service = "") const;
+
+  // A writer that streams examples into the model (see ObserveWriter). Reads the model
+  // first (GetModel: its dim, and its steps for AppliedSinceOpen()), so NOT_FOUND if it
+  // does not exist. InvalidArgument for a batch_size or batches_per_stream of 0.
+  absl::StatusOr<std::unique_ptr<ObserveWriter>> OpenObserveWriter(
+      const ModelId& id, WriterOptions options = {}) const;
+
+ private:
+  class Stub;  // the generated stub, kept out of this header
+  friend class ObserveWriter;
+
+  Client(std::shared_ptr<grpc::Channel> channel, std::shared_ptr<const Stub> stub,
+         ClientOptions options);
+
+  std::shared_ptr<grpc::Channel> channel_;
+  std::shared_ptr<const Stub> stub_;
+  ClientOptions options_;
+};
+
+// ObserveWriter streams labelled examples into one model at a high rate. Add() buffers
+// examples; every batch_size of them go out as one ObserveStream message, which the
+// server applies on arrival; after batches_per_stream messages (and on Flush() and
+// Close()) the writer closes the stream, and the server's answer acknowledges every
+// example on it: they are applied and durable, and on_ack receives their predictions.
+// Acknowledgements come in order; acknowledged() counts the examples acknowledged.
+//
+// Each stream is one call, under ClientOptions::deadline: a stream that has been open for
+// half of it is closed (and acknowledged) before the next batch goes out on a new one. A
+// producer that pauses for longer than the deadline should Flush() before it pauses, or
+// its open stream expires (DEADLINE_EXCEEDED, a failure as below).
+//
+// Failure: the writer checks locally only what it must (an input of the wrong size is
+// InvalidArgument and changes nothing); the server validates the rest. When a stream
+// fails — the server rejected a message, or went away (UNAVAILABLE), or the stream's
+// deadline passed — the writer fails for good: Add(), Flush() and Close() return that
+// status (the server's code and message, followed by which examples were on the failed
+// stream). The examples of the failed stream are unacknowledged, but some of them may have
+// been applied: messages are applied as they arrive, and a broken stream cannot say how
+// far it got. To resume exactly, if this writer was the model's only writer:
+//   1. AppliedSinceOpen() reads the model's steps and subtracts its steps when the writer
+//      opened: the number n of this writer's examples that were applied (they are always
+//      a prefix, n >= acknowledged());
+//   2. open a new writer and Add the examples from n on.
+// The model then holds every example exactly once. (With other writers on the same model
+// the count mixes theirs in; such callers need their own bookkeeping.) The count is final
+// once the server is done with the failed stream: at once if the server ended it (a
+// rejected message, a server that died); after a deadline or a connection lost on the
+// client's side, the server may still be applying the message it had begun, so count
+// after a moment, e.g. until two reads agree.
+//
+// Not thread-safe: one thread calls Add, Flush and Close (on_ack runs on it);
+// acknowledged() and the other accessors are for that thread too.
+//
+// Example:
+//   OKL_ASSIGN_OR_RETURN(std::unique_ptr<okl::ObserveWriter> writer,
+//                        client.OpenObserveWriter(id));
+//   for (size_t i = 0; i < ys.size(); ++i) {
+//     if (!writer->Add(xs.subspan(i * dim, dim), ys[i]).ok()) break;  // Close() says why
+//   }
+//   uint64_t resume_at = ys.size();
+//   if (absl::Status closed = writer->Close(); !closed.ok()) {
+//     OKL_ASSIGN_OR_RETURN(resume_at, writer->AppliedSinceOpen());
+//   }
+//   // If resume_at < ys.size(): open a new writer and Add the examples from resume_at on.
+class ObserveWriter {
+ public:
+  ObserveWriter(const ObserveWriter&) = delete;
+  ObserveWriter& operator=(const ObserveWriter&) = delete;
+  // Close()s the writer if that was not done, dropping its status: call Close() to know.
+  ~ObserveWriter();
+
+  // Adds one example: x holds the model's dim values.
+  absl::Status Add(absl::Span<const double> x, double y);
+  // Adds ys.size() examples: xs holds them example-major (ys.size() * dim values).
+  absl::Status Add(absl::Span<const double> xs, absl::Span<const double> ys);
+
+  // Sends the examples buffered and closes the stream, so that every example added so
+  // far is acknowledged (or the writer failed).
+  absl::Status Flush();
+  // Flush(), then no more Add(). Returns the writer's final status; calling it again
+  // returns the same.
+  absl::Status Close();
+
+  const ModelId& id() const { return id_; }
+  uint32_t dim() const { return dim_; }
+  // Examples added, acknowledged (applied and durable, reported to on_ack).
+  uint64_t added() const { return added_; }
+  uint64_t acknowledged() const { return acknowledged_; }
+  // The model's step count when the writer opened.
+  uint64_t steps_at_open() const { return steps_at_open_; }
+  // OK, or the failure the writer stopped at.
+  const absl::Status& status() const { return status_; }
+
+  // The model's steps now (GetModel) minus steps_at_open(): if this writer is the model's
+  // only writer, how many of its examples were applied — after a failure, the index to
+  // resume from. FailedPrecondition if the model has fewer steps than at open (it was
+  // replaced or recreated).
+  absl::StatusOr<uint64_t> AppliedSinceOpen() const;
+
+ private:
+  friend class Client;
+  struct State;
+
+  ObserveWriter(Client client, ModelId id, WriterOptions options, uint32_t dim,
+                uint64_t steps_at_open);
+
+  // Appends one example to the pending batch, sending it once full.
+  absl::Status Append(absl::Span<const double> x, double y);
+  // Sends the pending batch on the open stream (opening one if needed).
+  absl::Status SendBatch();
+  // Closes the open stream and acknowledges its examples.
+  absl::Status FinishStream();
+  // Records `status` as the writer's failure; returns it.
+  absl::Status Fail(absl::Status status);
+
+  const Client client_;
+  const ModelId id_;
+  const WriterOptions options_;
+  const uint32_t dim_;
+  const uint64_t steps_at_open_;
+  std::unique_ptr<State> state_;  // the pending batch and the open stream, if any
+  uint64_t added_ = 0;
+  uint64_t sent_ = 0;  // examples written to streams (acknowledged or in flight)
+  uint64_t acknowledged_ = 0;
+  bool closed_ = false;
+  absl::Status status_;
+};
+
+}  // namespace okl
+
+#endif  // OKL_CLIENT_CLIENT_H_
