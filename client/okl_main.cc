@@ -1,104 +1,862 @@
 // client/okl_main.cc
 //
-// The `okl` command-line tool. Subcommands:
-//   okl replay --config FILE --input FILE [--format csv|libsvm|series]
-//              [--embedding L] --output FILE
-//   okl help
-// Exit codes: 0 success, 1 a failed command, 2 a usage error.
+// The `okl` command-line tool: okl_server's models from a shell, and NORMA offline.
+//   okl create|get|list|delete|observe|predict|snapshot|restore|health [flags]
+//   okl replay [--local] --config FILE --input FILE --output FILE
+//   okl help [COMMAND], okl COMMAND --help
+//   okl --version
+// Exit codes: 0 success, 1 a failed command (the reason on stderr, one line:
+// "okl: CODE: message"), 2 a usage error. `okl health` exits 1 when the server is not
+// SERVING.
+//
+// Flags are Abseil flags, all defined here; client/cli_args.h parses them per command,
+// so that each command accepts only its own (okl help COMMAND lists them).
+
+#include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/time.h"
+#include "client/cli_args.h"
+#include "client/cli_commands.h"
+#include "client/cli_input.h"
+#include "client/learning_curve.h"
 #include "client/replay.h"
+#include "core/config.h"
+#include "grpc/support/log.h"
+#include "proto/convert.h"
 
+// --- Connection (every command that talks to okl_server) -------------------------------
+ABSL_FLAG(std::string, server, "",
+          "okl_server's address, host:port (default: $OKL_SERVER, else 127.0.0.1:50051)");
+ABSL_FLAG(std::string, tenant, "",
+          "the tenant that owns the model (default: $OKL_TENANT, else \"default\"); for "
+          "list, only this tenant's models (default: every tenant's)");
+ABSL_FLAG(std::string, model, "", "the model's name (required)");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(30),
+          "the deadline of each call (observe: of each stream), e.g. 500ms, 30s, 2m; "
+          "health's default is 5s");
+ABSL_FLAG(bool, json, false, "print the result as one JSON object on stdout");
+ABSL_FLAG(bool, tls, false,
+          "connect with TLS, authenticating the server by the system's roots");
+ABSL_FLAG(std::string, tls_ca, "",
+          "connect with TLS, authenticating the server by the CA certificates (PEM) in FILE");
+ABSL_FLAG(std::string, tls_cert, "",
+          "a client certificate chain (PEM) for mutual TLS; needs --tls_key");
+ABSL_FLAG(std::string, tls_key, "", "the client certificate's private key (PEM)");
+ABSL_FLAG(std::string, token, "",
+          "send `authorization: Bearer TOKEN` with every call (default: $OKL_TOKEN); use "
+          "with TLS, or only on a trusted network");
+
+// --- The model's configuration (create) ---------------------------------------------
 ABSL_FLAG(std::string, config, "",
-          "replay: the model, a text-format okl.v1.ModelConfig file "
-          "(see client/examples/*.textproto)");
-ABSL_FLAG(std::string, input, "", "replay: the data file to stream through the model");
+          "an okl.v1.ModelConfig in protobuf text format (see client/examples/); for "
+          "create, the flags below given too override its fields");
+ABSL_FLAG(int64_t, dim, 0, "input dimension (required without --config)");
+ABSL_FLAG(std::string, kernel, "gaussian",
+          "gaussian exp(-gamma|x-x'|^2), laplacian exp(-gamma|x-x'|), linear <x,x'>+c, "
+          "polynomial (gamma<x,x'>+c)^degree, or heat (4 pi t)^(-d/2) exp(-|x-x'|^2/(4t))");
+ABSL_FLAG(double, gamma, 1.0, "gaussian, laplacian, polynomial: gamma > 0");
+ABSL_FLAG(double, c, 0.0, "linear, polynomial: c >= 0");
+ABSL_FLAG(int64_t, degree, 2, "polynomial: the degree, 1..64");
+ABSL_FLAG(double, t, 1.0, "heat: t > 0");
+ABSL_FLAG(std::string, loss, "squared",
+          "squared, hinge (labels -1/+1), epsilon_insensitive, logistic (labels -1/+1), "
+          "huber, or novelty (one-class; labels ignored)");
+ABSL_FLAG(double, rho, 1.0, "hinge, novelty: the margin (with --nu > 0, its start value)");
+ABSL_FLAG(double, epsilon, 0.1,
+          "epsilon_insensitive: the tube's half-width (with --nu > 0, its start value)");
+ABSL_FLAG(double, delta, 1.0, "huber: where the loss turns from quadratic to linear");
+ABSL_FLAG(double, nu, 0.0, "hinge, novelty, epsilon_insensitive: > 0 learns rho or epsilon");
+ABSL_FLAG(double, eta0, 0.1, "the learning rate eta0 > 0 (eta0 * lambda < 1)");
+ABSL_FLAG(std::string, schedule, "constant",
+          "constant (eta0), inverse_sqrt (eta0/sqrt(t)) or power (eta0 t^-theta)");
+ABSL_FLAG(double, theta, 0.5, "power schedule: the exponent, in (0, 1]");
+ABSL_FLAG(double, lambda, 0.0, "the regulariser >= 0: each step shrinks f by (1 - eta lambda)");
+ABSL_FLAG(
+    int64_t, max_terms, 1000,
+    "the budget: at most this many terms (okl_server requires one, up to its --max_terms)");
+ABSL_FLAG(std::string, policy, "oldest",
+          "which term the budget removes: oldest, or smallest |alpha|");
+ABSL_FLAG(double, drop_below, 0.0, "> 0: remove every term whose |alpha| falls below it");
+ABSL_FLAG(bool, offset, false, "learn an unregularised offset b");
+ABSL_FLAG(bool, averaged, false, "predict with the averaged hypothesis (1/T) sum_t f_t");
+ABSL_FLAG(int64_t, regret_window, 0,
+          "track the regret over the last N examples (0: no; at most 8192; needs lambda > 0)");
+
+// --- Data in and out ----------------------------------------------------------------
+ABSL_FLAG(std::string, input, "",
+          "the input file (- for stdin); observe and predict also take files as arguments");
 ABSL_FLAG(std::string, format, "csv",
-          "replay: the input's format: csv (x1,...,xd,y), libsvm (y idx:val ...) or "
-          "series (one value per line, time-delay embedded)");
+          "the input's format: csv (observe and replay: x1,...,xd,y; predict: x1,...,xd), "
+          "libsvm (y idx:val ..., 1-based; predict ignores y), or, for replay, series (one "
+          "value per line, time-delay embedded)");
 ABSL_FLAG(int64_t, embedding, 0,
           "replay, series only: the number of lags L (inputs [s_n, ..., s_{n-L+1}], "
           "target s_{n+1}); 0 takes the config's dim");
 ABSL_FLAG(std::string, output, "",
-          "replay: where to write one prediction per input row (%.17g); - for stdout");
+          "replay, predict: where to write one prediction per input row (%.17g; - for "
+          "stdout); snapshot: the snapshot file");
+ABSL_FLAG(std::string, x, "",
+          "one input, v1,v2,...,vd or 1-based sparse idx:val,idx:val (repeat the flag for "
+          "more)");
+ABSL_FLAG(int64_t, batch_size, 256,
+          "observe: examples per stream message; predict: inputs per call (there, 1000 unless "
+          "given)");
+ABSL_FLAG(int64_t, batches_per_stream, 8,
+          "messages per stream: each stream's examples are acknowledged together (and their "
+          "losses reach the progress line and the curve); with --curve or --plot, 1 unless "
+          "given");
+ABSL_FLAG(int64_t, skip, 0, "leave out the first N rows (resumes a failed observe)");
+ABSL_FLAG(int64_t, limit, 0, "use at most N rows, after --skip (0: all)");
+ABSL_FLAG(
+    bool, progress, false,
+    "report progress on stderr (default: when stderr is a terminal; --noprogress: never)");
+ABSL_FLAG(std::string, curve, "",
+          "write the prequential learning curve to FILE.csv (step, loss, "
+          "cumulative_average_loss, expansion_size); observe: the expansion size is the one "
+          "acknowledged with the row's stream, i.e. after its last row");
+ABSL_FLAG(std::string, plot, "",
+          "draw the learning curve with gnuplot to FILE.png or FILE.svg (Debian package "
+          "gnuplot-nox)");
+ABSL_FLAG(std::string, gnuplot, "gnuplot", "the gnuplot program for --plot");
+ABSL_FLAG(bool, local, false,
+          "replay: run the model in this process (the only mode replay has; accepted for "
+          "clarity)");
+ABSL_FLAG(std::string, service, "",
+          "health: the service to check (empty: the server as a whole, or "
+          "okl.v1.OnlineKernelLearning)");
 
 namespace {
 
-constexpr char kUsage[] =
-    "usage: okl <command> [flags]\n"
-    "\n"
-    "commands:\n"
-    "  replay  stream a data file through a local NORMA model, prequentially\n"
-    "          okl replay --config FILE --input FILE [--format csv|libsvm|series]\n"
-    "                     [--embedding L] --output FILE\n"
-    "          prints one prediction per row to --output and a summary on stderr\n"
-    "  help    print this message\n"
-    "\n"
-    "okl --help lists every flag.\n";
+using okl::cli::CommandLine;
 
+constexpr absl::string_view kConnectionFlags[] = {"server",   "timeout", "tls",   "tls_ca",
+                                                  "tls_cert", "tls_key", "token", "json"};
+constexpr absl::string_view kModelFlags[] = {"tenant", "model"};
+constexpr absl::string_view kConfigFlags[] = {
+    "dim",    "kernel",    "gamma",  "c",          "degree", "t",        "loss",
+    "rho",    "epsilon",   "delta",  "nu",         "eta0",   "schedule", "theta",
+    "lambda", "max_terms", "policy", "drop_below", "offset", "averaged", "regret_window"};
+
+struct Command {
+  absl::string_view name;
+  absl::string_view summary;   // one line for `okl help`
+  absl::string_view synopsis;  // the usage line(s)
+  absl::string_view description;
+  std::vector<absl::string_view> flags;  // its own, beyond the connection and model flags
+  bool remote = true;                    // takes the connection flags
+  bool model_ref = true;                 // takes --tenant and --model
+  int (*run)(const CommandLine& line, const struct Command& command) = nullptr;
+
+  std::vector<absl::string_view> AllFlags() const {
+    std::vector<absl::string_view> all = flags;
+    if (model_ref) all.insert(all.end(), std::begin(kModelFlags), std::end(kModelFlags));
+    if (remote) all.insert(all.end(), std::begin(kConnectionFlags), std::end(kConnectionFlags));
+    return all;
+  }
+};
+
+const std::vector<Command>& Commands();
+
+std::string GeneralUsage() {
+  std::string text =
+      "usage: okl <command> [flags]\n"
+      "\n"
+      "okl talks to okl_server (--server, default $OKL_SERVER or 127.0.0.1:50051) about the\n"
+      "models of a tenant (--tenant, default $OKL_TENANT or \"default\"), and runs NORMA\n"
+      "offline (replay).\n"
+      "\n"
+      "commands:\n";
+  for (const Command& command : Commands()) {
+    absl::StrAppend(&text, "  ", command.name, std::string(10 - command.name.size(), ' '),
+                    command.summary, "\n");
+  }
+  absl::StrAppend(&text,
+                  "\n"
+                  "okl help COMMAND (or okl COMMAND --help) shows a command's flags;\n"
+                  "okl --version the version.\n"
+                  "Exit codes: 0 success; 1 the command failed, with one line on stderr,\n"
+                  "\"okl: CODE: message\"; 2 a usage error.\n");
+  return text;
+}
+
+std::string CommandHelp(const Command& command) {
+  std::string text =
+      absl::StrCat("usage: ", command.synopsis, "\n\n", command.description, "\n");
+  if (!command.flags.empty()) {
+    absl::StrAppend(&text, "\nflags:\n", okl::cli::FormatFlagHelp(command.flags));
+  }
+  if (command.model_ref) {
+    absl::StrAppend(&text, "\nmodel flags:\n", okl::cli::FormatFlagHelp(kModelFlags));
+  }
+  if (command.remote) {
+    absl::StrAppend(&text, "\nconnection flags:\n", okl::cli::FormatFlagHelp(kConnectionFlags));
+  }
+  return text;
+}
+
+// One line, whatever the message holds.
+std::string OneLine(absl::string_view message) {
+  return absl::StrReplaceAll(message, {{"\r\n", "; "}, {"\n", "; "}});
+}
+
+// A failed command: "okl: CODE: message", exit 1.
 int Fail(const absl::Status& status) {
-  std::cerr << "okl: " << status.message() << "\n";
+  std::cerr << "okl: " << absl::StatusCodeToString(status.code()) << ": "
+            << OneLine(status.message()) << "\n";
   return 1;
 }
 
 int UsageError(absl::string_view message) {
-  std::cerr << "okl: " << message << "\n" << kUsage;
+  std::cerr << "okl: " << OneLine(message) << "\n" << GeneralUsage();
   return 2;
 }
 
-int RunReplay(const std::vector<char*>& args) {
-  if (args.size() > 2) {
-    return UsageError(
-        absl::StrCat("replay takes no positional arguments, got '", args[2], "'"));
+int CommandUsageError(const Command& command, absl::string_view message) {
+  std::cerr << "okl: " << OneLine(message) << "\nusage: " << command.synopsis << "\n"
+            << "(okl help " << command.name << " lists its flags)\n";
+  return 2;
+}
+
+std::string FromEnv(const char* name, absl::string_view fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? std::string(value) : std::string(fallback);
+}
+
+// --- Flags to options ---------------------------------------------------------------
+
+absl::StatusOr<okl::cli::ConnectionOptions> ConnectionFromFlags(
+    const CommandLine& line, absl::Duration default_timeout) {
+  okl::cli::ConnectionOptions options;
+  options.server = line.Given("server") ? absl::GetFlag(FLAGS_server)
+                                        : FromEnv("OKL_SERVER", "127.0.0.1:50051");
+  if (options.server.empty()) return absl::InvalidArgumentError("--server must not be empty");
+  options.timeout = line.Given("timeout") ? absl::GetFlag(FLAGS_timeout) : default_timeout;
+  if (options.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--timeout must be positive");
+  }
+  options.tls = absl::GetFlag(FLAGS_tls);
+  options.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);
+  options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("--tls_cert and --tls_key go together");
+  }
+  options.token = line.Given("token") ? absl::GetFlag(FLAGS_token) : FromEnv("OKL_TOKEN", "");
+  return options;
+}
+
+std::string TenantFromFlags(const CommandLine& line) {
+  return line.Given("tenant") ? absl::GetFlag(FLAGS_tenant) : FromEnv("OKL_TENANT", "default");
+}
+
+okl::cli::Output OutputFromFlags() { return {.json = absl::GetFlag(FLAGS_json)}; }
+
+// The connection and output every remote command starts with; a usage error or exit
+// code in *exit_code when it returns empty.
+struct Session {
+  std::string server;
+  okl::cli::Output output;
+  std::optional<okl::Client> client;
+  okl::ModelId id;
+};
+
+std::optional<Session> StartSession(const CommandLine& line, const Command& command,
+                                    int* exit_code,
+                                    absl::Duration default_timeout = absl::Seconds(30)) {
+  if (!line.args.empty() && command.name != "observe" && command.name != "predict") {
+    *exit_code = CommandUsageError(
+        command, absl::StrCat(command.name, " takes no arguments, got '", line.args[0], "'"));
+    return std::nullopt;
+  }
+  Session session;
+  session.output = OutputFromFlags();
+  if (command.model_ref) {
+    session.id.tenant = TenantFromFlags(line);
+    session.id.model = absl::GetFlag(FLAGS_model);
+    if (session.id.model.empty()) {
+      *exit_code = CommandUsageError(command, absl::StrCat(command.name, " needs --model"));
+      return std::nullopt;
+    }
+  }
+  absl::StatusOr<okl::cli::ConnectionOptions> connection =
+      ConnectionFromFlags(line, default_timeout);
+  if (!connection.ok()) {
+    *exit_code = CommandUsageError(command, connection.status().message());
+    return std::nullopt;
+  }
+  session.server = connection->server;
+  absl::StatusOr<okl::Client> client = okl::cli::Connect(*connection);
+  if (!client.ok()) {
+    *exit_code = Fail(client.status());
+    return std::nullopt;
+  }
+  session.client.emplace(*std::move(client));
+  return session;
+}
+
+int Finish(const absl::Status& status) { return status.ok() ? 0 : Fail(status); }
+
+// Kernel, loss, schedule and policy names as the flags spell them.
+absl::StatusOr<okl::KernelType> ParseKernel(absl::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  if (lower == "gaussian") return okl::KernelType::kGaussian;
+  if (lower == "laplacian") return okl::KernelType::kLaplacian;
+  if (lower == "linear") return okl::KernelType::kLinear;
+  if (lower == "polynomial") return okl::KernelType::kPolynomial;
+  if (lower == "heat") return okl::KernelType::kHeat;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--kernel=", name, ": expected gaussian, laplacian, linear, polynomial or heat"));
+}
+
+absl::StatusOr<okl::LossType> ParseLoss(absl::string_view name) {
+  std::string lower = absl::AsciiStrToLower(name);
+  absl::StrReplaceAll({{"-", "_"}}, &lower);
+  if (lower == "squared") return okl::LossType::kSquared;
+  if (lower == "hinge") return okl::LossType::kHinge;
+  if (lower == "epsilon_insensitive") return okl::LossType::kEpsilonInsensitive;
+  if (lower == "logistic") return okl::LossType::kLogistic;
+  if (lower == "huber") return okl::LossType::kHuber;
+  if (lower == "novelty") return okl::LossType::kNovelty;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--loss=", name,
+      ": expected squared, hinge, epsilon_insensitive, logistic, huber or novelty"));
+}
+
+absl::StatusOr<okl::Schedule> ParseSchedule(absl::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  if (lower == "constant") return okl::Schedule::kConstant;
+  if (lower == "inverse_sqrt") return okl::Schedule::kInverseSqrt;
+  if (lower == "power") return okl::Schedule::kPower;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--schedule=", name, ": expected constant, inverse_sqrt or power"));
+}
+
+absl::StatusOr<okl::BudgetPolicy> ParsePolicy(absl::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  if (lower == "oldest") return okl::BudgetPolicy::kOldest;
+  if (lower == "smallest") return okl::BudgetPolicy::kSmallest;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--policy=", name, ": expected oldest or smallest"));
+}
+
+absl::StatusOr<uint32_t> NonNegative32(absl::string_view name, int64_t value) {
+  if (value < 0 || value > 0xffffffffLL) {
+    return absl::InvalidArgumentError(absl::StrCat("--", name, "=", value, " is out of range"));
+  }
+  return static_cast<uint32_t>(value);
+}
+
+// Sets the fields of *config from the config flags: every flag without a --config file,
+// else only those given (they override the file). Usage errors as InvalidArgument.
+absl::Status ApplyConfigFlags(const CommandLine& line, bool all, okl::ModelConfig* config) {
+  const auto use = [&](absl::string_view name) { return all || line.Given(name); };
+  if (use("dim")) {
+    absl::StatusOr<uint32_t> dim = NonNegative32("dim", absl::GetFlag(FLAGS_dim));
+    if (!dim.ok()) return dim.status();
+    config->dim = *dim;
+  }
+  if (use("kernel")) {
+    absl::StatusOr<okl::KernelType> kernel = ParseKernel(absl::GetFlag(FLAGS_kernel));
+    if (!kernel.ok()) return kernel.status();
+    config->kernel.type = *kernel;
+  }
+  if (use("gamma")) config->kernel.gamma = absl::GetFlag(FLAGS_gamma);
+  if (use("c")) config->kernel.c = absl::GetFlag(FLAGS_c);
+  if (use("degree")) {
+    absl::StatusOr<uint32_t> degree = NonNegative32("degree", absl::GetFlag(FLAGS_degree));
+    if (!degree.ok()) return degree.status();
+    config->kernel.degree = *degree;
+  }
+  if (use("t")) config->kernel.t = absl::GetFlag(FLAGS_t);
+  if (use("loss")) {
+    absl::StatusOr<okl::LossType> loss = ParseLoss(absl::GetFlag(FLAGS_loss));
+    if (!loss.ok()) return loss.status();
+    config->loss.type = *loss;
+  }
+  if (use("rho")) config->loss.rho = absl::GetFlag(FLAGS_rho);
+  if (use("epsilon")) config->loss.epsilon = absl::GetFlag(FLAGS_epsilon);
+  if (use("delta")) config->loss.delta = absl::GetFlag(FLAGS_delta);
+  if (use("nu")) config->loss.nu = absl::GetFlag(FLAGS_nu);
+  if (use("eta0")) config->learning_rate.eta0 = absl::GetFlag(FLAGS_eta0);
+  if (use("schedule")) {
+    absl::StatusOr<okl::Schedule> schedule = ParseSchedule(absl::GetFlag(FLAGS_schedule));
+    if (!schedule.ok()) return schedule.status();
+    config->learning_rate.schedule = *schedule;
+  }
+  if (use("theta")) config->learning_rate.theta = absl::GetFlag(FLAGS_theta);
+  if (use("lambda")) config->lambda = absl::GetFlag(FLAGS_lambda);
+  if (use("max_terms")) {
+    absl::StatusOr<uint32_t> max_terms =
+        NonNegative32("max_terms", absl::GetFlag(FLAGS_max_terms));
+    if (!max_terms.ok()) return max_terms.status();
+    config->budget.max_terms = *max_terms;
+  }
+  if (use("policy")) {
+    absl::StatusOr<okl::BudgetPolicy> policy = ParsePolicy(absl::GetFlag(FLAGS_policy));
+    if (!policy.ok()) return policy.status();
+    config->budget.policy = *policy;
+  }
+  if (use("drop_below")) config->budget.drop_below = absl::GetFlag(FLAGS_drop_below);
+  if (use("offset")) config->offset = absl::GetFlag(FLAGS_offset);
+  if (use("averaged")) config->averaged = absl::GetFlag(FLAGS_averaged);
+  if (use("regret_window")) {
+    absl::StatusOr<uint32_t> window =
+        NonNegative32("regret_window", absl::GetFlag(FLAGS_regret_window));
+    if (!window.ok()) return window.status();
+    config->regret_window = *window;
+  }
+
+  // A parameter the chosen kernel, loss or schedule does not read is a mistake to point out.
+  using okl::KernelType;
+  using okl::LossType;
+  const KernelType kernel = config->kernel.type;
+  const LossType loss = config->loss.type;
+  const struct {
+    absl::string_view flag;
+    bool applies;
+    absl::string_view owner;
+  } checks[] = {
+      {"gamma",
+       kernel == KernelType::kGaussian || kernel == KernelType::kLaplacian ||
+           kernel == KernelType::kPolynomial,
+       "kernel"},
+      {"c", kernel == KernelType::kLinear || kernel == KernelType::kPolynomial, "kernel"},
+      {"degree", kernel == KernelType::kPolynomial, "kernel"},
+      {"t", kernel == KernelType::kHeat, "kernel"},
+      {"rho", loss == LossType::kHinge || loss == LossType::kNovelty, "loss"},
+      {"epsilon", loss == LossType::kEpsilonInsensitive, "loss"},
+      {"delta", loss == LossType::kHuber, "loss"},
+      {"nu",
+       loss == LossType::kHinge || loss == LossType::kNovelty ||
+           loss == LossType::kEpsilonInsensitive,
+       "loss"},
+      {"theta", config->learning_rate.schedule == okl::Schedule::kPower, "schedule"},
+  };
+  for (const auto& check : checks) {
+    if (line.Given(check.flag) && !check.applies) {
+      const absl::string_view owner_name =
+          check.owner == "kernel" ? okl::KernelTypeName(kernel)
+          : check.owner == "loss" ? okl::LossTypeName(loss)
+                                  : okl::ScheduleName(config->learning_rate.schedule);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", check.flag, " does not apply to the ", owner_name, " ", check.owner));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  return contents.str();
+}
+
+// --- Commands -----------------------------------------------------------------------
+
+int RunCreate(const CommandLine& line, const Command& command) {
+  int exit_code = 0;
+  std::optional<Session> session = StartSession(line, command, &exit_code);
+  if (!session.has_value()) return exit_code;
+  okl::ModelConfig config;
+  const std::string config_path = absl::GetFlag(FLAGS_config);
+  if (!config_path.empty()) {
+    absl::StatusOr<std::string> text = ReadFile(config_path);
+    if (!text.ok()) return Fail(text.status());
+    absl::StatusOr<okl::ModelConfig> parsed = okl::ParseModelConfigText(*text, config_path);
+    if (!parsed.ok()) return Fail(parsed.status());
+    config = *parsed;
+  } else if (!line.Given("dim")) {
+    return CommandUsageError(command, "create needs --dim (or a --config file)");
+  }
+  if (absl::Status applied = ApplyConfigFlags(line, config_path.empty(), &config);
+      !applied.ok()) {
+    return CommandUsageError(command, applied.message());
+  }
+  if (absl::Status valid = okl::ValidateConfig(config); !valid.ok()) {
+    return CommandUsageError(command, valid.message());
+  }
+  return Finish(okl::cli::RunCreate(*session->client, session->id, config, session->output));
+}
+
+int RunGet(const CommandLine& line, const Command& command) {
+  int exit_code = 0;
+  std::optional<Session> session = StartSession(line, command, &exit_code);
+  if (!session.has_value()) return exit_code;
+  return Finish(okl::cli::RunGet(*session->client, session->id, session->output));
+}
+
+int RunList(const CommandLine& line, const Command& command) {
+  int exit_code = 0;
+  std::optional<Session> session = StartSession(line, command, &exit_code);
+  if (!session.has_value()) return exit_code;
+  const std::string tenant =
+      line.Given("tenant") ? absl::GetFlag(FLAGS_tenant) : FromEnv("OKL_TENANT", "");
+  return Finish(okl::cli::RunList(*session->client, tenant, session->output));
+}
+
+int RunDelete(const CommandLine& line, const Command& command) {
+  int exit_code = 0;
+  std::optional<Session> session = StartSession(line, command, &exit_code);
+  if (!session.has_value()) return exit_code;
+  return Finish(okl::cli::RunDelete(*session->client, session->id, session->output));
+}
+
+// The input files of observe and predict: --input, then the arguments.
+std::vector<std::string> InputFiles(const CommandLine& line) {
+  std::vector<std::string> inputs;
+  if (line.Given("input")) inputs.push_back(absl::GetFlag(FLAGS_input));
+  inputs.insert(inputs.end(), line.args.begin(), line.args.end());
+  return inputs;
+}
+
+// The curve flags; a usage error message if they are wrong.
+absl::StatusOr<okl::cli::CurveOptions> CurveFromFlags() {
+  okl::cli::CurveOptions curve;
+  curve.csv_path = absl::GetFlag(FLAGS_curve);
+  curve.plot_path = absl::GetFlag(FLAGS_plot);
+  curve.gnuplot = absl::GetFlag(FLAGS_gnuplot);
+  if (!curve.plot_path.empty()) {
+    absl::StatusOr<okl::cli::PlotFormat> format = okl::cli::PlotFormatFor(curve.plot_path);
+    if (!format.ok()) return format.status();
+  }
+  return curve;
+}
+
+absl::StatusOr<std::optional<uint64_t>> LimitFromFlags() {
+  const int64_t limit = absl::GetFlag(FLAGS_limit);
+  if (limit < 0) return absl::InvalidArgumentError("--limit must not be negative");
+  if (limit == 0) return std::optional<uint64_t>();
+  return std::optional<uint64_t>(static_cast<uint64_t>(limit));
+}
+
+int RunObserve(const CommandLine& line, const Command& command) {
+  okl::cli::ObserveOptions options;
+  options.inputs = InputFiles(line);
+  if (options.inputs.empty()) {
+    return CommandUsageError(command, "observe needs an input: FILE... or - for stdin");
+  }
+  absl::StatusOr<okl::cli::RowFormat> format =
+      okl::cli::ParseRowFormat(absl::GetFlag(FLAGS_format));
+  if (!format.ok()) return CommandUsageError(command, format.status().message());
+  options.format = *format;
+  const int64_t batch_size = absl::GetFlag(FLAGS_batch_size);
+  // A curve's expansion sizes come with the acknowledgements: one per message, unless
+  // the flag asks for coarser ones.
+  const bool curve_wanted =
+      !absl::GetFlag(FLAGS_curve).empty() || !absl::GetFlag(FLAGS_plot).empty();
+  const int64_t batches = line.Given("batches_per_stream") || !curve_wanted
+                              ? absl::GetFlag(FLAGS_batches_per_stream)
+                              : 1;
+  if (batch_size <= 0) return CommandUsageError(command, "--batch_size must be positive");
+  if (batches <= 0) return CommandUsageError(command, "--batches_per_stream must be positive");
+  options.batch_size = static_cast<size_t>(batch_size);
+  options.batches_per_stream = static_cast<size_t>(batches);
+  if (absl::GetFlag(FLAGS_skip) < 0) {
+    return CommandUsageError(command, "--skip must not be negative");
+  }
+  options.skip = static_cast<uint64_t>(absl::GetFlag(FLAGS_skip));
+  absl::StatusOr<std::optional<uint64_t>> limit = LimitFromFlags();
+  if (!limit.ok()) return CommandUsageError(command, limit.status().message());
+  options.limit = *limit;
+  absl::StatusOr<okl::cli::CurveOptions> curve = CurveFromFlags();
+  if (!curve.ok()) return CommandUsageError(command, curve.status().message());
+  options.curve = *curve;
+  options.progress_terminal = ::isatty(STDERR_FILENO) == 1;
+  options.progress =
+      line.Given("progress") ? absl::GetFlag(FLAGS_progress) : options.progress_terminal;
+
+  int exit_code = 0;
+  std::optional<Session> session = StartSession(line, command, &exit_code);
+  if (!session.has_value()) return exit_code;
+  return Finish(okl::cli::RunObserve(*session->client, session->id, options, session->output));
+}
+
+int RunPredict(const CommandLine& line, const Command& command) {
+  okl::cli::PredictOptions options;
+  options.inputs = InputFiles(line);
+  options.vectors = line.Values("x");
+  if (options.inputs.empty() && options.vectors.empty()) {
+    return CommandUsageError(command,
+                             "predict needs inputs: --x=v1,...,vd, or FILE... (- for stdin)");
+  }
+  absl::StatusOr<okl::cli::RowFormat> format =
+      okl::cli::ParseRowFormat(absl::GetFlag(FLAGS_format));
+  if (!format.ok()) return CommandUsageError(command, format.status().message());
+  options.format = *format;
+  options.output_path = absl::GetFlag(FLAGS_output);
+  const int64_t batch_size = line.Given("batch_size") ? absl::GetFlag(FLAGS_batch_size) : 1000;
+  if (batch_size <= 0) return CommandUsageError(command, "--batch_size must be positive");
+  options.batch_size = static_cast<size_t>(batch_size);
+  absl::StatusOr<std::optional<uint64_t>> limit = LimitFromFlags();
+  if (!limit.ok()) return CommandUsageError(command, limit.status().message());
+  options.limit = *limit;
+
+  int exit_code = 0;
+  std::optional<Session> session = StartSession(line, command, &exit_code);
+  if (!session.has_value()) return exit_code;
+  return Finish(okl::cli::RunPredict(*session->client, session->id, options, session->output));
+}
+
+int RunSnapshot(const CommandLine& line, const Command& command) {
+  const std::string path = absl::GetFlag(FLAGS_output);
+  if (path.empty()) return CommandUsageError(command, "snapshot needs --output FILE");
+  int exit_code = 0;
+  std::optional<Session> session = StartSession(line, command, &exit_code);
+  if (!session.has_value()) return exit_code;
+  return Finish(okl::cli::RunSnapshot(*session->client, session->id, path, session->output));
+}
+
+int RunRestore(const CommandLine& line, const Command& command) {
+  const std::string path = absl::GetFlag(FLAGS_input);
+  if (path.empty()) return CommandUsageError(command, "restore needs --input FILE");
+  int exit_code = 0;
+  std::optional<Session> session = StartSession(line, command, &exit_code);
+  if (!session.has_value()) return exit_code;
+  return Finish(okl::cli::RunRestore(*session->client, session->id, path, session->output));
+}
+
+int RunHealth(const CommandLine& line, const Command& command) {
+  int exit_code = 0;
+  std::optional<Session> session = StartSession(line, command, &exit_code, absl::Seconds(5));
+  if (!session.has_value()) return exit_code;
+  const std::string service = absl::GetFlag(FLAGS_service);
+  absl::StatusOr<bool> serving =
+      okl::cli::RunHealth(*session->client, service, session->output);
+  if (!serving.ok()) return Fail(serving.status());
+  if (!*serving) {
+    std::cerr << "okl: NOT_SERVING: " << session->server << " reports "
+              << (service.empty() ? std::string("the server")
+                                  : absl::StrCat("\"", service, "\""))
+              << " not serving (starting or draining)\n";
+  }
+  return *serving ? 0 : 1;
+}
+
+int RunReplay(const CommandLine& line, const Command& command) {
+  if (!line.args.empty()) {
+    return CommandUsageError(
+        command,
+        absl::StrCat("replay takes no positional arguments, got '", line.args[0], "'"));
   }
   okl::ReplayOptions options;
   options.config_path = absl::GetFlag(FLAGS_config);
   options.input_path = absl::GetFlag(FLAGS_input);
   options.output_path = absl::GetFlag(FLAGS_output);
-  if (options.config_path.empty()) return UsageError("replay needs --config");
-  if (options.input_path.empty()) return UsageError("replay needs --input");
-  if (options.output_path.empty()) return UsageError("replay needs --output");
-  absl::StatusOr<okl::InputFormat> format =
-      okl::ParseInputFormat(absl::GetFlag(FLAGS_format));
-  if (!format.ok()) return UsageError(format.status().message());
+  if (options.config_path.empty()) return CommandUsageError(command, "replay needs --config");
+  if (options.input_path.empty()) return CommandUsageError(command, "replay needs --input");
+  if (options.output_path.empty()) return CommandUsageError(command, "replay needs --output");
+  if (line.Given("local") && !absl::GetFlag(FLAGS_local)) {
+    return CommandUsageError(command,
+                             "replay runs only in this process: --local is its one mode");
+  }
+  absl::StatusOr<okl::InputFormat> format = okl::ParseInputFormat(absl::GetFlag(FLAGS_format));
+  if (!format.ok()) return CommandUsageError(command, format.status().message());
   options.format = *format;
   const int64_t embedding = absl::GetFlag(FLAGS_embedding);
-  if (embedding < 0) return UsageError("--embedding must not be negative");
+  if (embedding < 0) return CommandUsageError(command, "--embedding must not be negative");
   options.embedding = static_cast<size_t>(embedding);
-
-  absl::StatusOr<okl::ReplaySummary> summary = okl::Replay(options);
-  if (!summary.ok()) return Fail(summary.status());
-  std::cerr << "okl replay: " << options.input_path << " ("
-            << okl::InputFormatName(options.format) << ") through " << options.config_path
-            << "\n"
-            << okl::FormatReplaySummary(*summary);
+  absl::StatusOr<okl::cli::CurveOptions> curve = CurveFromFlags();
+  if (!curve.ok()) return CommandUsageError(command, curve.status().message());
+  const okl::cli::Output output = OutputFromFlags();
+  if (output.json && options.output_path == "-") {
+    return CommandUsageError(command, "--json and --output=- would share stdout");
+  }
+  const absl::Status status = okl::cli::RunReplay(options, *curve, output);
+  if (!status.ok()) {
+    // As before the other commands existed: the message alone.
+    std::cerr << "okl: " << OneLine(status.message()) << "\n";
+    return 1;
+  }
   return 0;
 }
+
+const std::vector<Command>& Commands() {
+  static const std::vector<Command>* const commands = new std::vector<Command>{
+      {.name = "create",
+       .summary = "create a model (config as flags, or --config FILE)",
+       .synopsis =
+           "okl create --model=NAME (--dim=D [config flags] | --config=FILE [overrides])",
+       .description =
+           "Creates a model on the server and prints its configuration. The configuration is\n"
+           "given by flags (the defaults are core's, with a budget of 1000 terms) or as an\n"
+           "okl.v1.ModelConfig in protobuf text format (--config; flags given as well "
+           "override\n"
+           "its fields). ALREADY_EXISTS if the model exists.",
+       .flags =
+           [] {
+             std::vector<absl::string_view> flags = {"config"};
+             flags.insert(flags.end(), std::begin(kConfigFlags), std::end(kConfigFlags));
+             return flags;
+           }(),
+       .run = RunCreate},
+      {.name = "get",
+       .summary = "show a model's configuration and statistics",
+       .synopsis = "okl get --model=NAME",
+       .description =
+           "Prints the model's statistics and its configuration (in the text format\n"
+           "that create --config reads).",
+       .flags = {},
+       .run = RunGet},
+      {.name = "list",
+       .summary = "list the models (of --tenant, or of every tenant)",
+       .synopsis = "okl list [--tenant=T]",
+       .description = "Lists the models of --tenant (or $OKL_TENANT), or of every tenant the\n"
+                      "caller may see, ordered by tenant and name.",
+       .flags = {"tenant"},
+       .model_ref = false,
+       .run = RunList},
+      {.name = "delete",
+       .summary = "delete a model and its stored state",
+       .synopsis = "okl delete --model=NAME",
+       .description = "Deletes the model and everything stored about it. NOT_FOUND if absent.",
+       .flags = {},
+       .run = RunDelete},
+      {.name = "observe",
+       .summary = "stream labelled rows (CSV or LIBSVM, files or stdin) into a model",
+       .synopsis = "okl observe --model=NAME [--format=csv|libsvm] FILE... (- for stdin)",
+       .description =
+           "Streams labelled rows into the model, in order, in batches (--batch_size rows a\n"
+           "message, --batches_per_stream messages a stream; each stream is acknowledged once\n"
+           "applied and durable). Shows progress on a terminal (rows, rows/s, running average\n"
+           "loss, ETA when the input's size is known) and prints a summary: examples, time,\n"
+           "rate, average loss, and mistakes for hinge and logistic models. --curve and "
+           "--plot\n"
+           "record the prequential learning curve. If the stream fails, the message says how\n"
+           "many rows were applied and the --skip that resumes after them.",
+       .flags = {"input", "format", "batch_size", "batches_per_stream", "skip", "limit",
+                 "progress", "curve", "plot", "gnuplot"},
+       .run = RunObserve},
+      {.name = "predict",
+       .summary = "predict inputs (--x or a file) and write one prediction per line",
+       .synopsis =
+           "okl predict --model=NAME (--x=v1,...,vd ... | [--format=csv|libsvm] FILE...) "
+           "[--output=FILE]",
+       .description =
+           "Writes the model's prediction of each input, one per line (%.17g, which "
+           "round-trips),\n"
+           "to --output or stdout. Inputs come from --x flags (dense v1,...,vd, or sparse\n"
+           "1-based idx:val,...), then from files: CSV rows of the d inputs (no label), or\n"
+           "LIBSVM rows (a leading label is ignored).",
+       .flags = {"input", "format", "x", "output", "batch_size", "limit"},
+       .run = RunPredict},
+      {.name = "snapshot",
+       .summary = "save a model's whole state to a file",
+       .synopsis = "okl snapshot --model=NAME --output=FILE",
+       .description =
+           "Writes the model's complete state to FILE (atomically: FILE holds either\n"
+           "its old contents or the whole snapshot). restore reads it back.",
+       .flags = {"output"},
+       .run = RunSnapshot},
+      {.name = "restore",
+       .summary = "install a model from a snapshot file",
+       .synopsis = "okl restore --model=NAME --input=FILE",
+       .description =
+           "Installs the snapshot in FILE as the model (replacing one of that name); it\n"
+           "continues bit-identically to the model the snapshot was taken from. DATA_LOSS for\n"
+           "a file that is not an intact snapshot.",
+       .flags = {"input"},
+       .run = RunRestore},
+      {.name = "health",
+       .summary = "exit 0 if the server is SERVING, 1 otherwise (quiet on success)",
+       .synopsis = "okl health [--server=HOST:PORT] [--timeout=5s] [--service=NAME]",
+       .description =
+           "Checks grpc.health.v1.Health: exit 0 if SERVING (printing nothing, unless "
+           "--json),\n"
+           "1 if not serving or unreachable (one line on stderr). Made for container\n"
+           "HEALTHCHECKs.",
+       .flags = {"service"},
+       .model_ref = false,
+       .run = RunHealth},
+      {.name = "replay",
+       .summary = "run NORMA over a data file in this process (offline, prequential)",
+       .synopsis =
+           "okl replay [--local] --config=FILE --input=FILE [--format=csv|libsvm|series] "
+           "[--embedding=L] --output=FILE",
+       .description =
+           "Streams a data file through a model built in this process from --config: each row\n"
+           "is predicted, then learned. Writes one prediction per row to --output (- for\n"
+           "stdout) and a summary to stderr (or JSON to stdout with --json). No server is\n"
+           "involved; --local says so explicitly.",
+       .flags = {"local", "config", "input", "format", "embedding", "output", "curve", "plot",
+                 "gnuplot", "json"},
+       .remote = false,
+       .model_ref = false,
+       .run = RunReplay},
+  };
+  return *commands;
+}
+
+const Command* FindCommand(absl::string_view name) {
+  for (const Command& command : Commands()) {
+    if (command.name == name) return &command;
+  }
+  return nullptr;
+}
+
+// gRPC's own log lines (a failed TLS handshake, say) would break the one-line error
+// promise; the error that matters reaches the caller as a status anyway.
+void QuietGrpcLog(gpr_log_func_args* /*args*/) {}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(kUsage);
-  const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  if (args.size() < 2) {
-    std::cerr << kUsage;
-    return 2;
-  }
-  const absl::string_view command = args[1];
-  if (command == "help") {
-    std::cout << kUsage;
+  // GRPC_VERBOSITY, when set, asks for gRPC's log: then it stays.
+  if (std::getenv("GRPC_VERBOSITY") == nullptr) gpr_set_log_function(QuietGrpcLog);
+  absl::StatusOr<CommandLine> line = okl::cli::SplitCommandLine(argc, argv);
+  if (!line.ok()) return UsageError(line.status().message());
+  if (line->version || line->command == "version") {
+    std::cout << "okl " << OKL_VERSION << " (" << OKL_BUILD_TYPE << ")\n";
     return 0;
   }
-  if (command == "replay") return RunReplay(args);
-  return UsageError(absl::StrCat("unknown command '", command, "'"));
+  if (line->command.empty()) {
+    if (line->help) {
+      std::cout << GeneralUsage();
+      return 0;
+    }
+    std::cerr << GeneralUsage();
+    return 2;
+  }
+  if (line->command == "help") {
+    if (line->args.empty()) {
+      std::cout << GeneralUsage();
+      return 0;
+    }
+    const Command* command = FindCommand(line->args[0]);
+    if (command == nullptr) {
+      return UsageError(absl::StrCat("unknown command '", line->args[0], "'"));
+    }
+    std::cout << CommandHelp(*command);
+    return 0;
+  }
+  const Command* command = FindCommand(line->command);
+  if (command == nullptr) {
+    return UsageError(absl::StrCat("unknown command '", line->command, "'"));
+  }
+  if (line->help) {
+    std::cout << CommandHelp(*command);
+    return 0;
+  }
+  const std::vector<absl::string_view> allowed = command->AllFlags();
+  if (absl::Status applied = okl::cli::ApplyFlags(*line, allowed, command->name);
+      !applied.ok()) {
+    return CommandUsageError(*command, applied.message());
+  }
+  return command->run(*line, *command);
 }

@@ -27,18 +27,6 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int error = errno;
-    return absl::ErrnoToStatus(error, absl::StrCat("cannot open ", path));
-  }
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read ", path));
-  return contents.str();
-}
-
 // The --output file, opened before the replay so that a bad path fails fast.
 class PredictionWriter {
  public:
@@ -84,8 +72,7 @@ class PredictionWriter {
   }
 
  private:
-  PredictionWriter(std::string path, std::FILE* file)
-      : path_(std::move(path)), file_(file) {}
+  PredictionWriter(std::string path, std::FILE* file) : path_(std::move(path)), file_(file) {}
 
   // A replay that failed leaves no output file behind, rather than an empty one.
   void Discard() {
@@ -99,20 +86,31 @@ class PredictionWriter {
   std::FILE* file_;
 };
 
-absl::StatusOr<Dataset> ReadInput(const ReplayOptions& options, uint32_t dim) {
+}  // namespace
+
+absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int error = errno;
+    return absl::ErrnoToStatus(error, absl::StrCat("cannot open ", path));
+  }
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read ", path));
+  return contents.str();
+}
+
+absl::StatusOr<Dataset> ReadReplayInput(const ReplayOptions& options, uint32_t dim) {
   switch (options.format) {
     case InputFormat::kCsv:
       return ReadCsv(options.input_path, dim);
     case InputFormat::kLibsvm:
       return ReadLibsvm(options.input_path, dim);
     case InputFormat::kSeries:
-      return ReadSeries(options.input_path,
-                        options.embedding == 0 ? dim : options.embedding);
+      return ReadSeries(options.input_path, options.embedding == 0 ? dim : options.embedding);
   }
   return absl::InvalidArgumentError("unknown input format");
 }
-
-}  // namespace
 
 absl::StatusOr<InputFormat> ParseInputFormat(absl::string_view name) {
   if (name == "csv") return InputFormat::kCsv;
@@ -137,8 +135,8 @@ absl::string_view InputFormatName(InputFormat format) {
 absl::StatusOr<ReplaySummary> ReplayDataset(const ModelConfig& config, const Dataset& data,
                                             std::vector<double>* predictions) {
   if (data.dim != config.dim) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the data has dimension ", data.dim, " but the config's dim is ", config.dim));
+    return absl::InvalidArgumentError(absl::StrCat("the data has dimension ", data.dim,
+                                                   " but the config's dim is ", config.dim));
   }
   OKL_ASSIGN_OR_RETURN(std::unique_ptr<NormaModel> model, NormaModel::Create(config));
   if (predictions != nullptr) predictions->reserve(predictions->size() + data.size());
@@ -158,14 +156,12 @@ absl::StatusOr<ReplaySummary> ReplayDataset(const ModelConfig& config, const Dat
   summary.config = config;
   summary.stats = model->stats();
   summary.examples = data.size();
-  summary.mean_loss = data.size() > 0
-                          ? summary.stats.cumulative_loss / static_cast<double>(data.size())
-                          : 0.0;
+  summary.mean_loss =
+      data.size() > 0 ? summary.stats.cumulative_loss / static_cast<double>(data.size()) : 0.0;
   summary.counts_mistakes = IsClassificationLoss(config.loss.type);
-  summary.examples_per_second =
-      summary.elapsed_seconds > 0
-          ? static_cast<double>(data.size()) / summary.elapsed_seconds
-          : 0.0;
+  summary.examples_per_second = summary.elapsed_seconds > 0
+                                    ? static_cast<double>(data.size()) / summary.elapsed_seconds
+                                    : 0.0;
   return summary;
 }
 
@@ -179,8 +175,8 @@ absl::StatusOr<ReplaySummary> Replay(const ReplayOptions& options) {
   if (options.format == InputFormat::kSeries && options.embedding != 0 &&
       options.embedding != config.dim) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--embedding=", options.embedding, " differs from the config's dim ", config.dim,
-        " (", options.config_path, "): an embedding of L lags makes L inputs"));
+        "--embedding=", options.embedding, " differs from the config's dim ", config.dim, " (",
+        options.config_path, "): an embedding of L lags makes L inputs"));
   }
 
   std::optional<PredictionWriter> writer;
@@ -189,7 +185,7 @@ absl::StatusOr<ReplaySummary> Replay(const ReplayOptions& options) {
   }
 
   const Clock::time_point read_start = Clock::now();
-  OKL_ASSIGN_OR_RETURN(Dataset data, ReadInput(options, config.dim));
+  OKL_ASSIGN_OR_RETURN(Dataset data, ReadReplayInput(options, config.dim));
   const double read_seconds = SecondsSince(read_start);
 
   std::vector<double> predictions;
@@ -214,8 +210,7 @@ std::string FormatReplaySummary(const ReplaySummary& summary) {
     const double rate = summary.examples > 0 ? static_cast<double>(stats.mistakes) /
                                                    static_cast<double>(summary.examples)
                                              : 0.0;
-    absl::StrAppendFormat(&text, "mistakes         %d (%.2f%%)\n", stats.mistakes,
-                          100 * rate);
+    absl::StrAppendFormat(&text, "mistakes         %d (%.2f%%)\n", stats.mistakes, 100 * rate);
   }
   absl::StrAppendFormat(&text, "expansion size   %d\n", stats.expansion_size);
   absl::StrAppendFormat(&text, "terms removed    %d\n", stats.terms_removed);

@@ -58,12 +58,12 @@ struct ReplayOptions {
 
 struct ReplaySummary {
   ModelConfig config;
-  ModelStats stats;              // after the last example
-  uint64_t examples = 0;         // rows replayed
-  double mean_loss = 0.0;        // stats.cumulative_loss / examples (0 without examples)
-  bool counts_mistakes = false;  // a classification loss: stats.mistakes is meaningful
-  double read_seconds = 0.0;     // reading and parsing the input file
-  double elapsed_seconds = 0.0;  // the Observe loop alone
+  ModelStats stats;                  // after the last example
+  uint64_t examples = 0;             // rows replayed
+  double mean_loss = 0.0;            // stats.cumulative_loss / examples (0 without examples)
+  bool counts_mistakes = false;      // a classification loss: stats.mistakes is meaningful
+  double read_seconds = 0.0;         // reading and parsing the input file
+  double elapsed_seconds = 0.0;      // the Observe loop alone
   double examples_per_second = 0.0;  // examples / elapsed_seconds
 };
 
@@ -73,6 +73,13 @@ struct ReplaySummary {
 // example is rejected (the message names its 1-based row).
 absl::StatusOr<ReplaySummary> ReplayDataset(const ModelConfig& config, const Dataset& data,
                                             std::vector<double>* predictions);
+
+// The whole of a text file (a config); NotFound/PermissionDenied/... naming the path.
+absl::StatusOr<std::string> ReadTextFile(const std::string& path);
+
+// options.input_path read in options.format for a model of dimension `dim` (a series is
+// embedded with options.embedding lags, or dim if 0).
+absl::StatusOr<Dataset> ReadReplayInput(const ReplayOptions& options, uint32_t dim);
 
 // Reads options.config_path and options.input_path, replays, and writes the predictions.
 absl::StatusOr<ReplaySummary> Replay(const ReplayOptions& options);

@@ -17,6 +17,7 @@ packages=(
   python3 python3-grpcio python3-protobuf python3-yaml
   # the metrics tests: promtool checks the exposition, a real Prometheus scrapes the server
   prometheus
+  gnuplot-nox  # `okl observe|replay --plot` renders learning curves with gnuplot
 )
 
 missing=()

@@ -14,6 +14,12 @@
 // stored model (checkpoint plus replayed log) before listening; a background thread
 // checkpoints models; Shutdown() checkpoints every model with a log after the drain.
 //
+// Metrics: with a metrics_address, Start() serves Prometheus metrics there (ServerMetrics:
+// per-model series read at scrape time, per-RPC counters and latency histograms from an
+// interceptor on every call). Regret: models with a regret_window have their windowed
+// regret recomputed in the background by a RegretScheduler (regret_every_steps,
+// regret_threads).
+//
 // Thread-safe: Shutdown() and StartDraining() may be called from any thread, any number
 // of times; port() and InProcessChannel() after Start().
 //

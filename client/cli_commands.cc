@@ -1,0 +1,285 @@
+// client/cli_commands.cc
+//
+// The commands about whole models: create, get, list, delete, snapshot, restore, health.
+// observe and predict are in cli_stream.cc, replay in cli_replay.cc.
+
+#include "client/cli_commands.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/cli_json.h"
+#include "google/protobuf/text_format.h"
+#include "google/protobuf/util/json_util.h"
+#include "proto/convert.h"
+
+namespace okl::cli {
+namespace {
+
+absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("cannot open ", what, " file ", path));
+  }
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  return contents.str();
+}
+
+void Print(const Output& output, absl::string_view text) {
+  std::fwrite(text.data(), 1, text.size(), output.out);
+}
+
+std::string ConfigText(const ModelConfig& config) {
+  google::protobuf::TextFormat::Printer printer;
+  printer.SetInitialIndentLevel(1);
+  std::string text;
+  printer.PrintToString(ToProto(config), &text);
+  return text;
+}
+
+std::string ConfigJson(const ModelConfig& config) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  std::string json;
+  if (!google::protobuf::util::MessageToJsonString(ToProto(config), &json, options).ok()) {
+    return "null";
+  }
+  return json;
+}
+
+double MeanLoss(const ModelStats& stats) {
+  return stats.steps > 0 ? stats.cumulative_loss / static_cast<double>(stats.steps) : 0.0;
+}
+
+std::string StatsJson(const ModelSummary& summary) {
+  const ModelStats& stats = summary.stats;
+  JsonObject json;
+  json.AddUint("steps", stats.steps)
+      .AddUint("expansion_size", stats.expansion_size)
+      .AddDouble("cumulative_loss", stats.cumulative_loss)
+      .AddDouble("mean_loss", MeanLoss(stats));
+  if (IsClassificationLoss(summary.config.loss.type)) json.AddUint("mistakes", stats.mistakes);
+  if (stats.truncation_error_bound.has_value()) {
+    json.AddDouble("truncation_error_bound", *stats.truncation_error_bound);
+  }
+  if (stats.regret.has_value()) {
+    JsonObject regret;
+    regret.AddDouble("regret", stats.regret->regret)
+        .AddUint("window", stats.regret->window)
+        .AddUint("at_step", stats.regret->last_step);
+    json.AddRaw("regret", regret.str());
+  }
+  return json.str();
+}
+
+// "gaussian(gamma=0.1)": the kernel in a few characters, for `okl list`.
+std::string KernelShort(const KernelConfig& kernel) {
+  switch (kernel.type) {
+    case KernelType::kGaussian:
+    case KernelType::kLaplacian:
+      return absl::StrFormat("%s(gamma=%g)", KernelTypeName(kernel.type), kernel.gamma);
+    case KernelType::kLinear:
+      return absl::StrFormat("linear(c=%g)", kernel.c);
+    case KernelType::kPolynomial:
+      return absl::StrFormat("polynomial(%g,%g,%d)", kernel.gamma, kernel.c, kernel.degree);
+    case KernelType::kHeat:
+      return absl::StrFormat("heat(t=%g)", kernel.t);
+  }
+  return std::string(KernelTypeName(kernel.type));
+}
+
+}  // namespace
+
+absl::StatusOr<Client> Connect(const ConnectionOptions& options) {
+  ClientOptions client_options;
+  client_options.deadline = options.timeout;
+  client_options.bearer_token = options.token;
+  client_options.use_tls =
+      options.tls || !options.tls_ca_file.empty() || !options.tls_cert_file.empty();
+  if (!options.tls_ca_file.empty()) {
+    absl::StatusOr<std::string> ca = ReadPem(options.tls_ca_file, "--tls_ca");
+    if (!ca.ok()) return ca.status();
+    client_options.tls_root_certs = *ca;
+  }
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("--tls_cert and --tls_key go together");
+  }
+  if (!options.tls_cert_file.empty()) {
+    absl::StatusOr<std::string> cert = ReadPem(options.tls_cert_file, "--tls_cert");
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<std::string> key = ReadPem(options.tls_key_file, "--tls_key");
+    if (!key.ok()) return key.status();
+    client_options.tls_cert_chain = *cert;
+    client_options.tls_private_key = *key;
+  }
+  return Client::Connect(options.server, client_options);
+}
+
+std::string ModelLabel(const ModelId& id) { return absl::StrCat(id.tenant, "/", id.model); }
+
+std::string SummaryText(const ModelSummary& summary) {
+  const ModelStats& stats = summary.stats;
+  std::string text;
+  absl::StrAppendFormat(&text, "model            %s/%s\n", summary.tenant, summary.model);
+  absl::StrAppendFormat(&text, "steps            %d\n", stats.steps);
+  absl::StrAppendFormat(&text, "expansion size   %d\n", stats.expansion_size);
+  absl::StrAppendFormat(&text, "cumulative loss  %.6g\n", stats.cumulative_loss);
+  absl::StrAppendFormat(&text, "mean loss        %.6g\n", MeanLoss(stats));
+  if (IsClassificationLoss(summary.config.loss.type)) {
+    const double rate = stats.steps > 0 ? 100.0 * static_cast<double>(stats.mistakes) /
+                                              static_cast<double>(stats.steps)
+                                        : 0.0;
+    absl::StrAppendFormat(&text, "mistakes         %d (%.2f%%)\n", stats.mistakes, rate);
+  }
+  if (stats.truncation_error_bound.has_value()) {
+    absl::StrAppendFormat(&text, "truncation bound %.6g\n", *stats.truncation_error_bound);
+  }
+  if (stats.regret.has_value()) {
+    absl::StrAppendFormat(&text, "regret           %.6g over %d examples, at step %d\n",
+                          stats.regret->regret, stats.regret->window, stats.regret->last_step);
+  }
+  absl::StrAppend(&text, "config\n", ConfigText(summary.config));
+  return text;
+}
+
+std::string SummaryJson(const ModelSummary& summary) {
+  JsonObject json;
+  json.AddString("tenant", summary.tenant)
+      .AddString("model", summary.model)
+      .AddRaw("config", ConfigJson(summary.config))
+      .AddRaw("stats", StatsJson(summary));
+  return json.str();
+}
+
+absl::Status RunCreate(const Client& client, const ModelId& id, const ModelConfig& config,
+                       const Output& output) {
+  absl::StatusOr<ModelSummary> created = client.CreateModel(id, config);
+  if (!created.ok()) return created.status();
+  if (output.json) {
+    Print(output, absl::StrCat(SummaryJson(*created), "\n"));
+  } else {
+    Print(output, absl::StrCat("created ", ModelLabel(id), "\n", ConfigText(created->config)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunGet(const Client& client, const ModelId& id, const Output& output) {
+  absl::StatusOr<ModelSummary> summary = client.GetModel(id);
+  if (!summary.ok()) return summary.status();
+  Print(output,
+        output.json ? absl::StrCat(SummaryJson(*summary), "\n") : SummaryText(*summary));
+  return absl::OkStatus();
+}
+
+absl::Status RunList(const Client& client, absl::string_view tenant, const Output& output) {
+  absl::StatusOr<std::vector<ModelSummary>> models = client.ListModels(tenant);
+  if (!models.ok()) return models.status();
+  if (output.json) {
+    std::string array = "[";
+    for (size_t i = 0; i < models->size(); ++i) {
+      absl::StrAppend(&array, i == 0 ? "" : ",", SummaryJson((*models)[i]));
+    }
+    array += "]";
+    JsonObject json;
+    json.AddRaw("models", array);
+    Print(output, absl::StrCat(json.str(), "\n"));
+    return absl::OkStatus();
+  }
+  if (models->empty()) {
+    Print(output, tenant.empty() ? "no models\n"
+                                 : absl::StrCat("no models of tenant \"", tenant, "\"\n"));
+    return absl::OkStatus();
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"TENANT", "MODEL", "DIM", "KERNEL", "LOSS", "STEPS", "TERMS", "MEAN LOSS"}};
+  for (const ModelSummary& m : *models) {
+    rows.push_back({m.tenant, m.model, absl::StrCat(m.config.dim), KernelShort(m.config.kernel),
+                    std::string(LossTypeName(m.config.loss.type)), absl::StrCat(m.stats.steps),
+                    absl::StrCat(m.stats.expansion_size),
+                    absl::StrFormat("%.6g", MeanLoss(m.stats))});
+  }
+  std::vector<size_t> widths(rows.front().size(), 0);
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+  }
+  std::string text;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      absl::StrAppend(&line, row[c]);
+      if (c + 1 < row.size()) line.append(widths[c] - row[c].size() + 2, ' ');
+    }
+    absl::StrAppend(&text, line, "\n");
+  }
+  Print(output, text);
+  return absl::OkStatus();
+}
+
+absl::Status RunDelete(const Client& client, const ModelId& id, const Output& output) {
+  if (absl::Status deleted = client.DeleteModel(id); !deleted.ok()) return deleted;
+  if (output.json) {
+    JsonObject json;
+    json.AddString("tenant", id.tenant).AddString("model", id.model).AddBool("deleted", true);
+    Print(output, absl::StrCat(json.str(), "\n"));
+  } else {
+    Print(output, absl::StrCat("deleted ", ModelLabel(id), "\n"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunSnapshot(const Client& client, const ModelId& id, const std::string& path,
+                         const Output& output) {
+  if (absl::Status written = client.SnapshotToFile(id, path); !written.ok()) return written;
+  struct stat st;
+  const uint64_t bytes = ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  if (output.json) {
+    JsonObject json;
+    json.AddString("tenant", id.tenant)
+        .AddString("model", id.model)
+        .AddString("output", path)
+        .AddUint("bytes", bytes);
+    Print(output, absl::StrCat(json.str(), "\n"));
+  } else {
+    Print(output, absl::StrCat("snapshot of ", ModelLabel(id), " written to ", path, " (",
+                               bytes, " bytes)\n"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunRestore(const Client& client, const ModelId& id, const std::string& path,
+                        const Output& output) {
+  absl::StatusOr<ModelSummary> restored = client.RestoreFromFile(id, path);
+  if (!restored.ok()) return restored.status();
+  if (output.json) {
+    Print(output, absl::StrCat(SummaryJson(*restored), "\n"));
+  } else {
+    Print(output,
+          absl::StrCat("restored ", ModelLabel(id), " from ", path, ": ", restored->stats.steps,
+                       " steps, ", restored->stats.expansion_size, " terms\n"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> RunHealth(const Client& client, absl::string_view service,
+                               const Output& output) {
+  absl::StatusOr<bool> serving = client.Health(service);
+  if (!serving.ok()) return serving.status();
+  if (output.json) {
+    JsonObject json;
+    json.AddString("service", service)
+        .AddString("status", *serving ? "SERVING" : "NOT_SERVING");
+    Print(output, absl::StrCat(json.str(), "\n"));
+  }
+  return *serving;
+}
+
+}  // namespace okl::cli

@@ -1,0 +1,130 @@
+// client/cli_commands.h
+//
+// The subcommands of the `okl` tool, as functions over okl::Client with plain option
+// structs: okl_main.cc parses flags into these and maps the Status they return to an
+// exit code. Results go to Output::out, human-readable or as one JSON object per
+// command (Output::json); progress goes to Output::err. A returned error is printed by
+// the caller as one line, "okl: CODE: message"; nothing here prints errors.
+//
+// Not thread-safe (the commands write to shared FILE*s); one command runs at a time.
+//
+// Example:
+//   OKL_ASSIGN_OR_RETURN(okl::Client client, okl::cli::Connect({.server = "127.0.0.1:50051"}));
+//   const okl::ModelId id = {.tenant = "demo", .model = "a9a"};
+//   OKL_RETURN_IF_ERROR(okl::cli::RunGet(client, id, {.json = true}));
+#ifndef OKL_CLIENT_CLI_COMMANDS_H_
+#define OKL_CLIENT_CLI_COMMANDS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "client/cli_input.h"
+#include "client/client.h"
+#include "client/replay.h"
+#include "core/config.h"
+#include "core/model_registry.h"
+
+namespace okl::cli {
+
+struct Output {
+  bool json = false;        // one JSON object per result instead of text
+  std::FILE* out = stdout;  // results
+  std::FILE* err = stderr;  // progress and notes
+};
+
+struct ConnectionOptions {
+  std::string server = "127.0.0.1:50051";      // host:port or any gRPC target
+  absl::Duration timeout = absl::Seconds(30);  // the deadline of each call (and stream)
+  // TLS: `tls` or a CA file turns it on; the files hold PEM. Empty CA: the system roots.
+  bool tls = false;
+  std::string tls_ca_file;
+  std::string tls_cert_file;  // client certificate, with tls_key_file (mutual TLS)
+  std::string tls_key_file;
+  std::string token;  // sent as `authorization: Bearer <token>`
+};
+
+// A client for `options` (reads the TLS files). The channel connects lazily.
+absl::StatusOr<Client> Connect(const ConnectionOptions& options);
+
+// Where a learning curve goes (see client/learning_curve.h). Both empty: none.
+struct CurveOptions {
+  std::string csv_path;   // the curve as CSV
+  std::string plot_path;  // the curve drawn by gnuplot, .png or .svg
+  std::string gnuplot = "gnuplot";
+
+  bool wanted() const { return !csv_path.empty() || !plot_path.empty(); }
+};
+
+// "tenant/model", for messages.
+std::string ModelLabel(const ModelId& id);
+
+// The model's summary: text (a block of "name value" lines and the config in protobuf
+// text format, as `okl create --config` reads it) or JSON.
+std::string SummaryText(const ModelSummary& summary);
+std::string SummaryJson(const ModelSummary& summary);
+
+absl::Status RunCreate(const Client& client, const ModelId& id, const ModelConfig& config,
+                       const Output& output);
+absl::Status RunGet(const Client& client, const ModelId& id, const Output& output);
+// `tenant` empty: every tenant the caller may see.
+absl::Status RunList(const Client& client, absl::string_view tenant, const Output& output);
+absl::Status RunDelete(const Client& client, const ModelId& id, const Output& output);
+
+struct ObserveOptions {
+  std::vector<std::string> inputs;  // files, "-" for stdin, read in order
+  RowFormat format = RowFormat::kCsv;
+  size_t batch_size = 256;         // examples per stream message
+  size_t batches_per_stream = 8;   // messages per acknowledged stream
+  uint64_t skip = 0;               // leading rows not sent (to resume a stream)
+  std::optional<uint64_t> limit;   // send at most this many rows (after the skipped ones)
+  bool progress = false;           // report progress on Output::err
+  bool progress_terminal = false;  // redraw the progress line in place
+  CurveOptions curve;
+};
+
+// Streams labelled rows into the model through an ObserveWriter and prints a summary:
+// examples, time, rate, average loss, mistakes (classification losses). On a failure
+// the message says how many rows were applied, and so where --skip resumes.
+absl::Status RunObserve(const Client& client, const ModelId& id, const ObserveOptions& options,
+                        const Output& output);
+
+struct PredictOptions {
+  std::vector<std::string> inputs;  // files ("-": stdin) of unlabelled rows
+  RowFormat format = RowFormat::kCsv;
+  std::vector<std::string> vectors;  // inputs written out (ParseInputVector), first
+  std::string output_path;           // empty or "-": Output::out
+  size_t batch_size = 1000;          // inputs per Predict call
+  std::optional<uint64_t> limit;     // predict at most this many rows of `inputs`
+};
+
+// Writes one prediction per input, "%.17g" a line (they round-trip), in input order.
+absl::Status RunPredict(const Client& client, const ModelId& id, const PredictOptions& options,
+                        const Output& output);
+
+absl::Status RunSnapshot(const Client& client, const ModelId& id, const std::string& path,
+                         const Output& output);
+absl::Status RunRestore(const Client& client, const ModelId& id, const std::string& path,
+                        const Output& output);
+
+// Whether `service` ("" for the whole server) is SERVING. Prints nothing on success unless
+// Output::json; the caller reports NOT_SERVING.
+absl::StatusOr<bool> RunHealth(const Client& client, absl::string_view service,
+                               const Output& output);
+
+// `okl replay`: okl::Replay, plus its learning curve when `curve` wants one (then the
+// model runs here, step by step, with the same results). The summary goes to
+// Output::err as text, or to Output::out as JSON.
+absl::Status RunReplay(const ReplayOptions& options, const CurveOptions& curve,
+                       const Output& output);
+
+}  // namespace okl::cli
+
+#endif  // OKL_CLIENT_CLI_COMMANDS_H_

@@ -1,0 +1,270 @@
+// client/cli_input.cc
+
+#include "client/cli_input.h"
+
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace okl::cli {
+namespace {
+
+constexpr size_t kMaxQuoted = 40;
+
+bool IsBlank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+
+absl::string_view Trim(absl::string_view s) {
+  while (!s.empty() && IsBlank(s.front())) s.remove_prefix(1);
+  while (!s.empty() && IsBlank(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+std::string Quote(absl::string_view s) {
+  if (s.size() <= kMaxQuoted) return absl::StrCat("'", s, "'");
+  return absl::StrCat("'", s.substr(0, kMaxQuoted), "...'");
+}
+
+// Parses all of `token` as a finite double, accepting a leading '+' as data_reader does
+// (LIBSVM labels are often "+1"). An error message, or empty on success.
+std::string ParseNumber(absl::string_view token, double* value) {
+  absl::string_view digits = token;
+  if (digits.size() > 1 && digits.front() == '+' && digits[1] != '-' && digits[1] != '+') {
+    digits.remove_prefix(1);
+  }
+  const char* last = digits.data() + digits.size();
+  const std::from_chars_result result = std::from_chars(digits.data(), last, *value);
+  if (digits.empty() || result.ec != std::errc() || result.ptr != last) {
+    return absl::StrCat("bad number ", Quote(token));
+  }
+  if (!std::isfinite(*value)) return absl::StrCat("non-finite number ", Quote(token));
+  return "";
+}
+
+// Parses "idx:val" with a 1-based idx <= dim into (*index 0-based, *value).
+std::string ParsePair(absl::string_view token, uint32_t dim, uint32_t* index, double* value) {
+  const size_t colon = token.find(':');
+  if (colon == absl::string_view::npos) {
+    return absl::StrCat("expected index:value, got ", Quote(token));
+  }
+  const absl::string_view index_text = token.substr(0, colon);
+  uint64_t one_based = 0;
+  const char* end = index_text.data() + index_text.size();
+  const std::from_chars_result parsed = std::from_chars(index_text.data(), end, one_based);
+  if (index_text.empty() || parsed.ec != std::errc() || parsed.ptr != end) {
+    return absl::StrCat("bad index ", Quote(index_text));
+  }
+  if (one_based == 0) return "index 0: indices are 1-based";
+  if (one_based > dim) {
+    return absl::StrCat("index ", one_based, " exceeds the dimension ", dim);
+  }
+  std::string error = ParseNumber(token.substr(colon + 1), value);
+  if (!error.empty()) return absl::StrCat(error, " at index ", one_based);
+  *index = static_cast<uint32_t>(one_based - 1);
+  return "";
+}
+
+}  // namespace
+
+absl::StatusOr<RowFormat> ParseRowFormat(absl::string_view name) {
+  if (name == "csv") return RowFormat::kCsv;
+  if (name == "libsvm") return RowFormat::kLibsvm;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown input format '", name, "': expected csv or libsvm"));
+}
+
+absl::StatusOr<std::unique_ptr<RowReader>> RowReader::Open(
+    const std::vector<std::string>& paths, RowFormat format, uint32_t dim, bool labelled) {
+  if (dim == 0) return absl::InvalidArgumentError("the input dimension must be positive");
+  std::vector<Input> inputs;
+  std::optional<uint64_t> total = 0;
+  auto close_all = [&inputs] {
+    for (Input& input : inputs) {
+      if (input.owned) std::fclose(input.file);
+    }
+  };
+  for (const std::string& path : paths) {
+    Input input;
+    if (path == "-") {
+      input = {.name = "<stdin>", .file = stdin, .owned = false};
+    } else {
+      std::FILE* file = std::fopen(path.c_str(), "r");
+      if (file == nullptr) {
+        const int error = errno;
+        close_all();
+        return absl::ErrnoToStatus(error, absl::StrCat("cannot open ", path));
+      }
+      input = {.name = path, .file = file, .owned = true};
+    }
+    struct stat st;
+    if (total.has_value() && ::fstat(fileno(input.file), &st) == 0 && S_ISREG(st.st_mode)) {
+      // A redirected stdin may already be positioned past its start.
+      const off_t position = ::lseek(fileno(input.file), 0, SEEK_CUR);
+      *total += static_cast<uint64_t>(st.st_size) -
+                static_cast<uint64_t>(position > 0 ? position : 0);
+    } else {
+      total.reset();
+    }
+    inputs.push_back(std::move(input));
+  }
+  return std::unique_ptr<RowReader>(
+      new RowReader(std::move(inputs), format, dim, labelled, total));
+}
+
+RowReader::RowReader(std::vector<Input> inputs, RowFormat format, uint32_t dim, bool labelled,
+                     std::optional<uint64_t> total_bytes)
+    : inputs_(std::move(inputs)),
+      format_(format),
+      dim_(dim),
+      labelled_(labelled),
+      total_bytes_(total_bytes) {
+  if (format_ == RowFormat::kLibsvm) seen_.assign(dim_, 0);
+}
+
+RowReader::~RowReader() {
+  for (Input& input : inputs_) {
+    if (input.owned) std::fclose(input.file);
+  }
+  std::free(line_buffer_);
+}
+
+absl::Status RowReader::Error(absl::string_view what) const {
+  return absl::InvalidArgumentError(
+      absl::StrCat(inputs_[current_].name, ":", line_number_, ": ", what));
+}
+
+absl::StatusOr<bool> RowReader::Next(std::vector<double>* x, double* y) {
+  while (current_ < inputs_.size()) {
+    Input& input = inputs_[current_];
+    errno = 0;
+    const ssize_t n = ::getline(&line_buffer_, &line_capacity_, input.file);
+    if (n < 0) {
+      if (std::ferror(input.file)) {
+        const int error = errno;
+        return absl::ErrnoToStatus(error, absl::StrCat("cannot read ", input.name));
+      }
+      ++current_;
+      line_number_ = 0;
+      continue;
+    }
+    bytes_read_ += static_cast<uint64_t>(n);
+    ++line_number_;
+    absl::string_view line(line_buffer_, static_cast<size_t>(n));
+    if (!line.empty() && line.back() == '\n') line.remove_suffix(1);
+    line = Trim(line);
+    if (line.empty() || line.front() == '#') continue;
+    if (absl::Status parsed = ParseLine(line, x, y); !parsed.ok()) return parsed;
+    ++rows_;
+    return true;
+  }
+  return false;
+}
+
+absl::Status RowReader::ParseLine(absl::string_view line, std::vector<double>* x, double* y) {
+  x->assign(dim_, 0.0);
+  *y = 0.0;
+  if (format_ == RowFormat::kCsv) {
+    const size_t want = dim_ + (labelled_ ? 1 : 0);
+    size_t column = 0;
+    for (;;) {
+      const size_t comma = line.find(',');
+      const absl::string_view field = Trim(line.substr(0, comma));
+      ++column;
+      if (column <= want) {
+        double value = 0;
+        const std::string error = ParseNumber(field, &value);
+        if (!error.empty()) return Error(absl::StrCat(error, " in column ", column));
+        if (column <= dim_) {
+          (*x)[column - 1] = value;
+        } else {
+          *y = value;
+        }
+      }
+      if (comma == absl::string_view::npos) break;
+      line.remove_prefix(comma + 1);
+    }
+    if (column != want) {
+      return Error(absl::StrCat("expected ", want, " columns (", dim_, " inputs",
+                                labelled_ ? " and a label" : "", "), got ", column));
+    }
+    return absl::OkStatus();
+  }
+
+  // libsvm
+  const uint64_t mark = rows_ + 1;
+  bool first = true;
+  while (!line.empty()) {
+    size_t end = 0;
+    while (end < line.size() && !IsBlank(line[end])) ++end;
+    const absl::string_view token = line.substr(0, end);
+    line = Trim(line.substr(end));
+    if (first) {
+      first = false;
+      if (labelled_ || token.find(':') == absl::string_view::npos) {
+        double label = 0;
+        const std::string error = ParseNumber(token, &label);
+        if (!error.empty()) return Error(absl::StrCat(error, " as the label"));
+        if (labelled_) *y = label;
+        continue;
+      }
+    }
+    uint32_t index = 0;
+    double value = 0;
+    const std::string error = ParsePair(token, dim_, &index, &value);
+    if (!error.empty()) return Error(error);
+    if (seen_[index] == mark) {
+      return Error(absl::StrCat("index ", index + 1, " appears twice"));
+    }
+    seen_[index] = mark;
+    (*x)[index] = value;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<double>> ParseInputVector(absl::string_view text, uint32_t dim) {
+  std::vector<double> x(dim, 0.0);
+  std::vector<absl::string_view> tokens;
+  absl::string_view rest = Trim(text);
+  while (!rest.empty()) {
+    size_t end = 0;
+    while (end < rest.size() && rest[end] != ',' && !IsBlank(rest[end])) ++end;
+    tokens.push_back(rest.substr(0, end));
+    rest = rest.substr(end);
+    while (!rest.empty() && (rest.front() == ',' || IsBlank(rest.front())))
+      rest.remove_prefix(1);
+  }
+  const auto invalid = [text](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat("input '", text, "': ", what));
+  };
+  if (tokens.empty()) return invalid("no values");
+  const bool sparse = tokens.front().find(':') != absl::string_view::npos;
+  if (!sparse && tokens.size() != dim) {
+    return invalid(absl::StrCat("expected ", dim, " values (the model's dim), got ",
+                                tokens.size(), "; or write index:value pairs, 1-based"));
+  }
+  std::vector<bool> seen(sparse ? dim : 0, false);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (!sparse) {
+      const std::string error = ParseNumber(tokens[i], &x[i]);
+      if (!error.empty()) return invalid(error);
+      continue;
+    }
+    uint32_t index = 0;
+    double value = 0;
+    const std::string error = ParsePair(tokens[i], dim, &index, &value);
+    if (!error.empty()) return invalid(error);
+    if (seen[index]) return invalid(absl::StrCat("index ", index + 1, " appears twice"));
+    seen[index] = true;
+    x[index] = value;
+  }
+  return x;
+}
+
+}  // namespace okl::cli

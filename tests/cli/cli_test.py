@@ -1,0 +1,482 @@
+#!/usr/bin/python3
+"""The `okl` tool end to end: the real binary against a real okl_server.
+
+Run by ctest with Debian's /usr/bin/python3:
+
+  cli_test.py --okl=build/client/okl --server=build/server/okl_server \
+      --repo=. --data_dir=../shared/data
+
+One okl_server (memory only, free loopback ports; tests/system/okl_system.py's harness)
+serves every test; each test uses its own models. Covered: the README walkthrough, run
+verbatim (read from README.md); the
+errors (a server error is one line "okl: CODE: message" and exit 1, a usage error exit
+2, health of a dead server exit 1 quickly); --json output; learning curves (--curve's
+columns and averages, observe's losses equal replay's bit for bit; --plot's PNG/SVG when
+gnuplot is installed); progress on stderr; resuming a failed observe with --skip; help.
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "system"))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import okl_system  # noqa: E402 (the shared server harness)
+
+ARGS = None
+COMMAND_TIMEOUT_S = 60
+
+# The README's walkthrough ("The okl tool"): the first ```sh block after the line that
+# names this test, read from README.md itself so that the two cannot drift apart. It runs
+# verbatim from a directory laid out like the repository root (client/examples,
+# ../shared/data) with `okl` on PATH and OKL_SERVER pointing at the test's server.
+WALKTHROUGH_MARKER = "`tests/cli/cli_test.py` runs exactly these lines"
+
+
+def readme_walkthrough(repo):
+    with open(os.path.join(repo, "README.md")) as f:
+        text = f.read()
+    at = text.find(WALKTHROUGH_MARKER)
+    if at < 0:
+        raise AssertionError("README.md no longer says %r" % WALKTHROUGH_MARKER)
+    begin = text.index("```sh\n", at) + len("```sh\n")
+    return text[begin:text.index("```", begin)]
+
+# The mg30 model of the curve tests, as flags and as the equivalent text config.
+MG_FLAGS = ["--dim=7", "--kernel=gaussian", "--gamma=1", "--loss=squared", "--eta0=0.5",
+            "--lambda=0.001", "--max_terms=64"]
+MG_CONFIG = """\
+dim: 7
+kernel { gaussian { gamma: 1 } }
+loss { squared {} }
+learning_rate { eta0: 0.5 schedule: CONSTANT }
+lambda: 0.001
+budget { max_terms: 64 policy: OLDEST }
+"""
+
+
+def read_series(path, count):
+    values = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                values.append(float(line))
+                if len(values) == count:
+                    break
+    return values
+
+
+def embedded_csv(series, lags):
+    """Rows x_n = [s_n, ..., s_{n-L+1}] (zeros before the start), y = s_{n+1}, as CSV."""
+    lines = []
+    for n in range(len(series) - 1):
+        x = [series[n - k] if n - k >= 0 else 0.0 for k in range(lags)]
+        lines.append(",".join(repr(v) for v in x + [series[n + 1]]))
+    return "\n".join(lines) + "\n"
+
+
+def read_curve(path):
+    with open(path) as f:
+        lines = f.read().splitlines()
+    header = lines[0].split(",")
+    rows = [line.split(",") for line in lines[1:]]
+    return header, [(int(r[0]), float(r[1]), float(r[2]), int(r[3])) for r in rows]
+
+
+class OklCliTest(unittest.TestCase):
+    server = None
+    tmp = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="okl_cli_test.")
+        cls.server = okl_system.OklServer(ARGS.server, cls.tmp.name).start()
+        cls.env = dict(os.environ)
+        cls.env["OKL_SERVER"] = cls.server.address
+        for name in ("OKL_TENANT", "OKL_TOKEN"):
+            cls.env.pop(name, None)
+        cls.mg_csv = cls.path("mg30-1000.csv")
+        with open(cls.mg_csv, "w") as f:
+            f.write(embedded_csv(read_series(os.path.join(ARGS.data_dir, "mg30.dat"), 1001), 7))
+        cls.mg_config = cls.path("mg30.textproto")
+        with open(cls.mg_config, "w") as f:
+            f.write(MG_CONFIG)
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.server is not None:
+            code = cls.server.stop()
+            if code != 0:
+                raise AssertionError("okl_server did not exit 0 on SIGTERM (%s):\n%s"
+                                     % (code, cls.server.log()))
+        if cls.tmp is not None:
+            cls.tmp.cleanup()
+
+    @classmethod
+    def path(cls, name):
+        return os.path.join(cls.tmp.name, name)
+
+    def okl(self, *args, stdin_text=None, env=None, expect=None):
+        """Runs okl; returns (exit code, stdout, stderr). `expect`: the exit code wanted."""
+        result = subprocess.run([ARGS.okl] + list(args), input=stdin_text,
+                                capture_output=True, text=True, env=env or self.env,
+                                timeout=COMMAND_TIMEOUT_S)
+        if expect is not None:
+            self.assertEqual(result.returncode, expect,
+                             "okl %s\nstdout:\n%s\nstderr:\n%s"
+                             % (" ".join(args), result.stdout, result.stderr))
+        return result.returncode, result.stdout, result.stderr
+
+    def assertOneErrorLine(self, stderr, *parts):
+        self.assertEqual(stderr.count("\n"), 1, stderr)
+        self.assertTrue(stderr.startswith("okl: "), stderr)
+        for part in parts:
+            self.assertIn(part, stderr)
+
+    # --- The README walkthrough -------------------------------------------------------
+
+    def test_readme_walkthrough_gives_the_same_predictions_after_restore(self):
+        root = self.path("walkthrough/repo")
+        os.makedirs(root)
+        os.makedirs(os.path.join(root, "client"))
+        os.symlink(os.path.join(ARGS.repo, "client", "examples"),
+                   os.path.join(root, "client", "examples"))
+        os.makedirs(self.path("walkthrough/shared"))
+        os.symlink(os.path.abspath(ARGS.data_dir), self.path("walkthrough/shared/data"))
+        bin_dir = self.path("walkthrough/bin")
+        os.makedirs(bin_dir)
+        os.symlink(os.path.abspath(ARGS.okl), os.path.join(bin_dir, "okl"))
+        env = dict(self.env)
+        env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
+
+        walkthrough = readme_walkthrough(ARGS.repo)
+        self.assertIn("okl observe", walkthrough)
+        result = subprocess.run(["bash", "-euo", "pipefail", "-c", walkthrough], cwd=root,
+                                env=env, capture_output=True, text=True,
+                                timeout=COMMAND_TIMEOUT_S)
+        self.assertEqual(result.returncode, 0,
+                         "stdout:\n%s\nstderr:\n%s" % (result.stdout, result.stderr))
+        out = result.stdout
+        self.assertIn("server is up", out)
+        self.assertIn("created demo/a9a", out)
+        self.assertIn("observed 3,000 examples into demo/a9a", out)
+        self.assertIn("200 predictions written to before.txt", out)
+        self.assertIn("restored demo/a9a from a9a.snapshot: 3000 steps, 1000 terms", out)
+        self.assertIn("same predictions", out)
+        self.assertIn("steps            3000\n", out)
+        with open(os.path.join(root, "before.txt"), "rb") as f:
+            before = f.read()
+        with open(os.path.join(root, "after.txt"), "rb") as f:
+            self.assertEqual(f.read(), before)
+        predictions = [float(v) for v in before.decode().split()]
+        self.assertEqual(len(predictions), 200)
+        self.assertTrue(all(math.isfinite(p) for p in predictions))
+        # The classifier learned something: a9a's test labels agree with the sign of most
+        # predictions (it errs on ~18% online after 3000 rows; 35% would be chance-like).
+        with open(os.path.join(ARGS.data_dir, "a9a_test.txt")) as f:
+            labels = [float(line.split()[0]) for line, _ in zip(f, range(200))]
+        wrong = sum(1 for p, y in zip(predictions, labels) if p * y <= 0)
+        self.assertLess(wrong, 70, "%d of 200 test rows misclassified" % wrong)
+        header, rows = read_curve(os.path.join(root, "a9a-curve.csv"))
+        self.assertEqual(len(rows), 3000)
+        # The summary's mistakes line agrees with the model's statistics.
+        mistakes_line = [l for l in out.splitlines() if l.startswith("mistakes")]
+        self.assertEqual(len(mistakes_line), 2, out)  # observe's summary and get's
+        self.assertEqual(mistakes_line[0].split()[1], mistakes_line[1].split()[1])
+
+    # --- Errors and exit codes ---------------------------------------------------------
+
+    def test_a_server_error_is_one_line_with_the_code_name_and_exit_1(self):
+        code, out, err = self.okl("get", "--tenant=nobody", "--model=nothing")
+        self.assertEqual(code, 1)
+        self.assertEqual(out, "")
+        self.assertOneErrorLine(err, 'okl: NOT_FOUND: model "nothing" of tenant "nobody" '
+                                     'does not exist')
+        self.okl("create", "--tenant=errors", "--model=m", "--dim=2", expect=0)
+        code, _, err = self.okl("create", "--tenant=errors", "--model=m", "--dim=2")
+        self.assertEqual(code, 1)
+        self.assertOneErrorLine(err, "okl: ALREADY_EXISTS: ")
+        code, _, err = self.okl("predict", "--tenant=errors", "--model=m", "--x=1,2,3")
+        self.assertEqual(code, 1)
+        self.assertOneErrorLine(err, "INVALID_ARGUMENT", "expected 2 values")
+        code, _, err = self.okl("get", "--tenant=errors", "--model=bad name")
+        self.assertEqual(code, 1)
+        self.assertOneErrorLine(err, "okl: INVALID_ARGUMENT: ")
+
+    def test_usage_errors_exit_2(self):
+        cases = [
+            ["get", "--model=m", "--bogus"],               # no such flag
+            ["get", "--model=m", "--dim=3"],               # another command's flag
+            ["get"],                                       # --model missing
+            ["get", "--model=m", "--timeout=soon"],        # a value that does not parse
+            ["get", "--model=m", "extra"],                 # an argument
+            ["create", "--model=m"],                       # neither --dim nor --config
+            ["create", "--model=m", "--dim=2", "--kernel=linear", "--gamma=2"],
+            ["create", "--model=m", "--dim=2", "--loss=hingey"],
+            ["create", "--model=m", "--dim=2", "--gamma=-1"],  # ValidateConfig's
+            ["observe", "--model=m"],                      # no input
+            ["observe", "--model=m", "--plot=curve.jpg", "-"],
+            ["predict", "--model=m"],                      # no input
+            ["replay", "--nolocal", "--config=c", "--input=i", "--output=o"],
+            ["frobnicate"],
+            [],
+        ]
+        for args in cases:
+            code, out, err = self.okl(*args)
+            self.assertEqual(code, 2, "okl %s\n%s" % (" ".join(args), err))
+            self.assertIn("usage: okl", err)
+            self.assertEqual(out, "")
+
+    def test_health_is_quiet_when_serving_and_fails_fast_on_a_dead_port(self):
+        code, out, err = self.okl("health")
+        self.assertEqual((code, out, err), (0, "", ""))
+        code, out, _ = self.okl("health", "--json")
+        self.assertEqual(code, 0)
+        self.assertEqual(json.loads(out)["status"], "SERVING")
+
+        with socket.socket() as s:  # a port nobody listens on (just released)
+            s.bind(("127.0.0.1", 0))
+            dead = "127.0.0.1:%d" % s.getsockname()[1]
+        start = time.monotonic()
+        code, out, err = self.okl("health", "--server=" + dead, "--timeout=3s")
+        elapsed = time.monotonic() - start
+        self.assertEqual(code, 1)
+        self.assertEqual(out, "")
+        self.assertOneErrorLine(err, "okl: UNAVAILABLE: ")
+        self.assertLess(elapsed, 2.5)
+
+    def test_tls_and_token_options_reach_the_client(self):
+        # The test server has neither TLS nor authentication: a token is sent and ignored,
+        # TLS fails its handshake (one line: gRPC's own log stays quiet), a missing CA file
+        # is named, and a certificate without its key is a usage error.
+        self.okl("health", "--token=secret", expect=0)
+        env = dict(self.env)
+        env["OKL_TOKEN"] = "secret"
+        self.assertEqual(self.okl("health", env=env)[0], 0)
+        code, _, err = self.okl("health", "--tls", "--timeout=2s")
+        self.assertEqual(code, 1)
+        self.assertOneErrorLine(err, "okl: UNAVAILABLE: ")
+        code, _, err = self.okl("health", "--tls_ca=" + self.path("no-such-ca.pem"))
+        self.assertEqual(code, 1)
+        self.assertOneErrorLine(err, "okl: NOT_FOUND: cannot open --tls_ca file")
+        code, _, err = self.okl("health", "--tls_cert=" + self.path("cert.pem"))
+        self.assertEqual(code, 2)
+        self.assertIn("--tls_cert and --tls_key go together", err)
+
+    # --- --json ------------------------------------------------------------------------
+
+    def test_json_output_is_one_object_per_command(self):
+        base = ["--tenant=json", "--model=m", "--json"]
+
+        def run(*args):
+            _, out, _ = self.okl(*(list(args) + base), expect=0)
+            self.assertEqual(out.count("\n"), 1, out)
+            return json.loads(out)
+
+        created = run("create", *MG_FLAGS)
+        self.assertEqual(created["config"]["dim"], 7)
+        self.assertEqual(created["config"]["kernel"], {"gaussian": {"gamma": 1}})
+        self.assertEqual(created["config"]["budget"]["max_terms"], 64)
+        observed = run("observe", "--limit=300", self.mg_csv)
+        self.assertEqual(observed["examples"], 300)
+        self.assertEqual(observed["steps"], 300)
+        self.assertEqual(observed["expansion_size"], 64)
+        self.assertNotIn("mistakes", observed)  # a regression model
+        got = run("get")
+        self.assertEqual(got["stats"]["steps"], 300)
+        self.assertAlmostEqual(got["stats"]["cumulative_loss"] / 300,
+                               observed["average_loss"], places=12)
+        _, out, _ = self.okl("list", "--tenant=json", "--json", expect=0)
+        listed = json.loads(out)
+        self.assertEqual([m["model"] for m in listed["models"]], ["m"])
+        predicted = run("predict", "--x=0.1,0.2,0.3,0.4,0.5,0.6,0.7", "--x=3:1")
+        self.assertEqual(predicted["count"], 2)
+        self.assertEqual(len(predicted["predictions"]), 2)
+        snapshot = self.path("json.snapshot")
+        self.assertGreater(run("snapshot", "--output=" + snapshot)["bytes"], 0)
+        self.assertTrue(run("delete")["deleted"])
+        self.assertEqual(run("restore", "--input=" + snapshot)["stats"]["steps"], 300)
+        again = run("predict", "--x=0.1,0.2,0.3,0.4,0.5,0.6,0.7", "--x=3:1")
+        self.assertEqual(again["predictions"], predicted["predictions"])
+        _, out, _ = self.okl("replay", "--config=" + self.mg_config, "--input=" + self.mg_csv,
+                             "--output=" + self.path("json-replay.txt"), "--json", expect=0)
+        self.assertEqual(json.loads(out)["examples"], 1000)
+
+    # --- Learning curves ---------------------------------------------------------------
+
+    def test_observe_curve_matches_replay_bit_for_bit(self):
+        self.okl("create", "--tenant=curve", "--model=mg", *MG_FLAGS, expect=0)
+        curve = self.path("observe-curve.csv")
+        _, out, _ = self.okl("observe", "--tenant=curve", "--model=mg", "--batch_size=100",
+                             "--curve=" + curve, self.mg_csv, expect=0)
+        self.assertIn("curve            " + curve, out)
+        header, rows = read_curve(curve)
+        self.assertEqual(header, ["step", "loss", "cumulative_average_loss", "expansion_size"])
+        self.assertEqual(len(rows), 1000)
+        self.assertEqual([r[0] for r in rows], list(range(1, 1001)))
+        total = 0.0
+        for i, (_, loss, average, _) in enumerate(rows):
+            total += loss
+            self.assertTrue(math.isclose(average, total / (i + 1), rel_tol=1e-12),
+                            "row %d: %r vs %r" % (i + 1, average, total / (i + 1)))
+        sizes = [r[3] for r in rows]
+        self.assertEqual(sizes, sorted(sizes))
+        self.assertEqual(sizes[-1], 64)
+        _, out, _ = self.okl("get", "--tenant=curve", "--model=mg", "--json", expect=0)
+        stats = json.loads(out)["stats"]
+        self.assertEqual(stats["expansion_size"], 64)
+        self.assertTrue(math.isclose(stats["cumulative_loss"], total, rel_tol=1e-12))
+
+        # The same rows through the same config offline: okl and okl_server link the same
+        # build of core (ctest passes both from one build tree), so every loss is the same
+        # double, and the expansion sizes agree where observe knows them (the last row of
+        # each acknowledged message of 100). A core compiled differently (another compiler
+        # or -O level) may round differently.
+        replay_curve = self.path("replay-curve.csv")
+        self.okl("replay", "--local", "--config=" + self.mg_config, "--input=" + self.mg_csv,
+                 "--output=" + self.path("replay-predictions.txt"),
+                 "--curve=" + replay_curve, expect=0)
+        header, replayed = read_curve(replay_curve)
+        self.assertEqual(len(replayed), 1000)
+        self.assertEqual([r[1] for r in replayed], [r[1] for r in rows])
+        self.assertEqual([r[2] for r in replayed], [r[2] for r in rows])
+        self.assertEqual([replayed[i][3] for i in range(99, 1000, 100)],
+                         [rows[i][3] for i in range(99, 1000, 100)])
+        # A curve changes nothing about replay's predictions.
+        self.okl("replay", "--config=" + self.mg_config, "--input=" + self.mg_csv,
+                 "--output=" + self.path("plain-predictions.txt"), expect=0)
+        with open(self.path("replay-predictions.txt"), "rb") as a, \
+                open(self.path("plain-predictions.txt"), "rb") as b:
+            self.assertEqual(a.read(), b.read())
+
+    @unittest.skipIf(shutil.which("gnuplot") is None, "gnuplot is not installed (gnuplot-nox)")
+    def test_plot_writes_png_and_svg(self):
+        self.okl("create", "--tenant=plot", "--model=mg", *MG_FLAGS, expect=0)
+        png = self.path("curve.png")
+        self.okl("observe", "--tenant=plot", "--model=mg", "--plot=" + png, self.mg_csv,
+                 expect=0)
+        with open(png, "rb") as f:
+            data = f.read()
+        self.assertEqual(data[:8], b"\x89PNG\r\n\x1a\n")
+        self.assertGreater(len(data), 5000)
+        svg = self.path("curve.svg")
+        self.okl("replay", "--config=" + self.mg_config, "--input=" + self.mg_csv,
+                 "--output=" + self.path("svg-predictions.txt"), "--plot=" + svg, expect=0)
+        with open(svg) as f:
+            self.assertIn("<svg", f.read())
+
+    def test_plot_without_gnuplot_says_what_to_install(self):
+        code, _, err = self.okl("replay", "--config=" + self.mg_config,
+                                "--input=" + self.mg_csv,
+                                "--output=" + self.path("nognuplot.txt"),
+                                "--plot=" + self.path("nognuplot.png"),
+                                "--gnuplot=/nonexistent/gnuplot")
+        self.assertEqual(code, 1)
+        self.assertOneErrorLine(err, "gnuplot-nox")
+
+    # --- Streaming: stdin, progress, resuming ------------------------------------------
+
+    def test_observe_from_stdin_with_progress(self):
+        self.okl("create", "--tenant=stream", "--model=stdin", *MG_FLAGS, expect=0)
+        with open(self.mg_csv) as f:
+            text = f.read()
+        _, out, err = self.okl("observe", "--tenant=stream", "--model=stdin", "--progress",
+                               "-", stdin_text=text, expect=0)
+        self.assertIn("observed 1,000 examples into stream/stdin", out)
+        self.assertIn("average loss", out)
+        self.assertIn("observe: 1,000 rows", err)
+        self.assertIn("rows/s", err)
+        self.assertIn("avg loss", err)
+        self.assertNotIn("ETA", err)  # a pipe has no known size
+        # From a file the size is known: a percentage and an ETA. Without --progress and
+        # without a terminal: nothing on stderr.
+        self.okl("create", "--tenant=stream", "--model=file", *MG_FLAGS, expect=0)
+        _, _, err = self.okl("observe", "--tenant=stream", "--model=file", "--progress",
+                             self.mg_csv, expect=0)
+        self.assertIn("observe: 1,000 rows (100.0%)", err)
+        self.assertIn("ETA 0:00", err)
+        _, _, err = self.okl("observe", "--tenant=stream", "--model=file", self.mg_csv,
+                             expect=0)
+        self.assertEqual(err, "")
+
+    def test_a_bad_row_stops_observe_and_skip_resumes_after_it(self):
+        self.okl("create", "--tenant=stream", "--model=resume", *MG_FLAGS, expect=0)
+        with open(self.mg_csv) as f:
+            lines = f.read().splitlines()
+        broken = self.path("broken.csv")
+        with open(broken, "w") as f:
+            f.write("\n".join(lines[:500] + ["1,2,oops,4,5,6,7,8"] + lines[500:]) + "\n")
+        code, _, err = self.okl("observe", "--tenant=stream", "--model=resume", broken)
+        self.assertEqual(code, 1)
+        self.assertOneErrorLine(err, "okl: INVALID_ARGUMENT: %s:501: bad number 'oops'"
+                                % broken, "--skip=500")
+        _, out, _ = self.okl("get", "--tenant=stream", "--model=resume", "--json", expect=0)
+        self.assertEqual(json.loads(out)["stats"]["steps"], 500)
+        # Fixed (here: the bad row left out), the rerun skips what was applied.
+        self.okl("observe", "--tenant=stream", "--model=resume", "--skip=500", self.mg_csv,
+                 expect=0)
+        _, out, _ = self.okl("get", "--tenant=stream", "--model=resume", "--json", expect=0)
+        self.assertEqual(json.loads(out)["stats"]["steps"], 1000)
+
+    def test_predict_reads_csv_and_libsvm_and_writes_stdout(self):
+        self.okl("create", "--tenant=stream", "--model=predict", *MG_FLAGS, expect=0)
+        self.okl("observe", "--tenant=stream", "--model=predict", "--limit=200", self.mg_csv,
+                 expect=0)
+        with open(self.mg_csv) as f:
+            rows = [line.split(",")[:7] for line in f.read().splitlines()[:5]]
+        csv_inputs = "".join(",".join(r) + "\n" for r in rows)
+        libsvm_inputs = "".join(
+            "0 " + " ".join("%d:%s" % (i + 1, v) for i, v in enumerate(r)) + "\n" for r in rows)
+        _, from_csv, _ = self.okl("predict", "--tenant=stream", "--model=predict", "-",
+                                  stdin_text=csv_inputs, expect=0)
+        _, from_libsvm, _ = self.okl("predict", "--tenant=stream", "--model=predict",
+                                     "--format=libsvm", "-", stdin_text=libsvm_inputs,
+                                     expect=0)
+        _, from_flags, _ = self.okl("predict", "--tenant=stream", "--model=predict",
+                                    *["--x=" + ",".join(r) for r in rows], expect=0)
+        self.assertEqual(len(from_csv.splitlines()), 5)
+        self.assertEqual(from_csv, from_libsvm)
+        self.assertEqual(from_csv, from_flags)
+
+    # --- Help -------------------------------------------------------------------------
+
+    def test_help(self):
+        _, out, _ = self.okl("help", expect=0)
+        for command in ("create", "get", "list", "delete", "observe", "predict", "snapshot",
+                        "restore", "health", "replay"):
+            self.assertIn("  " + command + " ", out)
+        _, help_observe, _ = self.okl("help", "observe", expect=0)
+        _, dash_help, _ = self.okl("observe", "--help", expect=0)
+        self.assertEqual(help_observe, dash_help)
+        self.assertIn("usage: okl observe", help_observe)
+        self.assertIn("--curve", help_observe)
+        self.assertIn("--server", help_observe)
+        self.assertNotIn("--dim", help_observe)
+        self.okl("help", "nothing", expect=2)
+        _, out, _ = self.okl("--version", expect=0)  # the container build runs it
+        self.assertTrue(out.startswith("okl "), out)
+
+
+def main():
+    global ARGS
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--okl", required=True, help="the okl binary")
+    parser.add_argument("--server", required=True, help="the okl_server binary")
+    parser.add_argument("--repo", required=True, help="the repository root")
+    parser.add_argument("--data_dir", required=True, help="../shared/data")
+    ARGS, rest = parser.parse_known_args()
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
