@@ -36,6 +36,14 @@ cmake --build build/asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build/asan -j "$jobs" --output-on-failure \
   --timeout 900
 
+# ==== container image (issue 7; deploy/container/) ======================================
+# Validates deploy/ (compose, kustomize, Envoy), builds the image from the Dockerfile with
+# buildah (no Docker daemon; the debootstrapped Debian 12 base is cached in podman's store)
+# and drives okl_server in containers of it over gRPC: see deploy/README.md.
+echo "== container image"
+bash deploy/container/container_test.sh
+# ==== end container image ================================================================
+
 echo "== optimised build"
 configure build/release -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build/release -j "$jobs"
