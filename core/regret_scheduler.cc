@@ -1,5 +1,7 @@
 #include "core/regret_scheduler.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -51,9 +53,15 @@ RegretScheduler::Stats RegretScheduler::stats() const {
 }
 
 void RegretScheduler::WorkerLoop() {
-  // Below the request threads, so that a comparator solve yields the cores to Observe and
-  // Predict. Best effort: an unprivileged process may always raise its niceness.
-  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), options_.niceness);
+  // Below the request threads: SCHED_IDLE runs a comparator solve only on CPU time that
+  // Observe and Predict leave unused (nice 10 would still take ~10% of a busy core).
+  // Best effort: an unprivileged thread may always lower its own priority; if the
+  // kernel refuses SCHED_IDLE, the nice value is the fallback.
+  sched_param param{};
+  param.sched_priority = 0;
+  if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &param) != 0) {
+    setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), options_.niceness);
+  }
   while (true) {
     std::shared_ptr<ModelEntry> entry;
     {

@@ -1,7 +1,8 @@
 // core/regret_scheduler.h
 //
 // RegretScheduler recomputes models' windowed regret (core/regret.h) off the request
-// path, on a small fixed pool of background threads run at a lower CPU priority. A model
+// path, on a small fixed pool of background threads at idle CPU priority (SCHED_IDLE: they
+// run on CPU time the request threads leave unused). A model
 // asks for a computation after its first batch and then once every `every_steps` examples
 // (ModelEntry::ObserveBatch decides); a model already queued is not queued twice, so the
 // queue never holds more than one job per model. A worker copies the model's window under
@@ -38,7 +39,7 @@ class RegretScheduler {
   struct Options {
     int threads = 1;              // background workers; >= 1
     uint64_t every_steps = 1000;  // a model is recomputed after this many more examples
-    int niceness = 10;            // the workers' nice value (best effort, Linux)
+    int niceness = 10;  // the workers' nice value if the kernel refuses SCHED_IDLE
   };
 
   struct Stats {

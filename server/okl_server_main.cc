@@ -82,7 +82,7 @@ ABSL_FLAG(uint64_t, regret_every_steps, 1000,
           "Recompute a model's windowed regret (models with regret_window > 0) after its "
           "first batch and then after every this many examples, in the background.");
 ABSL_FLAG(int32_t, regret_threads, 1,
-          "Background threads that compute regret, at a lower CPU priority (1-64).");
+          "Background threads that compute regret, at idle CPU priority (SCHED_IDLE; 1-64).");
 ABSL_FLAG(std::string, observe_stream_api, "sync",
           "For benchmarking: the gRPC API serving ObserveStream, sync or callback.");
 

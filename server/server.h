@@ -100,7 +100,7 @@ class Server {
     // A model's windowed regret is recomputed after its first batch and then after every
     // this many examples, in the background.
     uint64_t regret_every_steps = 1000;
-    // Background threads that compute regret (at a lower CPU priority).
+    // Background threads that compute regret (at idle CPU priority, SCHED_IDLE).
     int regret_threads = 1;
   };
 
