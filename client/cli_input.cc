@@ -13,24 +13,14 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/text_fields.h"
 
 namespace okl::cli {
 namespace {
 
-constexpr size_t kMaxQuoted = 40;
-
-bool IsBlank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
-
-absl::string_view Trim(absl::string_view s) {
-  while (!s.empty() && IsBlank(s.front())) s.remove_prefix(1);
-  while (!s.empty() && IsBlank(s.back())) s.remove_suffix(1);
-  return s;
-}
-
-std::string Quote(absl::string_view s) {
-  if (s.size() <= kMaxQuoted) return absl::StrCat("'", s, "'");
-  return absl::StrCat("'", s.substr(0, kMaxQuoted), "...'");
-}
+using ::okl::text::IsBlank;
+using ::okl::text::Quote;
+using ::okl::text::Trim;
 
 // Parses all of `token` as a finite double, accepting a leading '+' as data_reader does
 // (LIBSVM labels are often "+1"). An error message, or empty on success.

@@ -21,14 +21,17 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "client/text_fields.h"
 
 namespace okl {
 namespace {
 
+using ::okl::text::IsBlank;
+using ::okl::text::Quote;
+using ::okl::text::Trim;
+
 // Inferred dimensions above this are taken for a corrupt file rather than allocated.
 constexpr size_t kMaxInferredDim = size_t{1} << 24;
-// The longest excerpt of a bad token quoted in an error message.
-constexpr size_t kMaxQuoted = 40;
 
 absl::StatusOr<std::string> ReadWholeFile(absl::string_view path) {
   const std::string name(path);
@@ -56,21 +59,6 @@ absl::StatusOr<std::string> ReadWholeFile(absl::string_view path) {
   }
   ::close(fd);
   return contents;
-}
-
-bool IsBlank(char c) {
-  return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
-}
-
-absl::string_view Trim(absl::string_view s) {
-  while (!s.empty() && IsBlank(s.front())) s.remove_prefix(1);
-  while (!s.empty() && IsBlank(s.back())) s.remove_suffix(1);
-  return s;
-}
-
-std::string Quote(absl::string_view s) {
-  if (s.size() <= kMaxQuoted) return absl::StrCat("'", s, "'");
-  return absl::StrCat("'", s.substr(0, kMaxQuoted), "...'");
 }
 
 // Walks the lines of a buffer, numbering them from 1 and trimming each; skips blank
