@@ -93,12 +93,14 @@ void ModelEntry::ScheduleRegret() {
   }
 }
 
-void ModelEntry::RequestRegret() {
+void ModelEntry::RefreshRegret() {
+  if (regret_scheduler_ == nullptr) return;
   {
     WriterLock lock(&mu_);
-    if (deleted_ || regret_scheduler_ == nullptr || norma_->steps() == 0) return;
+    const uint64_t steps = norma_->steps();
+    if (deleted_ || steps == 0 || (regret_requested_ && regret_requested_at_ == steps)) return;
     regret_requested_ = true;
-    regret_requested_at_ = norma_->steps();
+    regret_requested_at_ = steps;
   }
   ScheduleRegret();
 }
@@ -221,7 +223,7 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Put(
   // Requests that found the old entry see it as gone and are retried by their callers.
   if (replaced) replaced->MarkDeleted();
   // A restored model has a window already: its regret need not wait for a batch.
-  entry->RequestRegret();
+  entry->RefreshRegret();
   return entry;
 }
 

@@ -118,8 +118,10 @@ class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
   absl::Status ComputeRegret() ABSL_LOCKS_EXCLUDED(mu_, regret_mu_);
 
   // Asks the regret scheduler for a computation now if the entry tracks regret, has a
-  // scheduler and has observed anything (a restored model).
-  void RequestRegret() ABSL_LOCKS_EXCLUDED(mu_);
+  // scheduler, and no computation was asked for at its latest step: a restored model, or
+  // one that went idle fewer than every_steps examples after its last computation (the
+  // server calls this periodically, --regret_refresh).
+  void RefreshRegret() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Marks the entry deleted: work already holding the lock finishes, later calls fail.
   void MarkDeleted() ABSL_LOCKS_EXCLUDED(mu_);

@@ -81,6 +81,9 @@ ABSL_FLAG(uint32_t, metrics_max_models, 1000,
 ABSL_FLAG(uint64_t, regret_every_steps, 1000,
           "Recompute a model's windowed regret (models with regret_window > 0) after its "
           "first batch and then after every this many examples, in the background.");
+ABSL_FLAG(absl::Duration, regret_refresh, absl::Seconds(10),
+          "Recompute the regret of a model that went idle fewer than --regret_every_steps "
+          "examples after its last computation within this long; 0: never.");
 ABSL_FLAG(int32_t, regret_threads, 1,
           "Background threads that compute regret, at idle CPU priority (SCHED_IDLE; 1-64).");
 ABSL_FLAG(std::string, observe_stream_api, "sync",
@@ -161,6 +164,7 @@ int main(int argc, char** argv) {
   options.metrics_max_models = absl::GetFlag(FLAGS_metrics_max_models);
   options.regret_every_steps = absl::GetFlag(FLAGS_regret_every_steps);
   options.regret_threads = absl::GetFlag(FLAGS_regret_threads);
+  options.regret_refresh = absl::GetFlag(FLAGS_regret_refresh);
   const std::string api = absl::GetFlag(FLAGS_observe_stream_api);
   if (api == "sync") {
     options.observe_stream_api = okl::StreamApi::kSync;

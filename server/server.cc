@@ -23,8 +23,8 @@ namespace {
 
 constexpr absl::Duration kDrainPollInterval = absl::Milliseconds(5);
 constexpr absl::Duration kFinishMargin = absl::Milliseconds(200);
-// How often the checkpointer looks for models that are due.
-constexpr std::chrono::milliseconds kCheckpointPollInterval(100);
+// How often the background thread looks for models that are due.
+constexpr std::chrono::milliseconds kBackgroundPollInterval(100);
 
 // The name ProtoServerReflectionPlugin::name() returns.
 constexpr char kReflectionPluginName[] = "proto_server_reflection";
@@ -71,6 +71,9 @@ absl::Status ValidateOptions(const Server::Options& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--regret_threads must be between 1 and 64, got ", options.regret_threads));
   }
+  if (options.regret_refresh < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--regret_refresh must not be negative");
+  }
   if (options.max_message_bytes < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max_message_bytes must be at least 1, got ", options.max_message_bytes));
@@ -95,7 +98,7 @@ Server::Server(Options options)
 
 Server::~Server() {
   Shutdown(absl::Now());
-  StopCheckpointer();
+  StopBackgroundWork();
 }
 
 absl::Status Server::OpenStore() {
@@ -119,26 +122,34 @@ absl::Status Server::OpenStore() {
   return absl::OkStatus();
 }
 
-void Server::RunCheckpointer() {
-  std::unique_lock<std::mutex> lock(checkpointer_mu_);
-  while (!checkpointer_stop_) {
-    checkpointer_wake_.wait_for(lock, kCheckpointPollInterval);
-    if (checkpointer_stop_) break;
+void Server::RunBackgroundWork() {
+  absl::Time last_regret_refresh = absl::Now();
+  std::unique_lock<std::mutex> lock(background_mu_);
+  while (!background_stop_) {
+    background_wake_.wait_for(lock, kBackgroundPollInterval);
+    if (background_stop_) break;
     lock.unlock();
     CheckpointModels(/*all=*/false);
+    if (options_.regret_refresh > absl::ZeroDuration() &&
+        absl::Now() - last_regret_refresh >= options_.regret_refresh) {
+      last_regret_refresh = absl::Now();
+      for (const std::shared_ptr<ModelEntry>& entry : registry_.List("")) {
+        entry->RefreshRegret();
+      }
+    }
     lock.lock();
   }
 }
 
-void Server::StopCheckpointer() {
+void Server::StopBackgroundWork() {
   // Once: two threads may shut down at once, and a thread is joined only once.
-  std::call_once(checkpointer_stopped_, [this] {
+  std::call_once(background_stopped_, [this] {
     {
-      std::lock_guard<std::mutex> lock(checkpointer_mu_);
-      checkpointer_stop_ = true;
+      std::lock_guard<std::mutex> lock(background_mu_);
+      background_stop_ = true;
     }
-    checkpointer_wake_.notify_all();
-    if (checkpointer_.joinable()) checkpointer_.join();
+    background_wake_.notify_all();
+    if (background_thread_.joinable()) background_thread_.join();
   });
 }
 
@@ -203,7 +214,7 @@ absl::Status Server::Start() {
   server_ = std::move(server);
   port_ = port;
   SetHealth(false);
-  if (store_ != nullptr) checkpointer_ = std::thread([this] { RunCheckpointer(); });
+  background_thread_ = std::thread([this] { RunBackgroundWork(); });
   service_.SetServing();
   SetHealth(true);
   return absl::OkStatus();
@@ -253,7 +264,7 @@ void Server::Shutdown(absl::Time deadline) {
   server->Wait();
   // No call runs now: checkpoint every model with a log, so that the next start replays
   // nothing.
-  StopCheckpointer();
+  StopBackgroundWork();
   if (store_ == nullptr) return;
   std::call_once(final_checkpoint_, [this] {
     const absl::Time start = absl::Now();

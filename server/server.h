@@ -102,6 +102,10 @@ class Server {
     uint64_t regret_every_steps = 1000;
     // Background threads that compute regret (at idle CPU priority, SCHED_IDLE).
     int regret_threads = 1;
+    // A model whose regret does not cover its latest step (it went idle fewer than
+    // regret_every_steps examples after the last computation) is recomputed within this
+    // long. Zero: only every regret_every_steps examples.
+    absl::Duration regret_refresh = absl::Seconds(10);
   };
 
   explicit Server(Options options);
@@ -145,9 +149,11 @@ class Server {
   void SetHealth(bool serving) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Opens the store and restores its models into the registry.
   absl::Status OpenStore() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The checkpointer thread's loop, until StopCheckpointer().
-  void RunCheckpointer();
-  void StopCheckpointer();
+  // The background thread's loop, until StopBackgroundWork(): checkpoints the models
+  // that are due (with a store) and, every regret_refresh, asks for the regret of models
+  // whose regret does not cover their latest step.
+  void RunBackgroundWork();
+  void StopBackgroundWork();
   // Checkpoints the models that are due (all with a log if `all`); returns how many.
   size_t CheckpointModels(bool all);
 
@@ -162,16 +168,16 @@ class Server {
   // Set once by Start(); destroyed by ~Server only, so Shutdown() may use it unlocked.
   std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(mu_);
   int port_ ABSL_GUARDED_BY(mu_) = 0;
-  // Set once by Start() before the server or the checkpointer run; then fixed.
+  // Set once by Start() before the server or the background thread run; then fixed.
   std::unique_ptr<ModelStore> store_;
 
-  // The checkpointer's sleep; std::mutex for std::condition_variable (it guards only
+  // The background thread's sleep; std::mutex for std::condition_variable (it guards only
   // the stop flag).
-  std::mutex checkpointer_mu_;
-  std::condition_variable checkpointer_wake_;
-  bool checkpointer_stop_ = false;
-  std::thread checkpointer_;
-  std::once_flag checkpointer_stopped_;
+  std::mutex background_mu_;
+  std::condition_variable background_wake_;
+  bool background_stop_ = false;
+  std::thread background_thread_;
+  std::once_flag background_stopped_;
   // The final checkpoint of every model runs once, however often Shutdown() is called.
   std::once_flag final_checkpoint_;
 };

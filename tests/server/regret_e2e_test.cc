@@ -71,7 +71,8 @@ RegretResult CoreRegret(CoreTwin& twin) {
 }
 
 std::unique_ptr<ServerProcess> StartServer(ServerProcessOptions options = {}) {
-  options.flags.push_back("--regret_every_steps=1");
+  // First, so that a test's own --regret_every_steps wins (the last occurrence does).
+  options.flags.insert(options.flags.begin(), "--regret_every_steps=1");
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
   EXPECT_TRUE(server.ok()) << server.status();
   return server.ok() ? *std::move(server) : nullptr;
@@ -140,6 +141,42 @@ TEST(RegretE2ETest, ARegretWindowNeedsLambda) {
   grpc::Status status = CreateModel(server->stub(), Ref("regret", "nolambda"), config);
   EXPECT_TRUE(HasCode(status, grpc::StatusCode::INVALID_ARGUMENT)) << Describe(status);
   EXPECT_THAT(status.error_message(), ::testing::HasSubstr("regret_window needs lambda"));
+}
+
+// A model that goes idle between two every-K computations is caught up by the periodic
+// refresh; without it, its regret stays at the first batch.
+TEST(RegretE2ETest, AnIdleModelIsRefreshedAfterRegretRefresh) {
+  for (const bool refresh : {true, false}) {
+    SCOPED_TRACE(refresh ? "--regret_refresh=100ms" : "--regret_refresh=0");
+    std::unique_ptr<ServerProcess> server =
+        StartServer({.flags = {"--regret_every_steps=1000000",
+                               refresh ? "--regret_refresh=100ms" : "--regret_refresh=0"}});
+    ASSERT_NE(server, nullptr);
+    const v1::ModelConfig config = ParseConfig(kSquaredConfig);
+    const v1::ModelRef ref = Ref("regret", "idle");
+    ASSERT_TRUE(IsOk(CreateModel(server->stub(), ref, config)));
+    const std::vector<v1::Example> stream = MakeStream(config, 60, 8);
+    const std::vector<std::vector<v1::Example>> batches =
+        SplitIntoBatches(stream, std::vector<size_t>{20});
+    v1::ObserveResponse response;
+    // The first batch is computed at once (the worker copies the window when it runs, so
+    // wait for it before the next batches).
+    ASSERT_TRUE(IsOk(Observe(server->stub(), ref, batches[0], &response)));
+    ASSERT_TRUE(WaitForFreshRegret(server->stub(), ref).ok());
+    for (size_t i = 1; i < batches.size(); ++i) {
+      ASSERT_TRUE(IsOk(Observe(server->stub(), ref, batches[i], &response)));
+    }
+    if (refresh) {
+      absl::StatusOr<v1::ModelInfo> info = WaitForFreshRegret(server->stub(), ref);
+      ASSERT_TRUE(info.ok()) << info.status();
+      EXPECT_EQ(info->stats().regret_at_step(), 60u);
+    } else {
+      absl::SleepFor(absl::Milliseconds(500));
+      v1::ModelInfo info;
+      ASSERT_TRUE(IsOk(GetModel(server->stub(), ref, &info)));
+      EXPECT_EQ(info.stats().regret_at_step(), 20u);  // 40 more examples are not 1000000
+    }
+  }
 }
 
 // The window travels in the snapshot: the restored model reports the same regret without

@@ -1496,7 +1496,7 @@ TEST_F(ServerLifecycleTest, InvalidFlagValuesStopTheServerAtStartup) {
   for (const char* flag :
        {"--max_batch=0", "--max_models=0", "--max_dim=65537", "--max_terms=0",
         "--max_message_bytes=0", "--shutdown_grace=-1s", "--listen=not-an-address",
-        "--regret_every_steps=0", "--regret_threads=0", "--metrics_address=not-an-address"}) {
+        "--regret_every_steps=0", "--regret_threads=0", "--regret_refresh=-1s", "--metrics_address=not-an-address"}) {
     SCOPED_TRACE(flag);
     ServerProcessOptions options;
     options.flags = {flag};
