@@ -75,6 +75,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/loadgen_driver.h"
+#include "client/cli_json.h"
 #include "bench/loadgen_server_process.h"
 #include "google/protobuf/descriptor.h"
 #include "okl/v1/okl.grpc.pb.h"
@@ -134,6 +135,8 @@ ABSL_FLAG(uint64_t, seed, 20240607, "Seed of the generated inputs.");
 
 namespace okl::loadgen {
 namespace {
+
+using ::okl::cli::JsonString;
 
 constexpr double kPredictVsHealthTarget = 0.7;
 constexpr double kStreamExamplesTarget = 100000;
@@ -523,30 +526,6 @@ std::string LoadAverage() {
   std::string a, b, c;
   in >> a >> b >> c;
   return absl::StrCat(a, " ", b, " ", c);
-}
-
-std::string JsonString(absl::string_view text) {
-  std::string out = "\"";
-  for (const char ch : text) {
-    switch (ch) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        if (static_cast<unsigned char>(ch) < 0x20) {
-          out += absl::StrFormat("\\u%04x", static_cast<int>(ch));
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
 }
 
 std::string JsonNumber(double value) {
