@@ -78,10 +78,8 @@ ModelStats ModelEntry::StatsLocked() const {
 
 bool ModelEntry::RegretDue(uint64_t steps) {
   if (regret_scheduler_ == nullptr || steps == 0) return false;
-  if (regret_requested_ && steps < regret_requested_at_ + regret_scheduler_->every_steps()) {
-    return false;
-  }
-  regret_requested_ = true;
+  const uint64_t every = regret_scheduler_->every_steps();
+  if (regret_requested_at_ > 0 && steps < regret_requested_at_ + every) return false;
   regret_requested_at_ = steps;
   return true;
 }
@@ -98,8 +96,7 @@ void ModelEntry::RefreshRegret() {
   {
     WriterLock lock(&mu_);
     const uint64_t steps = norma_->steps();
-    if (deleted_ || steps == 0 || (regret_requested_ && regret_requested_at_ == steps)) return;
-    regret_requested_ = true;
+    if (deleted_ || steps == 0 || regret_requested_at_ == steps) return;
     regret_requested_at_ = steps;
   }
   ScheduleRegret();

@@ -144,8 +144,8 @@ class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
   std::unique_ptr<NormaModel> norma_ ABSL_GUARDED_BY(mu_);
   bool deleted_ ABSL_GUARDED_BY(mu_) = false;
   RegretScheduler* const regret_scheduler_;
-  uint64_t regret_requested_at_ ABSL_GUARDED_BY(mu_) = 0;  // steps at the last request
-  bool regret_requested_ ABSL_GUARDED_BY(mu_) = false;
+  // The model's steps at the last request; 0: never asked (a request needs steps > 0).
+  uint64_t regret_requested_at_ ABSL_GUARDED_BY(mu_) = 0;
   // Its own lock, so that publishing a result never waits for a batch.
   mutable PlainMutex regret_mu_;
   std::optional<RegretResult> regret_ ABSL_GUARDED_BY(regret_mu_);
