@@ -31,6 +31,7 @@
 #include "client/replay.h"
 #include "core/config.h"
 #include "core/model_registry.h"
+#include "server/tokens.h"
 
 namespace okl::cli {
 
@@ -118,6 +119,11 @@ absl::Status RunRestore(const Client& client, const ModelId& id, const std::stri
 // Output::json; the caller reports NOT_SERVING.
 absl::StatusOr<bool> RunHealth(const Client& client, absl::string_view service,
                                const Output& output);
+
+// `okl token new`: a fresh token (okl::NewToken) for `grant`. Prints the token on the
+// first line and the line to append to the server's tokens file on the second; or, with
+// Output::json, one object {"token", "role", "tenants", "line"}. Needs no server.
+absl::Status RunTokenNew(const Grant& grant, const Output& output);
 
 // `okl replay`: okl::Replay, plus its learning curve when `curve` wants one (then the
 // model runs here, step by step, with the same results). The summary goes to

@@ -3,6 +3,7 @@
 // The `okl` command-line tool: okl_server's models from a shell, and NORMA offline.
 //   okl create|get|list|delete|observe|predict|snapshot|restore|health [flags]
 //   okl replay [--local] --config FILE --input FILE --output FILE
+//   okl token new --role=read|write|admin [--tenants=T1,T2,...|*]
 //   okl help [COMMAND], okl COMMAND --help
 //   okl --version
 // Exit codes: 0 success, 1 a failed command (the reason on stderr, one line:
@@ -38,6 +39,7 @@
 #include "core/config.h"
 #include "grpc/support/log.h"
 #include "proto/convert.h"
+#include "server/tokens.h"
 
 // --- Connection (every command that talks to okl_server) -------------------------------
 ABSL_FLAG(std::string, server, "",
@@ -140,6 +142,15 @@ ABSL_FLAG(std::string, service, "",
           "health: the service to check (empty: the server as a whole, or "
           "okl.v1.OnlineKernelLearning)");
 
+// --- Bearer tokens (token new) ------------------------------------------------------
+ABSL_FLAG(std::string, role, "",
+          "token new: read (Predict, GetModel, ListModels, Snapshot), write (read, plus "
+          "Observe, CreateModel, DeleteModel, Restore) or admin (write on every tenant); "
+          "required");
+ABSL_FLAG(std::string, tenants, "",
+          "token new: the tenants the token may use, comma-separated (acme,globex), or * for "
+          "every tenant; required for read and write; admin takes * or nothing");
+
 namespace {
 
 using okl::cli::CommandLine;
@@ -177,8 +188,8 @@ std::string GeneralUsage() {
       "usage: okl <command> [flags]\n"
       "\n"
       "okl talks to okl_server (--server, default $OKL_SERVER or 127.0.0.1:50051) about the\n"
-      "models of a tenant (--tenant, default $OKL_TENANT or \"default\"), and runs NORMA\n"
-      "offline (replay).\n"
+      "models of a tenant (--tenant, default $OKL_TENANT or \"default\"), runs NORMA\n"
+      "offline (replay), and makes the server's bearer tokens (token new).\n"
       "\n"
       "commands:\n";
   for (const Command& command : Commands()) {
@@ -687,6 +698,32 @@ int RunReplay(const CommandLine& line, const Command& command) {
   return 0;
 }
 
+int RunToken(const CommandLine& line, const Command& command) {
+  if (line.args.empty()) {
+    return CommandUsageError(command, "token needs a subcommand: okl token new --role=ROLE");
+  }
+  if (line.args[0] != "new") {
+    return CommandUsageError(
+        command, absl::StrCat("unknown token subcommand '", line.args[0], "': expected new"));
+  }
+  if (line.args.size() > 1) {
+    return CommandUsageError(
+        command, absl::StrCat("token new takes no more arguments, got '", line.args[1], "'"));
+  }
+  if (!line.Given("role")) {
+    return CommandUsageError(command, "token new needs --role=read, write or admin");
+  }
+  absl::StatusOr<okl::Role> role = okl::ParseRole(absl::GetFlag(FLAGS_role));
+  if (!role.ok()) {
+    return CommandUsageError(command, absl::StrCat("--role: ", role.status().message()));
+  }
+  absl::StatusOr<okl::Grant> grant = okl::ParseGrant(*role, absl::GetFlag(FLAGS_tenants));
+  if (!grant.ok()) {
+    return CommandUsageError(command, absl::StrCat("--tenants: ", grant.status().message()));
+  }
+  return Finish(okl::cli::RunTokenNew(*grant, OutputFromFlags()));
+}
+
 const std::vector<Command>& Commands() {
   static const std::vector<Command>* const commands = new std::vector<Command>{
       {.name = "create",
@@ -799,6 +836,20 @@ const std::vector<Command>& Commands() {
        .remote = false,
        .model_ref = false,
        .run = RunReplay},
+      {.name = "token",
+       .summary = "make a bearer token and its line for the server's tokens file",
+       .synopsis = "okl token new --role=read|write|admin [--tenants=T1,T2,...|*]",
+       .description =
+           "Makes a fresh random token (okl_ and 43 base64url characters: 256 bits) and\n"
+           "prints it on the first line; the second line is what to append to okl_server's\n"
+           "--auth_tokens_file (the token's SHA-256, role and tenants; the server re-reads\n"
+           "the file on SIGHUP). The token is shown only this once and is not stored: hand\n"
+           "it to its user (okl --token or $OKL_TOKEN), and keep it out of logs. No server\n"
+           "is involved.",
+       .flags = {"role", "tenants", "json"},
+       .remote = false,
+       .model_ref = false,
+       .run = RunToken},
   };
   return *commands;
 }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
@@ -141,6 +142,27 @@ absl::Status ValidateBudget(const BudgetConfig& budget) {
   return CheckNonNegative("budget.drop_below", budget.drop_below);
 }
 
+// Every number of the config must be finite, including those the chosen kernel, loss or
+// schedule does not read: a stored config is compared and re-validated on every start,
+// and a NaN hidden in an unread field would make it unequal to itself.
+absl::Status CheckAllFinite(const ModelConfig& config) {
+  const std::pair<absl::string_view, double> fields[] = {
+      {"kernel.gamma", config.kernel.gamma},
+      {"kernel.c", config.kernel.c},
+      {"kernel.t", config.kernel.t},
+      {"loss.rho", config.loss.rho},
+      {"loss.epsilon", config.loss.epsilon},
+      {"loss.delta", config.loss.delta},
+      {"loss.nu", config.loss.nu},
+      {"learning_rate.eta0", config.learning_rate.eta0},
+      {"learning_rate.theta", config.learning_rate.theta},
+      {"lambda", config.lambda},
+      {"budget.drop_below", config.budget.drop_below},
+  };
+  for (const auto& [field, value] : fields) OKL_RETURN_IF_ERROR(CheckFinite(field, value));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateConfig(const ModelConfig& config) {
@@ -148,6 +170,7 @@ absl::Status ValidateConfig(const ModelConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat(
         "dim must be in [1, ", kMaxDimension, "], got ", config.dim));
   }
+  OKL_RETURN_IF_ERROR(CheckAllFinite(config));
   OKL_RETURN_IF_ERROR(ValidateKernel(config.kernel, config.dim));
   OKL_RETURN_IF_ERROR(ValidateLoss(config.loss));
   OKL_RETURN_IF_ERROR(CheckNonNegative("lambda", config.lambda));

@@ -13,7 +13,7 @@ namespace {
 // Rows per sweep block: the block's kernel values (2 KiB) and one column slice stay in
 // L1 while the sweep runs down the columns. A multiple of 8 keeps every block aligned.
 constexpr size_t kBlockRows = 256;
-constexpr size_t kSlotAlignment = kCacheLineBytes / sizeof(double);
+constexpr size_t kSlotAlignment = Expansion::kSlotAlignment;
 
 using AlignedConstMap = Eigen::Map<const Eigen::ArrayXd, Eigen::Aligned32>;
 using AlignedMap = Eigen::Map<Eigen::ArrayXd, Eigen::Aligned32>;

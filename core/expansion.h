@@ -33,6 +33,10 @@ namespace okl {
 
 class Expansion {
  public:
+  // Slots are allocated in groups of this many (one cache line of doubles), so a full
+  // expansion may hold up to this many slots more than its terms.
+  static constexpr size_t kSlotAlignment = kCacheLineBytes / sizeof(double);
+
   // `max_terms` > 0 caps the capacity that appends grow to (0: unbounded), so that a
   // full budgeted expansion holds no slack beyond rounding to a cache line.
   Expansion(size_t dim, bool track_average, size_t max_terms = 0);

@@ -123,6 +123,12 @@ absl::Status ModelEntry::ComputeRegret() {
   return absl::OkStatus();
 }
 
+absl::Status ModelEntry::ValidateBatch(absl::Span<const double> xs,
+                                       absl::Span<const double> ys) const {
+  ReaderLock lock(&mu_);
+  return norma_->ValidateBatch(xs, ys);
+}
+
 absl::Status ModelEntry::PredictBatch(absl::Span<const double> xs, absl::Span<double> out,
                                       PredictionMode mode) const {
   ReaderLock lock(&mu_);
@@ -163,11 +169,13 @@ ModelRegistry::ModelRegistry(Options options) : options_(options) {}
 
 absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Create(
     absl::string_view tenant, absl::string_view model, const ModelConfig& config,
-    const JournalFactory& make_journal) {
+    std::shared_ptr<ModelJournal> journal) {
   OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
   OKL_RETURN_IF_ERROR(ValidateName("model", model));
   OKL_ASSIGN_OR_RETURN(std::unique_ptr<NormaModel> norma, NormaModel::Create(config));
   Key key(tenant, model);
+  auto entry = std::make_shared<ModelEntry>(key.first, key.second, std::move(norma),
+                                            std::move(journal), options_.regret_scheduler);
   WriterLock lock(&mu_);
   if (models_.contains(key)) {
     return absl::AlreadyExistsError(
@@ -178,40 +186,28 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Create(
         "the server holds its maximum of ", options_.max_models,
         " models (--max_models); delete one first"));
   }
-  std::shared_ptr<ModelJournal> journal;
-  if (make_journal) {
-    OKL_ASSIGN_OR_RETURN(journal, make_journal(nullptr));
-  }
-  auto entry = std::make_shared<ModelEntry>(key.first, key.second, std::move(norma),
-                                            std::move(journal), options_.regret_scheduler);
   models_.emplace(std::move(key), entry);
   return entry;
 }
 
 absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Put(
     absl::string_view tenant, absl::string_view model, std::unique_ptr<NormaModel> norma,
-    const JournalFactory& make_journal) {
+    std::shared_ptr<ModelJournal> journal) {
   OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
   OKL_RETURN_IF_ERROR(ValidateName("model", model));
   Key key(tenant, model);
-  std::shared_ptr<ModelEntry> entry;
+  auto entry = std::make_shared<ModelEntry>(key.first, key.second, std::move(norma),
+                                            std::move(journal), options_.regret_scheduler);
   std::shared_ptr<ModelEntry> replaced;
   {
     WriterLock lock(&mu_);
     auto it = models_.find(key);
-    if (it == models_.end() && models_.size() >= options_.max_models) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("the server holds its maximum of ", options_.max_models,
-                       " models (--max_models); delete one first"));
-    }
-    std::shared_ptr<ModelJournal> journal;
-    if (make_journal) {
-      OKL_ASSIGN_OR_RETURN(journal,
-                           make_journal(it == models_.end() ? nullptr : it->second.get()));
-    }
-    entry = std::make_shared<ModelEntry>(key.first, key.second, std::move(norma),
-                                         std::move(journal), options_.regret_scheduler);
     if (it == models_.end()) {
+      if (models_.size() >= options_.max_models) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("the server holds its maximum of ", options_.max_models,
+                         " models (--max_models); delete one first"));
+      }
       models_.emplace(std::move(key), entry);
     } else {
       replaced = std::exchange(it->second, entry);
@@ -234,8 +230,7 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Find(
   return it->second;
 }
 
-absl::Status ModelRegistry::Delete(absl::string_view tenant, absl::string_view model,
-                                   const DeleteHook& before_delete) {
+absl::Status ModelRegistry::Delete(absl::string_view tenant, absl::string_view model) {
   OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
   OKL_RETURN_IF_ERROR(ValidateName("model", model));
   std::shared_ptr<ModelEntry> entry;
@@ -243,7 +238,6 @@ absl::Status ModelRegistry::Delete(absl::string_view tenant, absl::string_view m
     WriterLock lock(&mu_);
     auto it = models_.find(Key(tenant, model));
     if (it == models_.end()) return NotFound(tenant, model);
-    if (before_delete) OKL_RETURN_IF_ERROR(before_delete(*it->second));
     entry = std::move(it->second);
     models_.erase(it);
   }

@@ -98,6 +98,10 @@ class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
   absl::Status ObserveBatch(absl::Span<const double> xs, absl::Span<const double> ys,
                             std::vector<Observation>* out, ModelStats* stats_after = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // NormaModel::ValidateBatch. It depends only on the config, so a caller may validate
+  // a whole request first and then apply it in parts.
+  absl::Status ValidateBatch(absl::Span<const double> xs, absl::Span<const double> ys) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   // NormaModel::PredictBatch under a reader lock.
   absl::Status PredictBatch(absl::Span<const double> xs, absl::Span<double> out,
                             PredictionMode mode = PredictionMode::kConfigured) const
@@ -160,31 +164,22 @@ class ModelRegistry {
     RegretScheduler* regret_scheduler = nullptr;
   };
 
-  // Makes a model durable before the registry changes: called with the registry's writer
-  // lock held, after every check passed, so that the store's order of creations,
-  // replacements and deletions is the registry's. `replaced` is the entry a Put replaces
-  // (null for Create and for a new name). Returns the journal of the new entry (may be
-  // null); an error aborts the call and leaves the registry unchanged.
-  using JournalFactory =
-      std::function<absl::StatusOr<std::shared_ptr<ModelJournal>>(const ModelEntry* replaced)>;
-  // Called by Delete with the registry's writer lock held, before the entry is removed;
-  // an error aborts the Delete.
-  using DeleteHook = std::function<absl::Status(const ModelEntry& entry)>;
-
   explicit ModelRegistry(Options options);
 
   // AlreadyExists if present, ResourceExhausted at max_models, InvalidArgument for a bad
-  // name or config.
+  // name or config. `journal` (may be null) becomes the new entry's: whoever makes
+  // models durable writes the model to its store first, with no registry lock held.
   absl::StatusOr<std::shared_ptr<ModelEntry>> Create(
       absl::string_view tenant, absl::string_view model, const ModelConfig& config,
-      const JournalFactory& make_journal = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+      std::shared_ptr<ModelJournal> journal = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Installs `norma` under (tenant, model), atomically replacing a model already there
-  // (Restore). ResourceExhausted if it is new and the registry is full.
+  // (Restore), which is marked deleted. ResourceExhausted if it is new and the registry
+  // is full.
   absl::StatusOr<std::shared_ptr<ModelEntry>> Put(absl::string_view tenant,
                                                   absl::string_view model,
                                                   std::unique_ptr<NormaModel> norma,
-                                                  const JournalFactory& make_journal = nullptr)
+                                                  std::shared_ptr<ModelJournal> journal = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // NotFound if absent, InvalidArgument for a bad name.
@@ -192,9 +187,9 @@ class ModelRegistry {
                                                    absl::string_view model) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // NotFound if absent.
-  absl::Status Delete(absl::string_view tenant, absl::string_view model,
-                      const DeleteHook& before_delete = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+  // Removes the model and marks its entry deleted. NotFound if absent.
+  absl::Status Delete(absl::string_view tenant, absl::string_view model)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // The models of `tenant` (every tenant's if empty), sorted by (tenant, model).
   std::vector<std::shared_ptr<ModelEntry>> List(absl::string_view tenant) const

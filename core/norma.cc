@@ -41,6 +41,20 @@ NormaModel::NormaModel(const ModelConfig& config)
       margin_(loss_.InitialMargin()),
       min_abs_coefficient_bound_(std::numeric_limits<double>::infinity()) {}
 
+size_t WorstCaseMemoryBytes(const ModelConfig& config) {
+  if (config.budget.max_terms == 0) return SIZE_MAX;
+  const uint64_t dim = config.dim;
+  // Expansion::MemoryBytes per slot; slots are allocated in cache-line groups, so a full
+  // expansion may hold up to kSlotAlignment more slots than the budget.
+  const uint64_t per_term = (dim + 1) * sizeof(double) + sizeof(uint64_t) + sizeof(uint32_t) +
+                            (config.averaged ? 2 * sizeof(double) : 0);
+  const uint64_t terms = uint64_t{config.budget.max_terms} + Expansion::kSlotAlignment;
+  const uint64_t window = config.regret_window;
+  const uint64_t window_bytes = window * (dim + 2) * sizeof(double);
+  const uint64_t gram_bytes = window * window * sizeof(double);
+  return terms * per_term + window_bytes + gram_bytes;
+}
+
 absl::StatusOr<std::unique_ptr<NormaModel>> NormaModel::Create(const ModelConfig& config) {
   OKL_RETURN_IF_ERROR(ValidateConfig(config));
   return std::unique_ptr<NormaModel>(new NormaModel(config));
@@ -88,6 +102,22 @@ absl::StatusOr<std::unique_ptr<NormaModel>> NormaModel::FromState(const ModelSta
   }
   if (!(state.scale > 0 && state.scale <= 1)) {
     return inconsistent(absl::StrCat("scale must be in (0, 1], got ", state.scale));
+  }
+  if (config.averaged) {
+    // Step keeps u in [0, kMaxAverageSum] (it folds above) and each mark in [0, u] (u when
+    // the term joined, 0 after a fold). Outside these the next fold, base += a (u - mark),
+    // can overflow (tests/fuzz/regressions/snapshot/average_mark_far_below_zero.snap).
+    if (!(state.average_sum >= 0 && state.average_sum <= kMaxAverageSum)) {
+      return inconsistent(absl::StrCat("average_sum must be in [0, ", kMaxAverageSum,
+                                       "], got ", state.average_sum));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (!(state.average_mark[i] >= 0 && state.average_mark[i] <= state.average_sum)) {
+        return inconsistent(absl::StrCat("average_mark[", i, "] = ", state.average_mark[i],
+                                         " is outside [0, average_sum = ", state.average_sum,
+                                         "]"));
+      }
+    }
   }
   for (size_t i = 0; i < n; ++i) {
     // An averaged model keeps a term whose coefficient underflowed: its past still counts
@@ -260,6 +290,14 @@ absl::Status NormaModel::ObserveBatch(absl::Span<const double> xs, absl::Span<co
 }
 
 absl::StatusOr<Observation> NormaModel::Step(absl::Span<const double> x, double y) {
+  // steps_ is the learning rate's t and every new term's added_at; wrapping to 0 would
+  // leave a state FromState rejects. Only a restored snapshot can be this old
+  // (tests/fuzz/regressions/snapshot/steps_at_uint64_max.snap).
+  if (steps_ == std::numeric_limits<uint64_t>::max()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the model has taken ", steps_,
+                     " steps, the most its step counter holds; the example was not applied"));
+  }
   const uint64_t t = steps_ + 1;
   const double eta = learning_rate_.At(t);
 
@@ -270,7 +308,11 @@ absl::StatusOr<Observation> NormaModel::Step(absl::Span<const double> x, double 
   const double alpha = -eta * g;
   const double offset = config_.offset ? offset_ - eta * g : offset_;
   const double margin = loss_.NextMargin(margin_, eta, at.violated);
-  if (!std::isfinite(p) || !std::isfinite(at.value) || !std::isfinite(alpha) ||
+  // The new term is stored unscaled, alpha / scale, and a huge eta0 can make alpha finite
+  // but that not; after MaybeRenormalize the scale is at least kMinScale
+  // (tests/fuzz/regressions/config_text/huge_eta0_coefficient_overflow.textproto).
+  const double stored_alpha = alpha / std::max(scale_ * (1.0 - eta * config_.lambda), kMinScale);
+  if (!std::isfinite(p) || !std::isfinite(at.value) || !std::isfinite(stored_alpha) ||
       !std::isfinite(offset) || !std::isfinite(margin) ||
       !std::isfinite(cumulative_loss_ + at.value) ||
       (config_.averaged && !std::isfinite(average_offset_sum_ + offset_))) {

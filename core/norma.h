@@ -102,6 +102,13 @@ enum class PredictionMode {
   kAveraged,    // (1/T) sum_{t=1..T} f_t; requires config.averaged
 };
 
+// The most memory a model of `config` can come to hold, in bytes: a full expansion
+// (budget.max_terms terms of dim + 1 doubles, their step and slot bookkeeping, and the
+// averaged sums if averaged), its regret window, and the W x W Gram matrix the regret
+// comparator allocates while it runs. An unbounded budget (max_terms 0) gives SIZE_MAX.
+// What the server's memory quotas count for a model, before it exists.
+size_t WorstCaseMemoryBytes(const ModelConfig& config);
+
 class NormaModel {
  public:
   // InvalidArgument if ValidateConfig(config) fails.

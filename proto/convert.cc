@@ -8,7 +8,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/text_format.h"
 
 namespace okl {
@@ -264,6 +266,17 @@ v1::ModelConfig ToProto(const ModelConfig& config) {
   return proto;
 }
 
+std::string CanonicalConfigBytes(const ModelConfig& config) {
+  const v1::ModelConfig proto = ToProto(config);
+  std::string bytes;
+  google::protobuf::io::StringOutputStream stream(&bytes);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  proto.SerializeToCodedStream(&coded);
+  coded.Trim();
+  return bytes;
+}
+
 v1::ModelSnapshot ToProto(const ModelState& state) {
   v1::ModelSnapshot proto;
   proto.set_format_version(kSnapshotFormatVersion);
@@ -358,8 +371,7 @@ v1::ModelInfo ToProto(const ModelSummary& summary) {
   return proto;
 }
 
-absl::Status DensifyVector(const v1::Vector& vector, absl::Span<double> out) {
-  const size_t dim = out.size();
+absl::Status CheckVector(const v1::Vector& vector, uint32_t dim) {
   const size_t values = vector.values_size();
   if (vector.indices().empty()) {
     if (values != dim) {
@@ -367,7 +379,6 @@ absl::Status DensifyVector(const v1::Vector& vector, absl::Span<double> out) {
                                                      " values but the model's dim is ", dim,
                                                      " (set indices for a sparse vector)"));
     }
-    std::copy(vector.values().begin(), vector.values().end(), out.begin());
     return absl::OkStatus();
   }
   const size_t indices = vector.indices_size();
@@ -376,7 +387,6 @@ absl::Status DensifyVector(const v1::Vector& vector, absl::Span<double> out) {
                                                    " indices but ", values,
                                                    " values; give one value per index"));
   }
-  std::fill(out.begin(), out.end(), 0.0);
   for (size_t k = 0; k < indices; ++k) {
     const uint32_t index = vector.indices(k);
     if (index >= dim) {
@@ -389,38 +399,77 @@ absl::Status DensifyVector(const v1::Vector& vector, absl::Span<double> out) {
           absl::StrCat("sparse indices must be strictly increasing: indices[", k, "] = ", index,
                        " follows ", vector.indices(k - 1)));
     }
-    out[index] = vector.values(k);
   }
   return absl::OkStatus();
 }
 
-absl::Status FromProto(const v1::ObserveRequest& request, uint32_t dim, ExampleBatch* batch) {
+namespace {
+
+// Writes a vector that passed CheckVector for out.size() densely into `out`.
+void DensifyChecked(const v1::Vector& vector, absl::Span<double> out) {
+  if (vector.indices().empty()) {
+    std::copy(vector.values().begin(), vector.values().end(), out.begin());
+    return;
+  }
+  std::fill(out.begin(), out.end(), 0.0);
+  for (int k = 0; k < vector.indices_size(); ++k) out[vector.indices(k)] = vector.values(k);
+}
+
+absl::Status CheckDenseBytes(size_t n, uint32_t dim, size_t max_bytes) {
+  const size_t bytes = DenseBatchBytes(n, dim);
+  if (bytes <= max_bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the request's ", n, " vectors take ", bytes, " bytes as dense doubles at dim ", dim,
+      ", over this server's limit of ", max_bytes,
+      " bytes per request (--max_request_bytes); send fewer per request"));
+}
+
+}  // namespace
+
+absl::Status DensifyVector(const v1::Vector& vector, absl::Span<double> out) {
+  OKL_RETURN_IF_ERROR(CheckVector(vector, static_cast<uint32_t>(out.size())));
+  DensifyChecked(vector, out);
+  return absl::OkStatus();
+}
+
+size_t DenseBatchBytes(size_t n, uint32_t dim) {
+  return n * (size_t{dim} + 1) * sizeof(double);  // n <= 2^31, dim <= 2^32: no overflow
+}
+
+absl::Status FromProto(const v1::ObserveRequest& request, uint32_t dim, ExampleBatch* batch,
+                       size_t max_bytes) {
   const size_t n = request.examples_size();
-  batch->xs.resize(n * dim);
-  batch->ys.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    const v1::Example& example = request.examples(i);
-    absl::Status status =
-        DensifyVector(example.x(), absl::MakeSpan(batch->xs).subspan(i * dim, dim));
+    absl::Status status = CheckVector(request.examples(i).x(), dim);
     if (!status.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("examples[", i, "].x: ", status.message()));
     }
+  }
+  OKL_RETURN_IF_ERROR(CheckDenseBytes(n, dim, max_bytes));
+  batch->xs.resize(n * dim);
+  batch->ys.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const v1::Example& example = request.examples(i);
+    DensifyChecked(example.x(), absl::MakeSpan(batch->xs).subspan(i * dim, dim));
     batch->ys[i] = example.y();
   }
   return absl::OkStatus();
 }
 
 absl::Status FromProto(const v1::PredictRequest& request, uint32_t dim,
-                       std::vector<double>* xs) {
+                       std::vector<double>* xs, size_t max_bytes) {
   const size_t n = request.inputs_size();
-  xs->resize(n * dim);
   for (size_t i = 0; i < n; ++i) {
-    absl::Status status =
-        DensifyVector(request.inputs(i), absl::MakeSpan(*xs).subspan(i * dim, dim));
+    absl::Status status = CheckVector(request.inputs(i), dim);
     if (!status.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("inputs[", i, "]: ", status.message()));
     }
+  }
+  OKL_RETURN_IF_ERROR(CheckDenseBytes(n, dim, max_bytes));
+  xs->resize(n * dim);
+  for (size_t i = 0; i < n; ++i) {
+    DensifyChecked(request.inputs(i), absl::MakeSpan(*xs).subspan(i * dim, dim));
   }
   return absl::OkStatus();
 }
@@ -509,6 +558,60 @@ absl::StatusOr<ModelState> DecodeSnapshot(absl::string_view bytes) {
     return absl::DataLossError(absl::StrCat("snapshot: ", state.status().message()));
   }
   return state;
+}
+
+size_t MaxSnapshotBytes(const ModelConfig& config) {
+  if (config.budget.max_terms == 0) return SIZE_MAX;
+  // Per term: the support (dim doubles), the coefficient, added_at (a varint of at most
+  // 10 bytes) and, averaged, two more doubles. The packed fields' tags and lengths, the
+  // scalars, the config and the checksum fit in the fixed part.
+  constexpr uint64_t kFixedBytes = 4096;
+  const uint64_t dim = config.dim;
+  const uint64_t per_term = (dim + 1) * sizeof(double) + 10 + (config.averaged ? 16 : 0);
+  const uint64_t window_bytes = uint64_t{config.regret_window} * (dim + 2) * sizeof(double);
+  return kFixedBytes + uint64_t{config.budget.max_terms} * per_term + window_bytes;
+}
+
+absl::StatusOr<std::optional<ModelConfig>> PeekSnapshotConfig(absl::string_view prefix) {
+  // Protobuf writes known fields in field-number order, so a snapshot's bytes start with
+  // format_version (field 1, varint) and then config (field 2, length-delimited).
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(prefix.data()),
+                                            static_cast<int>(prefix.size()));
+  constexpr uint32_t kVersionTag = (1 << 3) | 0;
+  constexpr uint32_t kConfigTag = (2 << 3) | 2;
+  uint32_t tag = in.ReadTag();
+  if (tag == 0) {
+    if (prefix.size() < 16) return std::nullopt;
+    return absl::DataLossError("the snapshot bytes do not start with a field");
+  }
+  if (tag != kVersionTag) {
+    return absl::DataLossError(
+        "the snapshot bytes do not start with format_version (not a snapshot?)");
+  }
+  uint32_t version = 0;
+  if (!in.ReadVarint32(&version)) return std::nullopt;
+  if (version != kSnapshotFormatVersion) {
+    return absl::DataLossError(absl::StrCat("snapshot format_version ", version,
+                                            " is not supported (this build reads version ",
+                                            kSnapshotFormatVersion, ")"));
+  }
+  tag = in.ReadTag();
+  if (tag == 0) return std::nullopt;
+  if (tag != kConfigTag) {
+    return absl::DataLossError("the snapshot has no config after its format_version");
+  }
+  uint32_t length = 0;
+  if (!in.ReadVarint32(&length)) return std::nullopt;
+  if (static_cast<size_t>(in.CurrentPosition()) + length > prefix.size()) return std::nullopt;
+  v1::ModelConfig proto;
+  if (!proto.ParseFromArray(prefix.data() + in.CurrentPosition(), static_cast<int>(length))) {
+    return absl::DataLossError("the snapshot's config does not parse");
+  }
+  absl::StatusOr<ModelConfig> config = FromProto(proto);
+  if (!config.ok()) {
+    return absl::DataLossError(absl::StrCat("snapshot config: ", config.status().message()));
+  }
+  return std::optional<ModelConfig>(*std::move(config));
 }
 
 absl::StatusOr<ModelConfig> ParseModelConfigText(absl::string_view text,

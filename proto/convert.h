@@ -32,6 +32,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,12 @@ absl::StatusOr<ModelConfig> FromProto(const v1::ModelConfig& proto);
 // valid config whose unread fields hold core's defaults (what FromProto produces),
 // FromProto(ToProto(config)) == config.
 v1::ModelConfig ToProto(const ModelConfig& config);
+
+// The canonical bytes of `config`: ToProto(config) serialized deterministically. Two
+// configs are the same model configuration iff their canonical bytes are equal; unlike
+// ==, this holds for every double (0.0 and -0.0 differ, a NaN equals itself), so a stored
+// config always equals itself when read back.
+std::string CanonicalConfigBytes(const ModelConfig& config);
 
 // The complete state, with format_version = kSnapshotFormatVersion.
 v1::ModelSnapshot ToProto(const ModelState& state);
@@ -94,15 +101,27 @@ struct ExampleBatch {
   std::vector<double> ys;
 };
 
+// OK if `vector` fits a model of dimension `dim` as DensifyVector requires; allocates
+// nothing, so a request's vectors are all checked before its dense copy is made.
+absl::Status CheckVector(const v1::Vector& vector, uint32_t dim);
+
+// The bytes a dense batch of `n` inputs of dimension `dim` (plus n labels) takes.
+size_t DenseBatchBytes(size_t n, uint32_t dim);
+
 // Replaces `batch` with request.examples() densified for a model of dimension `dim`.
-// InvalidArgument naming the first bad example ("examples[i].x: ..."); `batch` is
-// unspecified then. Neither the batch's size nor its values are checked here.
-absl::Status FromProto(const v1::ObserveRequest& request, uint32_t dim, ExampleBatch* batch);
+// Every vector is checked first (InvalidArgument naming the first bad one,
+// "examples[i].x: ..."), then the dense size (ResourceExhausted if DenseBatchBytes is
+// over `max_bytes`, naming --max_request_bytes); only then is anything allocated, so a
+// small sparse request cannot make the server allocate gigabytes. `batch` is
+// unspecified after an error. The values are left for the model's validation.
+absl::Status FromProto(const v1::ObserveRequest& request, uint32_t dim, ExampleBatch* batch,
+                       size_t max_bytes = SIZE_MAX);
 
 // Replaces `xs` with request.inputs() densified for a model of dimension `dim`
-// (inputs_size() * dim values, term-major). InvalidArgument naming the first bad input.
+// (inputs_size() * dim values, term-major), with the checks and the bound of the
+// ObserveRequest overload ("inputs[i]: ...").
 absl::Status FromProto(const v1::PredictRequest& request, uint32_t dim,
-                       std::vector<double>* xs);
+                       std::vector<double>* xs, size_t max_bytes = SIZE_MAX);
 
 // Appends one prediction and one loss per observation, in order.
 void AppendToProto(absl::Span<const Observation> observations, v1::ObserveResponse* response);
@@ -129,6 +148,17 @@ absl::StatusOr<std::string> EncodeSnapshot(const ModelState& state);
 // FromProto rejects it. Whether the arrays are consistent is NormaModel::FromState's
 // check; a server reports its error as DataLoss too.
 absl::StatusOr<ModelState> DecodeSnapshot(absl::string_view bytes);
+
+// An upper bound on the size of EncodeSnapshot(state) for any state of a model of
+// `config` (a full expansion and regret window). Saturates at SIZE_MAX.
+size_t MaxSnapshotBytes(const ModelConfig& config);
+
+// The config at the start of snapshot bytes, read from a prefix of them: a Restore
+// learns what it is about to install from its first chunk, and checks limits and quotas
+// before buffering the rest. nullopt if `prefix` ends before the config does; DataLoss
+// if the bytes do not start as a snapshot of this format (format_version, then config)
+// or the config is invalid.
+absl::StatusOr<std::optional<ModelConfig>> PeekSnapshotConfig(absl::string_view prefix);
 
 // Parses a ModelConfig written in protobuf text format, then converts it with FromProto.
 // A syntax error (or an unknown field) is InvalidArgument "<source>:line:column: what"

@@ -11,6 +11,7 @@ packages=(
   # wire contract, service, storage, metrics
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   librocksdb-dev prometheus-cpp-dev
+  libssl-dev  # bearer tokens: SHA-256 and constant-time compares (server/tokens.h)
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # the Python client test: stubs generated at test time with protoc + grpc_python_plugin

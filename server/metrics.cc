@@ -44,6 +44,8 @@
 #include "absl/strings/string_view.h"
 #include "core/config.h"
 #include "core/mutex.h"
+#include "server/model_host.h"
+#include "server/tokens.h"
 #include "prometheus/client_metric.h"
 #include "prometheus/collectable.h"
 #include "prometheus/exposer.h"
@@ -555,6 +557,7 @@ class ServerMetrics::Impl {
     CollectRegretScheduler(&families);
     CollectRpcs(&families);
     CollectModels(&families);
+    CollectHost(&families);
     return families;
   }
 
@@ -733,9 +736,13 @@ class ServerMetrics::Impl {
         ++omitted;
         continue;
       }
+      if (options_.model_labels == ModelLabels::kNone) {
+        ++omitted;
+        continue;
+      }
       ++with_series;
-      const std::vector<ClientMetric::Label> labels = {{"tenant", summary->tenant},
-                                                       {"model", summary->model}};
+      const std::vector<ClientMetric::Label> labels = {{"tenant", Label(summary->tenant)},
+                                                       {"model", Label(summary->model)}};
       auto add = [&labels](MetricFamily* family, double value) {
         family->metric.push_back(Sample(family->type, value, labels));
       };
@@ -777,6 +784,53 @@ class ServerMetrics::Impl {
     }
   }
 
+  // A name as a per-model label value: itself, or the start of its SHA-256.
+  std::string Label(const std::string& name) const {
+    if (options_.model_labels == ModelLabels::kNames) return name;
+    return Sha256Hex(name).substr(0, 16);
+  }
+
+  void CollectHost(std::vector<MetricFamily>* families) const {
+    if (options_.host == nullptr) return;
+    const ResourceQuotas& quotas = options_.host->quotas();
+    const ResourceQuotas::Limits& limits = quotas.limits();
+    const ResourceQuotas::Usage usage = quotas.usage();
+    MetricFamily limit = Family("okl_quota_limit",
+                                "The quota's limit (0: none): models, bytes or requests per "
+                                "second, per tenant where the name says so.",
+                                MetricType::Gauge);
+    MetricFamily rejected = Family(
+        "okl_quota_rejections_total",
+        "Requests refused with RESOURCE_EXHAUSTED because they would exceed the quota.",
+        MetricType::Counter);
+    const std::array<double, kQuotaCount> limit_values = {
+        static_cast<double>(limits.max_models), static_cast<double>(limits.max_models_per_tenant),
+        static_cast<double>(limits.max_bytes_per_tenant),
+        static_cast<double>(limits.max_memory_bytes), limits.max_requests_per_second_per_tenant};
+    for (size_t i = 0; i < kQuotaCount; ++i) {
+      const std::string name(QuotaName(static_cast<Quota>(i)));
+      limit.metric.push_back(Sample(MetricType::Gauge, limit_values[i], {{"quota", name}}));
+      rejected.metric.push_back(Sample(MetricType::Counter,
+                                       static_cast<double>(usage.rejections[i]),
+                                       {{"quota", name}}));
+    }
+    families->push_back(std::move(limit));
+    families->push_back(std::move(rejected));
+    families->push_back(Single("okl_quota_reserved_bytes",
+                               "Worst-case bytes of all models, reserved against "
+                               "--max_memory_bytes.",
+                               MetricType::Gauge, static_cast<double>(usage.bytes)));
+    families->push_back(Single("okl_checkpoint_failures_total",
+                               "Checkpoints that failed (each is retried with back-off; the "
+                               "log keeps every example meanwhile).",
+                               MetricType::Counter,
+                               static_cast<double>(options_.host->checkpoint_failures())));
+    families->push_back(Single("okl_models_failing_checkpoints",
+                               "Models whose latest checkpoint attempt failed.",
+                               MetricType::Gauge,
+                               static_cast<double>(options_.host->models_failing_checkpoints())));
+  }
+
   const ModelRegistry* const registry_;
   const RegretScheduler* const regret_scheduler_;
   const Options options_;
@@ -799,6 +853,14 @@ class ServerMetrics::Impl {
 };
 
 // --- ServerMetrics ----------------------------------------------------------------------
+
+absl::StatusOr<ModelLabels> ParseModelLabels(absl::string_view text) {
+  if (text == "names") return ModelLabels::kNames;
+  if (text == "hashed") return ModelLabels::kHashed;
+  if (text == "none") return ModelLabels::kNone;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--metrics_model_labels must be names, hashed or none, got \"", text, "\""));
+}
 
 ServerMetrics::ServerMetrics(const ModelRegistry* registry,
                              const RegretScheduler* regret_scheduler, Options options)

@@ -2,7 +2,8 @@
 //
 // ServerMetrics is okl_server's Prometheus instrumentation (prometheus-cpp), served as
 // text on http://<--metrics_address>/metrics. Three kinds of series:
-//   - per model (labels tenant, model), read from the ModelRegistry at scrape time, so
+//   - per model (labels tenant, model: names or hashes of them, see ModelLabels), read
+//     from the ModelRegistry at scrape time, so
 //     that Observe and Predict pay nothing for them and a deleted model's series vanish
 //     with it; at most Options::max_models models get them (the first in (tenant, model)
 //     order), the rest count only in the aggregates;
@@ -11,7 +12,8 @@
 //     methods the server does not have (UNIMPLEMENTED) share service="other",
 //     method="other", so that clients cannot mint series by calling made-up names;
 //   - process level: models, expansion terms and bytes, examples observed and predicted,
-//     the regret scheduler's work, build info, and the standard process_* series.
+//     the regret scheduler's work, quotas (limit, use, rejections), checkpoint failures,
+//     build info, and the standard process_* series.
 // The full list of names is in README ("Metrics").
 //
 // Thread-safe. Must outlive every grpc::Server built with its InterceptorCreators() (the
@@ -32,16 +34,30 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/model_registry.h"
 #include "core/regret_scheduler.h"
 
 namespace okl {
+
+class ModelHost;
+
+// How per-model series identify their model (--metrics_model_labels): by the tenant and
+// model names; by the first 16 hex digits of each name's SHA-256, so that /metrics
+// discloses no tenant's names; or not at all (no per-model series, aggregates only).
+enum class ModelLabels { kNames, kHashed, kNone };
+// "names", "hashed", "none"; InvalidArgument naming --metrics_model_labels otherwise.
+absl::StatusOr<ModelLabels> ParseModelLabels(absl::string_view text);
 
 class ServerMetrics {
  public:
   struct Options {
     // Per-model series for at most this many models (--metrics_max_models).
     size_t max_models = 1000;
+    ModelLabels model_labels = ModelLabels::kNames;
+    // Quota use and checkpoint failures are read from it at scrape time; may be null.
+    const ModelHost* host = nullptr;
   };
 
   // `registry` must outlive this object; `regret_scheduler` may be null.

@@ -2,6 +2,7 @@
 
 #include "server/model_store.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <filesystem>
@@ -317,7 +318,7 @@ absl::Status ModelStore::LoadModels(
         ModelState state;
         damage = DecodeCheckpoint(ToView(it->value()), &model.checkpoint_seq, &state);
         if (!damage.ok()) break;
-        if (!(state.config == model.config)) {
+        if (CanonicalConfigBytes(state.config) != CanonicalConfigBytes(model.config)) {
           damage = absl::DataLossError("the checkpoint's config differs from the model's");
           break;
         }
@@ -475,7 +476,7 @@ ModelLog::Position ModelLog::position() const {
 bool ModelLog::CheckpointDue(uint64_t every_examples, absl::Duration every,
                              absl::Time now) const {
   ReaderLock lock(&mu_);
-  if (closed_ || next_seq_ - 1 <= checkpoint_seq_) return false;
+  if (closed_ || next_seq_ - 1 <= checkpoint_seq_ || now < retry_checkpoint_at_) return false;
   if (every_examples > 0 && examples_ - examples_at_checkpoint_ >= every_examples) return true;
   return every > absl::ZeroDuration() && now - last_checkpoint_ >= every;
 }
@@ -483,6 +484,20 @@ bool ModelLog::CheckpointDue(uint64_t every_examples, absl::Duration every,
 bool ModelLog::HasLog() const {
   ReaderLock lock(&mu_);
   return !closed_ && next_seq_ - 1 > checkpoint_seq_;
+}
+
+void ModelLog::CheckpointFailed(absl::Time now) {
+  WriterLock lock(&mu_);
+  const absl::Duration wait =
+      std::min(absl::Seconds(1) * (int64_t{1} << std::min(failed_checkpoints_, 9)),
+               absl::Minutes(5));
+  ++failed_checkpoints_;
+  retry_checkpoint_at_ = now + wait;
+}
+
+bool ModelLog::checkpoint_failing() const {
+  ReaderLock lock(&mu_);
+  return failed_checkpoints_ > 0;
 }
 
 absl::Status ModelLog::Checkpoint(const ModelState& state, Position at) {
@@ -509,6 +524,8 @@ absl::Status ModelLog::Checkpoint(const ModelState& state, Position at) {
   checkpoint_seq_ = at.seq;
   examples_at_checkpoint_ = at.examples;
   last_checkpoint_ = absl::Now();
+  failed_checkpoints_ = 0;
+  retry_checkpoint_at_ = absl::InfinitePast();
   return absl::OkStatus();
 }
 
@@ -558,11 +575,8 @@ absl::StatusOr<RestoreStats> RestoreModels(ModelStore* store, ModelRegistry* reg
       stats.log_examples += batch.ys.size();
     }
     std::shared_ptr<ModelLog> log = store->OpenLog(model);
-    absl::StatusOr<std::shared_ptr<ModelEntry>> entry = registry->Put(
-        model.tenant, model.model, *std::move(norma),
-        [&log](const ModelEntry*) -> absl::StatusOr<std::shared_ptr<ModelJournal>> {
-          return log;
-        });
+    absl::StatusOr<std::shared_ptr<ModelEntry>> entry =
+        registry->Put(model.tenant, model.model, *std::move(norma), log);
     if (!entry.ok()) {
       return absl::FailedPreconditionError(absl::StrCat("cannot restore model ", model.tenant,
                                                         "/", model.model, ": ",
@@ -576,8 +590,7 @@ absl::StatusOr<RestoreStats> RestoreModels(ModelStore* store, ModelRegistry* reg
   return stats;
 }
 
-absl::StatusOr<bool> CheckpointEntry(const ModelEntry& entry) {
-  auto* log = dynamic_cast<ModelLog*>(entry.journal().get());
+absl::StatusOr<bool> CheckpointEntry(const ModelEntry& entry, ModelLog* log) {
   if (log == nullptr || !log->HasLog()) return false;
   ModelLog::Position at;
   // The entry's lock keeps batches from being logged or applied while the state is

@@ -176,6 +176,14 @@ class ModelLog final : public ModelJournal {
   // True if records were logged after the last checkpoint.
   bool HasLog() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Records a failed checkpoint attempt at `now`: CheckpointDue stays false for 1 s after
+  // the first consecutive failure, doubling with each further one up to 5 minutes, so a
+  // model that cannot be checkpointed is not encoded again every poll. A checkpoint that
+  // succeeds ends the back-off.
+  void CheckpointFailed(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  // True if the latest checkpoint attempt failed.
+  bool checkpoint_failing() const ABSL_LOCKS_EXCLUDED(mu_);
+
   // Writes `state`, which is the model at `at` (after record at.seq), as the checkpoint,
   // and removes the records up to at.seq, in one atomic write. A no-op if a checkpoint at
   // or after at.seq was written already, or the log is closed.
@@ -194,6 +202,8 @@ class ModelLog final : public ModelJournal {
   uint64_t examples_ ABSL_GUARDED_BY(mu_) = 0;  // appended by this process
   uint64_t examples_at_checkpoint_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_checkpoint_ ABSL_GUARDED_BY(mu_);
+  int failed_checkpoints_ ABSL_GUARDED_BY(mu_) = 0;  // consecutive
+  absl::Time retry_checkpoint_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
@@ -221,10 +231,10 @@ struct RestoreOptions {
 absl::StatusOr<RestoreStats> RestoreModels(ModelStore* store, ModelRegistry* registry,
                                            const RestoreOptions& options);
 
-// Checkpoints `entry` (whose journal must be a ModelLog) if it has log records after its
-// last checkpoint: the state and its log position are read under the entry's lock, the
+// Checkpoints `entry`, whose journal is `log`, if it has log records after its last
+// checkpoint: the state and its log position are read under the entry's lock, the
 // snapshot is encoded and written outside it. Returns whether one was written.
-absl::StatusOr<bool> CheckpointEntry(const ModelEntry& entry);
+absl::StatusOr<bool> CheckpointEntry(const ModelEntry& entry, ModelLog* log);
 
 }  // namespace okl
 

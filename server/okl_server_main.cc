@@ -1,7 +1,7 @@
 // server/okl_server_main.cc
 //
 // okl_server: the okl gRPC service. Parses the flags into okl::Server::Options, starts
-// the server, and on SIGTERM or SIGINT drains it (health NOT_SERVING, new calls
+// the server, re-reads its tokens file on SIGHUP, and on SIGTERM or SIGINT drains it (health NOT_SERVING, new calls
 // UNAVAILABLE, calls in flight get --shutdown_grace to finish) and exits 0.
 //
 // The signals are blocked before any thread exists, so every thread inherits the mask
@@ -31,8 +31,46 @@
 #include "core/config.h"
 #include "server/server.h"
 
-ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
-          "Address to serve gRPC on, host:port; port 0 picks a free port (see --port_file).");
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+          "Address to serve gRPC on, host:port; port 0 picks a free port (see --port_file). "
+          "An address beyond loopback (e.g. 0.0.0.0:50051) needs --auth_tokens_file or "
+          "--allow_unauthenticated.");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "TLS on the gRPC port: the server's certificate chain (PEM). Needs --tls_key_file.");
+ABSL_FLAG(std::string, tls_key_file, "", "TLS: the server's private key (PEM).");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "Mutual TLS: clients must present a certificate signed by this CA (PEM).");
+ABSL_FLAG(std::string, auth_tokens_file, "",
+          "Bearer tokens: a file of lines '<sha256 hex of token> <read|write|admin> "
+          "<tenant>[,<tenant>...]' ('*': every tenant; '#' comments). Every okl call must "
+          "then carry 'authorization: Bearer <token>'; health stays open. SIGHUP re-reads "
+          "it. Make lines with `okl token new`.");
+ABSL_FLAG(bool, allow_unauthenticated, false,
+          "Serve an address beyond loopback without --auth_tokens_file: anyone who reaches "
+          "the port may read, overwrite and delete every tenant's models.");
+ABSL_FLAG(uint64_t, max_models_per_tenant, 0,
+          "Most models one tenant may hold (0: no per-tenant limit); beyond it: "
+          "RESOURCE_EXHAUSTED.");
+ABSL_FLAG(uint64_t, max_bytes_per_tenant, 0,
+          "Most worst-case bytes one tenant's models may come to, each counted as "
+          "max_terms x (dim + 1) doubles plus bookkeeping, its regret window and the "
+          "comparator's W x W matrix, at CreateModel and Restore (0: no limit).");
+ABSL_FLAG(uint64_t, max_memory_bytes, 0,
+          "Most worst-case bytes all models together may come to (0: 3/4 of the "
+          "machine's memory).");
+ABSL_FLAG(double, max_requests_per_second_per_tenant, 0,
+          "Each tenant's request rate, as a token bucket with one second's burst (each "
+          "call and each ObserveStream message is one request; 0: no limit).");
+ABSL_FLAG(uint64_t, max_request_bytes, 64 << 20,
+          "Most bytes one request's inputs may take as dense doubles ((dim + 1) x 8 bytes "
+          "per example), checked before anything is allocated; beyond it: "
+          "RESOURCE_EXHAUSTED.");
+ABSL_FLAG(uint64_t, max_response_predictions, 100000,
+          "An ObserveStream returns predictions and losses for at most this many examples "
+          "(the first); the response counts the rest in predictions_omitted.");
+ABSL_FLAG(int32_t, max_concurrent_restores, 2,
+          "Most Restore calls running at once (each buffers one snapshot); one more: "
+          "RESOURCE_EXHAUSTED.");
 ABSL_FLAG(std::string, port_file, "",
           "If set, once the server is SERVING write its bound port (decimal, newline) to "
           "this file, atomically (a temporary file in the same directory, renamed).");
@@ -70,7 +108,7 @@ ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "cancelled.");
 ABSL_FLAG(bool, reflection, true,
           "Serve gRPC server reflection (grpc.reflection.v1alpha), for grpcurl and the like.");
-ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9464",
+ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
           "Address to serve Prometheus metrics on (http://HOST:PORT/metrics); port 0 picks a "
           "free port (see --metrics_port_file); empty: no metrics endpoint.");
 ABSL_FLAG(std::string, metrics_port_file, "",
@@ -78,6 +116,9 @@ ABSL_FLAG(std::string, metrics_port_file, "",
 ABSL_FLAG(uint32_t, metrics_max_models, 1000,
           "Per-model metric series for at most this many models (the first in (tenant, "
           "model) order); the rest count only in the aggregate series.");
+ABSL_FLAG(std::string, metrics_model_labels, "names",
+          "How per-model series name their model: names (tenant and model labels), hashed "
+          "(the first 16 hex digits of each name's SHA-256), or none (aggregates only).");
 ABSL_FLAG(uint64_t, regret_every_steps, 1000,
           "Recompute a model's windowed regret (models with regret_window > 0) after its "
           "first batch and then after every this many examples, in the background.");
@@ -138,17 +179,32 @@ int main(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);  // not a stop: re-read the tokens file
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGTERM, SIG_DFL);
   signal(SIGINT, SIG_DFL);
+  signal(SIGHUP, SIG_DFL);
 
   absl::SetProgramUsageMessage(
       "Serves okl.v1.OnlineKernelLearning (online kernel learning, NORMA) over gRPC.\n"
-      "Usage: okl_server [--listen=0.0.0.0:50051] [--flags...]");
+      "Usage: okl_server [--listen=127.0.0.1:50051] [--auth_tokens_file=PATH] [--flags...]");
   absl::ParseCommandLine(argc, argv);
 
   okl::Server::Options options;
   options.listen_address = absl::GetFlag(FLAGS_listen);
+  options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  options.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
+  options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  options.auth_tokens_file = absl::GetFlag(FLAGS_auth_tokens_file);
+  options.allow_unauthenticated = absl::GetFlag(FLAGS_allow_unauthenticated);
+  options.max_models_per_tenant = absl::GetFlag(FLAGS_max_models_per_tenant);
+  options.max_bytes_per_tenant = absl::GetFlag(FLAGS_max_bytes_per_tenant);
+  options.max_memory_bytes = absl::GetFlag(FLAGS_max_memory_bytes);
+  options.max_requests_per_second_per_tenant =
+      absl::GetFlag(FLAGS_max_requests_per_second_per_tenant);
+  options.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
+  options.max_response_predictions = absl::GetFlag(FLAGS_max_response_predictions);
+  options.max_concurrent_restores = absl::GetFlag(FLAGS_max_concurrent_restores);
   options.max_models = absl::GetFlag(FLAGS_max_models);
   options.max_dim = absl::GetFlag(FLAGS_max_dim);
   options.max_terms = absl::GetFlag(FLAGS_max_terms);
@@ -162,6 +218,14 @@ int main(int argc, char** argv) {
   options.skip_damaged_models = absl::GetFlag(FLAGS_skip_damaged_models);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   options.metrics_max_models = absl::GetFlag(FLAGS_metrics_max_models);
+  if (absl::StatusOr<okl::ModelLabels> labels =
+          okl::ParseModelLabels(absl::GetFlag(FLAGS_metrics_model_labels));
+      labels.ok()) {
+    options.metrics_model_labels = *labels;
+  } else {
+    std::fprintf(stderr, "okl_server: %s\n", std::string(labels.status().message()).c_str());
+    return 1;
+  }
   options.regret_every_steps = absl::GetFlag(FLAGS_regret_every_steps);
   options.regret_threads = absl::GetFlag(FLAGS_regret_threads);
   options.regret_refresh = absl::GetFlag(FLAGS_regret_refresh);
@@ -207,7 +271,16 @@ int main(int argc, char** argv) {
   }
 
   int signal_number = 0;
-  while (sigwait(&stop_signals, &signal_number) != 0) {
+  while (true) {
+    if (sigwait(&stop_signals, &signal_number) != 0) continue;
+    if (signal_number != SIGHUP) break;
+    // Token rotation without a restart.
+    if (absl::Status status = server.ReloadAuthTokens(); status.ok()) {
+      std::fprintf(stderr, "okl_server: SIGHUP: re-read --auth_tokens_file\n");
+    } else {
+      std::fprintf(stderr, "okl_server: SIGHUP: %s; the previous tokens stay in force\n",
+                   std::string(status.message()).c_str());
+    }
   }
   std::fprintf(stderr, "okl_server: %s, draining (up to %s)\n", strsignal(signal_number),
                absl::FormatDuration(grace).c_str());

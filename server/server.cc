@@ -7,15 +7,25 @@
 #include <grpcpp/impl/server_builder_option.h>
 #include <grpcpp/impl/server_builder_plugin.h>
 
+#include <arpa/inet.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "core/status_macros.h"
 
 namespace okl {
@@ -43,9 +53,75 @@ class WithoutReflection final : public grpc::ServerBuilderOption {
   }
 };
 
+// True if `address` (gRPC's host:port, [v6]:port, or unix:path) can be reached only
+// from this machine.
+bool IsLoopbackAddress(absl::string_view address) {
+  if (absl::StartsWith(address, "unix:") || absl::StartsWith(address, "unix-abstract:")) {
+    return true;
+  }
+  const size_t colon = address.rfind(':');
+  absl::string_view host = colon == absl::string_view::npos ? address : address.substr(0, colon);
+  if (absl::ConsumePrefix(&host, "[")) absl::ConsumeSuffix(&host, "]");
+  if (host == "localhost" || host == "::1" || host == "ip6-localhost") return true;
+  in_addr v4;
+  const std::string host_string(host);
+  return inet_pton(AF_INET, host_string.c_str(), &v4) == 1 &&
+         (ntohl(v4.s_addr) >> 24) == 127;  // 127.0.0.0/8
+}
+
+// 3/4 of the machine's memory: the default budget for all models' worst-case bytes.
+uint64_t DefaultMaxMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) return 0;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) / 4 * 3;
+}
+
+absl::StatusOr<std::string> ReadPemFile(const std::string& path, absl::string_view flag) {
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot read ", flag, "=", path, ": ", std::strerror(errno)));
+  }
+  if (text.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot read ", flag, "=", path, ": ", in.is_open() ? "it is empty" : "no such file"));
+  }
+  return text;
+}
+
 absl::Status ValidateOptions(const Server::Options& options) {
   if (options.listen_address.empty()) {
-    return absl::InvalidArgumentError("--listen is empty; give host:port, e.g. 0.0.0.0:50051");
+    return absl::InvalidArgumentError("--listen is empty; give host:port, e.g. 127.0.0.1:50051");
+  }
+  if (options.auth_tokens_file.empty() && !options.allow_unauthenticated &&
+      !IsLoopbackAddress(options.listen_address)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--listen=", options.listen_address,
+        " serves beyond this machine, but without --auth_tokens_file anyone who reaches it "
+        "could read, overwrite and delete every tenant's models: give "
+        "--auth_tokens_file=PATH (see `okl token new`), listen on 127.0.0.1, or pass "
+        "--allow_unauthenticated to accept that"));
+  }
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_cert_file and --tls_key_file go together: give both, or neither");
+  }
+  if (!options.tls_client_ca_file.empty() && options.tls_cert_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_client_ca_file (mutual TLS) needs TLS: give --tls_cert_file and --tls_key_file");
+  }
+  if (options.max_request_bytes < 1) {
+    return absl::InvalidArgumentError("--max_request_bytes must be at least 1");
+  }
+  if (options.max_concurrent_restores < 1) {
+    return absl::InvalidArgumentError("--max_concurrent_restores must be at least 1");
+  }
+  if (!(options.max_requests_per_second_per_tenant >= 0) ||
+      !std::isfinite(options.max_requests_per_second_per_tenant)) {
+    return absl::InvalidArgumentError(
+        "--max_requests_per_second_per_tenant must be a finite number >= 0 (0: no limit)");
   }
   if (options.max_models < 1) {
     return absl::InvalidArgumentError("--max_models must be at least 1");
@@ -87,39 +163,30 @@ Server::Server(Options options)
     : options_(std::move(options)),
       regret_scheduler_({.threads = std::clamp(options_.regret_threads, 1, 64),
                          .every_steps = std::max<uint64_t>(options_.regret_every_steps, 1)}),
-      registry_({.max_models = options_.max_models, .regret_scheduler = &regret_scheduler_}),
-      service_(&registry_, {.max_dim = options_.max_dim,
-                            .max_terms = options_.max_terms,
-                            .max_batch = options_.max_batch,
-                            .observe_stream_api = options_.observe_stream_api}),
-      metrics_(&registry_, &regret_scheduler_, {.max_models = options_.metrics_max_models}) {
-  service_.set_metrics(&metrics_);
-}
+      host_({.max_dim = options_.max_dim,
+             .max_terms = options_.max_terms,
+             .quotas = {.max_models = options_.max_models,
+                        .max_models_per_tenant = options_.max_models_per_tenant,
+                        .max_bytes_per_tenant = options_.max_bytes_per_tenant,
+                        .max_memory_bytes = options_.max_memory_bytes > 0
+                                                ? options_.max_memory_bytes
+                                                : DefaultMaxMemoryBytes(),
+                        .max_requests_per_second_per_tenant =
+                            options_.max_requests_per_second_per_tenant},
+             .data_dir = options_.data_dir,
+             .sync_writes = options_.sync_writes,
+             .skip_damaged_models = options_.skip_damaged_models,
+             .checkpoint_every_examples = options_.checkpoint_every_examples,
+             .checkpoint_every = options_.checkpoint_every,
+             .regret_scheduler = &regret_scheduler_}),
+      metrics_(&host_.registry(), &regret_scheduler_,
+               {.max_models = options_.metrics_max_models,
+                .model_labels = options_.metrics_model_labels,
+                .host = &host_}) {}
 
 Server::~Server() {
   Shutdown(absl::Now());
   StopBackgroundWork();
-}
-
-absl::Status Server::OpenStore() {
-  if (options_.data_dir.empty()) return absl::OkStatus();
-  OKL_ASSIGN_OR_RETURN(
-      store_, ModelStore::Open(options_.data_dir, {.sync_writes = options_.sync_writes}));
-  OKL_ASSIGN_OR_RETURN(
-      RestoreStats stats,
-      RestoreModels(
-          store_.get(), &registry_,
-          {.skip_damaged = options_.skip_damaged_models, .warn = [](absl::string_view line) {
-             std::fprintf(stderr, "okl_server: %s\n", std::string(line).c_str());
-           }}));
-  std::fprintf(stderr,
-               "okl_server: restored %zu model%s (%llu log batches, %llu examples replayed) "
-               "in %.3f s\n",
-               stats.models, stats.models == 1 ? "" : "s", static_cast<unsigned long long>(stats.log_batches),
-               static_cast<unsigned long long>(stats.log_examples),
-               absl::ToDoubleSeconds(stats.elapsed));
-  service_.set_store(store_.get());
-  return absl::OkStatus();
 }
 
 void Server::RunBackgroundWork() {
@@ -129,11 +196,11 @@ void Server::RunBackgroundWork() {
     background_wake_.wait_for(lock, kBackgroundPollInterval);
     if (background_stop_) break;
     lock.unlock();
-    CheckpointModels(/*all=*/false);
+    host_.CheckpointModels(/*all=*/false);
     if (options_.regret_refresh > absl::ZeroDuration() &&
         absl::Now() - last_regret_refresh >= options_.regret_refresh) {
       last_regret_refresh = absl::Now();
-      for (const std::shared_ptr<ModelEntry>& entry : registry_.List("")) {
+      for (const std::shared_ptr<ModelEntry>& entry : host_.List("")) {
         entry->RefreshRegret();
       }
     }
@@ -153,29 +220,26 @@ void Server::StopBackgroundWork() {
   });
 }
 
-size_t Server::CheckpointModels(bool all) {
-  if (store_ == nullptr) return 0;
-  size_t written = 0;
-  const absl::Time now = absl::Now();
-  for (const std::shared_ptr<ModelEntry>& entry : registry_.List("")) {
-    auto* log = dynamic_cast<ModelLog*>(entry->journal().get());
-    if (log == nullptr) continue;
-    if (!all && !log->CheckpointDue(options_.checkpoint_every_examples,
-                                    options_.checkpoint_every, now)) {
-      continue;
-    }
-    absl::StatusOr<bool> done = CheckpointEntry(*entry);
-    if (!done.ok()) {
-      // The log keeps every record until a checkpoint succeeds, so nothing is lost; the
-      // next round tries again.
-      std::fprintf(stderr, "okl_server: checkpoint of model %s/%s failed: %s\n",
-                   entry->tenant().c_str(), entry->model().c_str(),
-                   std::string(done.status().message()).c_str());
-    } else if (*done) {
-      ++written;
-    }
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Server::Credentials() const {
+  if (options_.tls_cert_file.empty()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions ssl;
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  OKL_ASSIGN_OR_RETURN(pair.private_key, ReadPemFile(options_.tls_key_file, "--tls_key_file"));
+  OKL_ASSIGN_OR_RETURN(pair.cert_chain, ReadPemFile(options_.tls_cert_file, "--tls_cert_file"));
+  ssl.pem_key_cert_pairs.push_back(std::move(pair));
+  if (!options_.tls_client_ca_file.empty()) {
+    OKL_ASSIGN_OR_RETURN(ssl.pem_root_certs,
+                         ReadPemFile(options_.tls_client_ca_file, "--tls_client_ca_file"));
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
-  return written;
+  return grpc::SslServerCredentials(ssl);
+}
+
+absl::Status Server::ReloadAuthTokens() {
+  if (authenticator_ == nullptr) {
+    return absl::FailedPreconditionError("the server runs without --auth_tokens_file");
+  }
+  return authenticator_->Reload();
 }
 
 absl::Status Server::Start() {
@@ -185,7 +249,23 @@ absl::Status Server::Start() {
   // Before listening: a store that cannot be restored stops the start, and no client
   // sees a server without its models.
   // (On failure the store stays open until ~Server: models restored so far refer to it.)
-  if (absl::Status status = OpenStore(); !status.ok()) return status;
+  if (absl::Status status = host_.Open(); !status.ok()) return status;
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = Credentials();
+  if (!credentials.ok()) return credentials.status();
+  if (!options_.auth_tokens_file.empty()) {
+    absl::StatusOr<std::unique_ptr<Authenticator>> authenticator =
+        Authenticator::FromFile(options_.auth_tokens_file);
+    if (!authenticator.ok()) return authenticator.status();
+    authenticator_ = *std::move(authenticator);
+  }
+  service_ = std::make_unique<OklService>(
+      &host_, authenticator_.get(),
+      OklService::Options{.max_batch = options_.max_batch,
+                          .max_request_bytes = options_.max_request_bytes,
+                          .max_response_predictions = options_.max_response_predictions,
+                          .max_concurrent_restores = options_.max_concurrent_restores,
+                          .observe_stream_api = options_.observe_stream_api});
+  service_->set_metrics(&metrics_);
   if (!options_.metrics_address.empty()) {
     if (absl::Status status = metrics_.StartExposer(options_.metrics_address); !status.ok()) {
       return status;
@@ -196,12 +276,12 @@ absl::Status Server::Start() {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options_.listen_address, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(options_.listen_address, *credentials, &port);
   // gRPC sets SO_REUSEPORT by default, which lets a second server bind a port in use
   // without an error; a port must belong to one server.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
-  builder.RegisterService(&service_);
+  builder.RegisterService(service_.get());
   builder.experimental().SetInterceptorCreators(metrics_.InterceptorCreators());
   if (!options_.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -215,7 +295,7 @@ absl::Status Server::Start() {
   port_ = port;
   SetHealth(false);
   background_thread_ = std::thread([this] { RunBackgroundWork(); });
-  service_.SetServing();
+  service_->SetServing();
   SetHealth(true);
   return absl::OkStatus();
 }
@@ -239,7 +319,7 @@ void Server::SetHealth(bool serving) {
 void Server::StartDraining() {
   WriterLock lock(&mu_);
   if (server_ == nullptr) return;
-  service_.StartDraining();
+  service_->StartDraining();
   SetHealth(false);
 }
 
@@ -254,7 +334,7 @@ void Server::Shutdown(absl::Time deadline) {
   // gRPC's own Shutdown(deadline) would also wait for calls that never end by
   // themselves, such as health Watch streams (every channel with client-side health
   // checking holds one), so the okl calls are drained here first.
-  while (service_.calls_in_flight() > 0 && absl::Now() < deadline) {
+  while (service_->calls_in_flight() > 0 && absl::Now() < deadline) {
     absl::SleepFor(kDrainPollInterval);
   }
   // What is left are other services' calls and okl calls past the deadline. The margin
@@ -265,10 +345,10 @@ void Server::Shutdown(absl::Time deadline) {
   // No call runs now: checkpoint every model with a log, so that the next start replays
   // nothing.
   StopBackgroundWork();
-  if (store_ == nullptr) return;
+  if (!host_.has_store()) return;
   std::call_once(final_checkpoint_, [this] {
     const absl::Time start = absl::Now();
-    const size_t written = CheckpointModels(/*all=*/true);
+    const size_t written = host_.CheckpointModels(/*all=*/true);
     if (written > 0) {
       std::fprintf(stderr, "okl_server: checkpointed %zu models in %.3f s\n", written,
                    absl::ToDoubleSeconds(absl::Now() - start));

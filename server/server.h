@@ -10,9 +10,13 @@
 // StartDraining() (which Shutdown() implies) on. While starting and draining, okl calls
 // fail with UNAVAILABLE.
 //
-// Durability: with a data_dir, Start() opens the ModelStore there and restores every
-// stored model (checkpoint plus replayed log) before listening; a background thread
-// checkpoints models; Shutdown() checkpoints every model with a log after the drain.
+// Security: TLS (optionally mutual) on the port with tls_cert_file/tls_key_file
+// (tls_client_ca_file); bearer tokens with auth_tokens_file (ReloadAuthTokens() re-reads
+// it). Without tokens the server listens on loopback only, unless allow_unauthenticated.
+//
+// Durability and resources: the ModelHost (server/model_host.h) owns the models, their
+// store (data_dir: restored before listening, checkpointed in the background and after
+// the drain) and the quotas.
 //
 // Metrics: with a metrics_address, Start() serves Prometheus metrics there (ServerMetrics:
 // per-model series read at scrape time, per-RPC counters and latency histograms from an
@@ -50,8 +54,9 @@
 #include "core/mutex.h"
 #include "core/regret_scheduler.h"
 #include "server/metrics.h"
-#include "server/model_store.h"
+#include "server/model_host.h"
 #include "server/service.h"
+#include "server/tokens.h"
 
 namespace okl {
 
@@ -59,10 +64,27 @@ class Server {
  public:
   // Each field is the okl_server flag of the same name; see okl_server --help.
   struct Options {
-    // host:port (any address gRPC accepts); port 0 picks a free port, see port().
-    std::string listen_address = "0.0.0.0:50051";
-    // Most models held at once; CreateModel or Restore of one more: RESOURCE_EXHAUSTED.
+    // host:port (any address gRPC accepts); port 0 picks a free port, see port(). An
+    // address beyond loopback needs auth_tokens_file or allow_unauthenticated.
+    std::string listen_address = "127.0.0.1:50051";
+    // TLS on the gRPC port: the server's certificate chain and private key (PEM files;
+    // both or neither). With tls_client_ca_file too, mutual TLS: a client must present
+    // a certificate signed by that CA.
+    std::string tls_cert_file;
+    std::string tls_key_file;
+    std::string tls_client_ca_file;
+    // Bearer tokens (server/tokens.h): every okl call must carry one that grants it.
+    // Empty: no authentication, which is allowed on loopback addresses only, unless
+    // allow_unauthenticated.
+    std::string auth_tokens_file;
+    bool allow_unauthenticated = false;
+    // Most models held at once, and the other quotas (0: none); see ResourceQuotas.
     uint32_t max_models = 10000;
+    uint64_t max_models_per_tenant = 0;
+    uint64_t max_bytes_per_tenant = 0;
+    // All models' worst-case bytes together. 0 here means 3/4 of the machine's memory.
+    uint64_t max_memory_bytes = 0;
+    double max_requests_per_second_per_tenant = 0;
     // Largest model dimension, 1..kMaxDimension.
     uint32_t max_dim = kMaxDimension;
     // Largest budget.max_terms, 1..kMaxTerms; an unbounded budget (0) is refused.
@@ -70,6 +92,12 @@ class Server {
     // Most examples per ObserveRequest (per ObserveStream message) or inputs per
     // PredictRequest.
     uint32_t max_batch = 10000;
+    // Most bytes one request's inputs may take as dense doubles.
+    uint64_t max_request_bytes = 64 << 20;
+    // Predictions an ObserveStream returns at most (the rest are counted).
+    uint64_t max_response_predictions = 100000;
+    // Most Restores running at once.
+    int max_concurrent_restores = 2;
     // The largest message the server receives; gRPC answers RESOURCE_EXHAUSTED beyond.
     int max_message_bytes = 64 << 20;
     // Serve grpc.reflection.v1alpha.ServerReflection.
@@ -97,6 +125,9 @@ class Server {
     // Per-model metric series for at most this many models; the rest count only in the
     // aggregate series.
     uint32_t metrics_max_models = 1000;
+    // How per-model series name their model: the tenant and model names, a hash of
+    // each (so /metrics does not disclose them), or no per-model series at all.
+    ModelLabels metrics_model_labels = ModelLabels::kNames;
     // A model's windowed regret is recomputed after its first batch and then after every
     // this many examples, in the background.
     uint64_t regret_every_steps = 1000;
@@ -137,39 +168,43 @@ class Server {
     Shutdown(absl::Now() + grace);
   }
 
+  // Re-reads the tokens file (SIGHUP); on an error the previous tokens stay in force.
+  // FailedPrecondition without auth_tokens_file.
+  absl::Status ReloadAuthTokens();
+
   // A channel to this server that bypasses the network; after Start().
   std::shared_ptr<grpc::Channel> InProcessChannel() ABSL_LOCKS_EXCLUDED(mu_);
 
   // The models served. Thread-safe.
-  ModelRegistry& registry() { return registry_; }
+  ModelRegistry& registry() { return host_.registry(); }
+  ModelHost& host() { return host_; }
   // The background regret computations. Thread-safe.
   RegretScheduler& regret_scheduler() { return regret_scheduler_; }
 
  private:
   void SetHealth(bool serving) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Opens the store and restores its models into the registry.
-  absl::Status OpenStore() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The gRPC port's credentials: TLS (mutual if configured) or none.
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials() const;
   // The background thread's loop, until StopBackgroundWork(): checkpoints the models
   // that are due (with a store) and, every regret_refresh, asks for the regret of models
   // whose regret does not cover their latest step.
   void RunBackgroundWork();
   void StopBackgroundWork();
-  // Checkpoints the models that are due (all with a log if `all`); returns how many.
-  size_t CheckpointModels(bool all);
 
   const Options options_;
   // Declared before the registry: the registry's entries call it until they are gone.
   RegretScheduler regret_scheduler_;
-  ModelRegistry registry_;
-  OklService service_;
+  ModelHost host_;
+  // Set once by Start() before serving, with auth_tokens_file; then fixed (Reload is
+  // thread-safe).
+  std::unique_ptr<Authenticator> authenticator_;
+  std::unique_ptr<OklService> service_;
   ServerMetrics metrics_;
 
   mutable Mutex mu_;
   // Set once by Start(); destroyed by ~Server only, so Shutdown() may use it unlocked.
   std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(mu_);
   int port_ ABSL_GUARDED_BY(mu_) = 0;
-  // Set once by Start() before the server or the background thread run; then fixed.
-  std::unique_ptr<ModelStore> store_;
 
   // The background thread's sleep; std::mutex for std::condition_variable (it guards only
   // the stop flag).

@@ -2,7 +2,10 @@
 
 #include "server/service.h"
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,9 +22,14 @@
 namespace okl {
 namespace {
 
-// A request that found an entry which a Restore then replaced gets NotFound from it;
-// it looks the model up again, at most this many times in all.
-constexpr int kMaxLookups = 3;
+// A Restore reads at most this many bytes before it must have found the snapshot's
+// config (Snapshot's first chunk holds it in its first few hundred bytes).
+constexpr size_t kMaxRestorePrefixBytes = 64 << 10;
+// Predict checks for cancellation between groups of this many inputs.
+constexpr size_t kPredictChunk = 256;
+// Observe applies a large request in groups of about this much kernel work (terms x dim
+// per example) and checks for cancellation between them; a typical batch is one group.
+constexpr double kObserveChunkWork = 1 << 26;
 
 bool IsEmpty(const v1::ModelRef& ref) { return ref.tenant().empty() && ref.model().empty(); }
 
@@ -56,27 +64,74 @@ int ObserveStreamMethodIndex() {
       ->index();
 }
 
+// CANCELLED (or DEADLINE_EXCEEDED) once the client gave up on the call.
+absl::Status CheckNotCancelled(grpc::ServerContextBase* context, absl::string_view progress) {
+  if (context == nullptr) return absl::OkStatus();
+  if (context->deadline() < std::chrono::system_clock::now()) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("the call's deadline passed; stopped ", progress));
+  }
+  if (context->IsCancelled()) {
+    return absl::CancelledError(absl::StrCat("the call was cancelled; stopped ", progress));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-// Counts one okl call in flight for its lifetime and checks, once counted, that the
-// service is serving.
+// One okl call: counted in flight for its lifetime; checks, once counted, that the
+// service is serving and that the call carries a valid token; then authorizes each
+// tenant the call touches and takes it from the tenant's request rate.
 class OklService::ActiveCall {
  public:
-  explicit ActiveCall(const OklService* service) : service_(service) {
+  ActiveCall(const OklService* service, const grpc::ServerContextBase* context)
+      : service_(service) {
     service_->calls_in_flight_.fetch_add(1);
     status_ = service_->CheckServing();
+    if (status_.ok() && service_->authenticator_ != nullptr) {
+      absl::string_view authorization;
+      const auto& metadata = context->client_metadata();
+      if (auto it = metadata.find("authorization"); it != metadata.end()) {
+        authorization = absl::string_view(it->second.data(), it->second.size());
+      }
+      absl::StatusOr<Grant> grant = service_->authenticator_->Authenticate(authorization);
+      if (grant.ok()) {
+        grant_ = *std::move(grant);
+      } else {
+        status_ = grant.status();
+      }
+    }
   }
   ~ActiveCall() { service_->calls_in_flight_.fetch_sub(1); }
 
   ActiveCall(const ActiveCall&) = delete;
   ActiveCall& operator=(const ActiveCall&) = delete;
 
-  // UNAVAILABLE if the service is starting or draining.
+  // UNAVAILABLE if the service is starting or draining, UNAUTHENTICATED without a valid
+  // token.
   const absl::Status& status() const { return status_; }
+
+  // PERMISSION_DENIED unless the token grants `needed` on `tenant` (`method` names the
+  // call in the message); then RESOURCE_EXHAUSTED if the tenant is over its request rate.
+  absl::Status Authorize(Role needed, absl::string_view tenant, absl::string_view method) const {
+    if (grant_.has_value() && !grant_->Allows(needed, tenant)) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          method, " needs the ", RoleName(needed), " role on tenant \"", tenant,
+          "\", which this token (role ", RoleName(grant_->role),
+          ") does not grant; use a token that does"));
+    }
+    return service_->host_->quotas().Admit(tenant);
+  }
+
+  // True if the call may see `tenant`'s models (ListModels without a tenant).
+  bool CanRead(absl::string_view tenant) const {
+    return !grant_.has_value() || grant_->Allows(Role::kRead, tenant);
+  }
 
  private:
   const OklService* const service_;
   absl::Status status_;
+  std::optional<Grant> grant_;  // none: authentication is off
 };
 
 // The state of one Observe call or ObserveStream: the model it is bound to (found with
@@ -84,8 +139,10 @@ class OklService::ActiveCall {
 // Each Apply() is one batch with Observe's rules. Not thread-safe; one per call.
 class OklService::ObserveSession {
  public:
-  ObserveSession(const OklService* service, bool stream, v1::ObserveResponse* response)
-      : service_(service), stream_(stream), response_(response) {}
+  ObserveSession(const OklService* service, const ActiveCall* call,
+                 grpc::ServerContextBase* context, bool stream, v1::ObserveResponse* response)
+      : service_(service), call_(call), context_(context), stream_(stream),
+        response_(response) {}
 
   absl::Status Apply(const v1::ObserveRequest& request) {
     ++messages_;
@@ -114,30 +171,65 @@ class OklService::ObserveSession {
           absl::StrCat("ref names ", Describe(request.ref()), " but the stream is bound to ",
                        Describe(ref_), "; leave ref empty after the first message"));
     }
+    OKL_RETURN_IF_ERROR(call_->Authorize(Role::kWrite, ref_.tenant(),
+                                         stream_ ? "ObserveStream" : "Observe"));
     OKL_RETURN_IF_ERROR(service_->CheckBatchSize(request.examples_size(), "examples"));
-    for (int lookup = 1;; ++lookup) {
-      if (entry_ == nullptr) {
-        OKL_ASSIGN_OR_RETURN(entry_, service_->registry_->Find(ref_.tenant(), ref_.model()));
-      }
-      OKL_RETURN_IF_ERROR(FromProto(request, entry_->config().dim, &batch_));
-      observations_.clear();
-      absl::Status status =
-          entry_->ObserveBatch(batch_.xs, batch_.ys, &observations_, &stats_after_);
-      service_->RecordObserved(observations_);
-      if (status.code() == absl::StatusCode::kNotFound && lookup < kMaxLookups) {
-        entry_.reset();  // deleted or replaced since it was found: look again
-        continue;
-      }
-      OKL_RETURN_IF_ERROR(status);
-      break;
-    }
-    AppendToProto(observations_, response_);
+    OKL_RETURN_IF_ERROR(CheckNotCancelled(context_, "before applying the batch"));
+    OKL_RETURN_IF_ERROR(service_->host_->WithModel(
+        ref_.tenant(), ref_.model(), &entry_,
+        [&](ModelEntry& entry) { return ApplyTo(entry, request); }));
+    const size_t room =
+        service_->options_.max_response_predictions -
+        std::min<uint64_t>(response_->predictions_size(),
+                           service_->options_.max_response_predictions);
+    const size_t returned = std::min(room, observations_.size());
+    AppendToProto(absl::MakeConstSpan(observations_).first(returned), response_);
+    response_->set_predictions_omitted(response_->predictions_omitted() +
+                                       (observations_.size() - returned));
     response_->set_steps(stats_after_.steps);
     response_->set_expansion_size(stats_after_.expansion_size);
     return absl::OkStatus();
   }
 
+  // Validates the whole batch, then applies it in groups, stopping between groups if the
+  // call was cancelled. NotFound only while nothing was applied (WithModel retries it).
+  absl::Status ApplyTo(ModelEntry& entry, const v1::ObserveRequest& request) {
+    const uint32_t dim = entry.config().dim;
+    OKL_RETURN_IF_ERROR(
+        FromProto(request, dim, &batch_, service_->options_.max_request_bytes));
+    OKL_RETURN_IF_ERROR(entry.ValidateBatch(batch_.xs, batch_.ys));
+    const size_t n = batch_.ys.size();
+    const double work = double{dim} * entry.config().budget.max_terms;
+    const size_t group = std::clamp<size_t>(static_cast<size_t>(kObserveChunkWork / work), 1, n);
+    observations_.clear();
+    for (size_t begin = 0; begin < n; begin += group) {
+      const size_t count = std::min(group, n - begin);
+      if (begin > 0) {
+        OKL_RETURN_IF_ERROR(CheckNotCancelled(
+            context_, absl::StrCat("after ", begin, " of the batch's ", n,
+                                   " examples were applied")));
+      }
+      absl::Status status = entry.ObserveBatch(
+          absl::MakeConstSpan(batch_.xs).subspan(begin * dim, count * dim),
+          absl::MakeConstSpan(batch_.ys).subspan(begin, count), &observations_, &stats_after_);
+      service_->RecordObserved(absl::MakeConstSpan(observations_).subspan(
+          std::min(begin, observations_.size())));
+      if (status.code() == absl::StatusCode::kNotFound && begin > 0) {
+        return absl::AbortedError(
+            absl::StrCat("the model was deleted or replaced after ", begin, " of the batch's ",
+                         n, " examples were applied"));
+      }
+      if (!status.ok()) {
+        return begin == 0 ? status
+                          : WithPrefix(absl::StrCat("after ", begin, " examples: "), status);
+      }
+    }
+    return absl::OkStatus();
+  }
+
   const OklService* const service_;
+  const ActiveCall* const call_;
+  grpc::ServerContextBase* const context_;
   const bool stream_;
   v1::ObserveResponse* const response_;
   size_t messages_ = 0;
@@ -153,8 +245,10 @@ class OklService::ObserveSession {
 class OklService::ObserveStreamReactor final
     : public grpc::ServerReadReactor<v1::ObserveRequest> {
  public:
-  ObserveStreamReactor(const OklService* service, v1::ObserveResponse* response)
-      : call_(service), session_(service, /*stream=*/true, response) {
+  ObserveStreamReactor(const OklService* service, grpc::CallbackServerContext* context,
+                       v1::ObserveResponse* response)
+      : call_(service, context),
+        session_(service, &call_, context, /*stream=*/true, response) {
     if (!call_.status().ok()) {
       Finish(ToGrpcStatus(call_.status()));
       return;
@@ -182,8 +276,8 @@ class OklService::ObserveStreamReactor final
   v1::ObserveRequest request_;
 };
 
-OklService::OklService(ModelRegistry* registry, Options options)
-    : registry_(registry), options_(options) {
+OklService::OklService(ModelHost* host, const Authenticator* authenticator, Options options)
+    : host_(host), authenticator_(authenticator), options_(options) {
   if (options_.observe_stream_api == StreamApi::kCallback) {
     // What the generated WithCallbackMethod_ObserveStream mixin does, chosen at run time.
     MarkMethodCallback(
@@ -228,51 +322,31 @@ absl::Status OklService::CheckBatchSize(size_t size, const char* what) const {
   return absl::OkStatus();
 }
 
-absl::Status OklService::CheckLimits(const ModelConfig& config) const {
-  if (config.dim > options_.max_dim) {
-    return absl::InvalidArgumentError(absl::StrCat("config.dim ", config.dim,
-                                                   " is over this server's limit of ",
-                                                   options_.max_dim, " (--max_dim)"));
-  }
-  if (config.budget.max_terms == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config.budget.max_terms is 0 (unbounded), but this server needs a budget: set it to "
-        "1 to ",
-        options_.max_terms, " (--max_terms)"));
-  }
-  if (config.budget.max_terms > options_.max_terms) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config.budget.max_terms ", config.budget.max_terms,
-                     " is over this server's limit of ", options_.max_terms, " (--max_terms)"));
-  }
-  return absl::OkStatus();
+void OklService::RecordObserved(absl::Span<const Observation> observations) const {
+  if (metrics_ == nullptr || observations.empty()) return;
+  double loss_sum = 0;
+  for (const Observation& o : observations) loss_sum += o.loss;
+  metrics_->RecordObserved(observations.size(), loss_sum);
 }
 
-// --- Handlers: count the call in, convert in, call core, convert out. ----------------
+// --- Handlers: check the call, convert in, call the host, convert out. --------------
 
 grpc::Status OklService::CreateModel(grpc::ServerContext* context,
                                      const v1::CreateModelRequest* request,
                                      v1::ModelInfo* response) {
-  const ActiveCall call(this);
+  const ActiveCall call(this, context);
   if (!call.status().ok()) return ToGrpcStatus(call.status());
-  return ToGrpcStatus(DoCreateModel(*request, response));
+  return ToGrpcStatus(DoCreateModel(call, *request, response));
 }
 
-absl::Status OklService::DoCreateModel(const v1::CreateModelRequest& request,
+absl::Status OklService::DoCreateModel(const ActiveCall& call,
+                                       const v1::CreateModelRequest& request,
                                        v1::ModelInfo* response) {
   OKL_RETURN_IF_ERROR(ValidateRef(request.ref()));
+  OKL_RETURN_IF_ERROR(call.Authorize(Role::kWrite, request.ref().tenant(), "CreateModel"));
   OKL_ASSIGN_OR_RETURN(ModelConfig config, FromProto(request.config()));
-  OKL_RETURN_IF_ERROR(CheckLimits(config));
-  ModelRegistry::JournalFactory make_journal;
-  if (store_ != nullptr) {
-    // Under the registry's lock: the config is durable before the model exists.
-    make_journal = [&](const ModelEntry*) -> absl::StatusOr<std::shared_ptr<ModelJournal>> {
-      return store_->CreateModel(request.ref().tenant(), request.ref().model(), config);
-    };
-  }
-  OKL_ASSIGN_OR_RETURN(
-      std::shared_ptr<ModelEntry> entry,
-      registry_->Create(request.ref().tenant(), request.ref().model(), config, make_journal));
+  OKL_ASSIGN_OR_RETURN(std::shared_ptr<ModelEntry> entry,
+                       host_->Create(request.ref().tenant(), request.ref().model(), config));
   OKL_ASSIGN_OR_RETURN(ModelSummary summary, entry->Summary());
   *response = ToProto(summary);
   return absl::OkStatus();
@@ -280,16 +354,17 @@ absl::Status OklService::DoCreateModel(const v1::CreateModelRequest& request,
 
 grpc::Status OklService::GetModel(grpc::ServerContext* context, const v1::ModelRef* request,
                                   v1::ModelInfo* response) {
-  const ActiveCall call(this);
+  const ActiveCall call(this, context);
   if (!call.status().ok()) return ToGrpcStatus(call.status());
-  return ToGrpcStatus(DoGetModel(*request, response));
+  return ToGrpcStatus(DoGetModel(call, *request, response));
 }
 
-absl::Status OklService::DoGetModel(const v1::ModelRef& request,
+absl::Status OklService::DoGetModel(const ActiveCall& call, const v1::ModelRef& request,
                                     v1::ModelInfo* response) const {
   OKL_RETURN_IF_ERROR(ValidateRef(request));
+  OKL_RETURN_IF_ERROR(call.Authorize(Role::kRead, request.tenant(), "GetModel"));
   OKL_ASSIGN_OR_RETURN(std::shared_ptr<ModelEntry> entry,
-                       registry_->Find(request.tenant(), request.model()));
+                       host_->Find(request.tenant(), request.model()));
   OKL_ASSIGN_OR_RETURN(ModelSummary summary, entry->Summary());
   *response = ToProto(summary);
   return absl::OkStatus();
@@ -298,15 +373,20 @@ absl::Status OklService::DoGetModel(const v1::ModelRef& request,
 grpc::Status OklService::ListModels(grpc::ServerContext* context,
                                     const v1::ListModelsRequest* request,
                                     v1::ListModelsResponse* response) {
-  const ActiveCall call(this);
+  const ActiveCall call(this, context);
   if (!call.status().ok()) return ToGrpcStatus(call.status());
-  return ToGrpcStatus(DoListModels(*request, response));
+  return ToGrpcStatus(DoListModels(call, *request, response));
 }
 
-absl::Status OklService::DoListModels(const v1::ListModelsRequest& request,
+absl::Status OklService::DoListModels(const ActiveCall& call,
+                                      const v1::ListModelsRequest& request,
                                       v1::ListModelsResponse* response) const {
-  if (!request.tenant().empty()) OKL_RETURN_IF_ERROR(ValidateName("tenant", request.tenant()));
-  for (const std::shared_ptr<ModelEntry>& entry : registry_->List(request.tenant())) {
+  if (!request.tenant().empty()) {
+    OKL_RETURN_IF_ERROR(ValidateName("tenant", request.tenant()));
+    OKL_RETURN_IF_ERROR(call.Authorize(Role::kRead, request.tenant(), "ListModels"));
+  }
+  for (const std::shared_ptr<ModelEntry>& entry : host_->List(request.tenant())) {
+    if (!call.CanRead(entry->tenant())) continue;  // another tenant's
     absl::StatusOr<ModelSummary> summary = entry->Summary();
     if (!summary.ok()) continue;  // deleted since it was listed
     *response->add_models() = ToProto(*summary);
@@ -316,36 +396,32 @@ absl::Status OklService::DoListModels(const v1::ListModelsRequest& request,
 
 grpc::Status OklService::DeleteModel(grpc::ServerContext* context, const v1::ModelRef* request,
                                      v1::DeleteModelResponse* response) {
-  const ActiveCall call(this);
+  const ActiveCall call(this, context);
   if (!call.status().ok()) return ToGrpcStatus(call.status());
-  absl::Status status = ValidateRef(*request);
-  ModelRegistry::DeleteHook before_delete;
-  if (store_ != nullptr) {
-    before_delete = [this](const ModelEntry& entry) -> absl::Status {
-      auto* log = dynamic_cast<ModelLog*>(entry.journal().get());
-      return log == nullptr ? absl::OkStatus() : store_->DeleteModel(log);
-    };
-  }
-  if (status.ok()) {
-    status = registry_->Delete(request->tenant(), request->model(), before_delete);
-  }
-  return ToGrpcStatus(status);
+  return ToGrpcStatus(DoDeleteModel(call, *request));
+}
+
+absl::Status OklService::DoDeleteModel(const ActiveCall& call, const v1::ModelRef& request) {
+  OKL_RETURN_IF_ERROR(ValidateRef(request));
+  OKL_RETURN_IF_ERROR(call.Authorize(Role::kWrite, request.tenant(), "DeleteModel"));
+  return host_->Delete(request.tenant(), request.model());
 }
 
 grpc::Status OklService::Observe(grpc::ServerContext* context,
                                  const v1::ObserveRequest* request,
                                  v1::ObserveResponse* response) {
-  const ActiveCall call(this);
+  const ActiveCall call(this, context);
   if (!call.status().ok()) return ToGrpcStatus(call.status());
-  return ToGrpcStatus(ObserveSession(this, /*stream=*/false, response).Apply(*request));
+  return ToGrpcStatus(
+      ObserveSession(this, &call, context, /*stream=*/false, response).Apply(*request));
 }
 
 grpc::Status OklService::ObserveStream(grpc::ServerContext* context,
                                        grpc::ServerReader<v1::ObserveRequest>* reader,
                                        v1::ObserveResponse* response) {
-  const ActiveCall call(this);
+  const ActiveCall call(this, context);
   if (!call.status().ok()) return ToGrpcStatus(call.status());
-  ObserveSession session(this, /*stream=*/true, response);
+  ObserveSession session(this, &call, context, /*stream=*/true, response);
   v1::ObserveRequest request;
   while (reader->Read(&request)) {
     if (absl::Status status = session.Apply(request); !status.ok()) {
@@ -357,56 +433,62 @@ grpc::Status OklService::ObserveStream(grpc::ServerContext* context,
 
 grpc::ServerReadReactor<v1::ObserveRequest>* OklService::ObserveStreamCallback(
     grpc::CallbackServerContext* context, v1::ObserveResponse* response) {
-  return new ObserveStreamReactor(this, response);
+  return new ObserveStreamReactor(this, context, response);
 }
 
 grpc::Status OklService::Predict(grpc::ServerContext* context,
                                  const v1::PredictRequest* request,
                                  v1::PredictResponse* response) {
-  const ActiveCall call(this);
+  const ActiveCall call(this, context);
   if (!call.status().ok()) return ToGrpcStatus(call.status());
-  return ToGrpcStatus(DoPredict(*request, response));
+  return ToGrpcStatus(DoPredict(call, context, *request, response));
 }
 
-void OklService::RecordObserved(const std::vector<Observation>& observations) const {
-  if (metrics_ == nullptr || observations.empty()) return;
-  double loss_sum = 0;
-  for (const Observation& o : observations) loss_sum += o.loss;
-  metrics_->RecordObserved(observations.size(), loss_sum);
-}
-
-absl::Status OklService::DoPredict(const v1::PredictRequest& request,
+absl::Status OklService::DoPredict(const ActiveCall& call, grpc::ServerContextBase* context,
+                                   const v1::PredictRequest& request,
                                    v1::PredictResponse* response) const {
   OKL_RETURN_IF_ERROR(CheckBatchSize(request.inputs_size(), "inputs"));
   OKL_RETURN_IF_ERROR(ValidateRef(request.ref()));
+  OKL_RETURN_IF_ERROR(call.Authorize(Role::kRead, request.ref().tenant(), "Predict"));
   std::vector<double> xs;
   auto* predictions = response->mutable_predictions();
   predictions->Resize(request.inputs_size(), 0.0);
-  absl::Status status;
-  for (int lookup = 1; lookup <= kMaxLookups; ++lookup) {
-    OKL_ASSIGN_OR_RETURN(std::shared_ptr<ModelEntry> entry,
-                         registry_->Find(request.ref().tenant(), request.ref().model()));
-    OKL_RETURN_IF_ERROR(FromProto(request, entry->config().dim, &xs));
-    status = entry->PredictBatch(
-        xs, absl::MakeSpan(predictions->mutable_data(), predictions->size()));
-    if (status.code() != absl::StatusCode::kNotFound) break;
-  }
-  if (status.ok() && metrics_ != nullptr) metrics_->RecordPredicted(request.inputs_size());
-  return status;
+  const absl::Span<double> out(predictions->mutable_data(), predictions->size());
+  std::shared_ptr<ModelEntry> entry;
+  OKL_RETURN_IF_ERROR(host_->WithModel(
+      request.ref().tenant(), request.ref().model(), &entry,
+      [&](ModelEntry& model) -> absl::Status {
+        const uint32_t dim = model.config().dim;
+        OKL_RETURN_IF_ERROR(FromProto(request, dim, &xs, options_.max_request_bytes));
+        for (size_t begin = 0; begin < out.size(); begin += kPredictChunk) {
+          const size_t count = std::min(kPredictChunk, out.size() - begin);
+          if (begin > 0) {
+            OKL_RETURN_IF_ERROR(CheckNotCancelled(
+                context, absl::StrCat("after ", begin, " of ", out.size(), " inputs")));
+          }
+          OKL_RETURN_IF_ERROR(model.PredictBatch(
+              absl::MakeConstSpan(xs).subspan(begin * dim, count * dim),
+              out.subspan(begin, count)));
+        }
+        return absl::OkStatus();
+      }));
+  if (metrics_ != nullptr) metrics_->RecordPredicted(request.inputs_size());
+  return absl::OkStatus();
 }
 
 grpc::Status OklService::Snapshot(grpc::ServerContext* context, const v1::ModelRef* request,
                                   grpc::ServerWriter<v1::SnapshotChunk>* writer) {
-  const ActiveCall call(this);
+  const ActiveCall call(this, context);
   if (!call.status().ok()) return ToGrpcStatus(call.status());
-  return ToGrpcStatus(DoSnapshot(context, *request, writer));
+  return ToGrpcStatus(DoSnapshot(call, *request, writer));
 }
 
-absl::Status OklService::DoSnapshot(grpc::ServerContext* context, const v1::ModelRef& request,
+absl::Status OklService::DoSnapshot(const ActiveCall& call, const v1::ModelRef& request,
                                     grpc::ServerWriter<v1::SnapshotChunk>* writer) const {
   OKL_RETURN_IF_ERROR(ValidateRef(request));
+  OKL_RETURN_IF_ERROR(call.Authorize(Role::kRead, request.tenant(), "Snapshot"));
   OKL_ASSIGN_OR_RETURN(std::shared_ptr<ModelEntry> entry,
-                       registry_->Find(request.tenant(), request.model()));
+                       host_->Find(request.tenant(), request.model()));
   OKL_ASSIGN_OR_RETURN(ModelState state, entry->ExportState());
   OKL_ASSIGN_OR_RETURN(const std::string bytes, EncodeSnapshot(state));
   state = ModelState();  // the bytes hold it all now
@@ -423,32 +505,84 @@ absl::Status OklService::DoSnapshot(grpc::ServerContext* context, const v1::Mode
 grpc::Status OklService::Restore(grpc::ServerContext* context,
                                  grpc::ServerReader<v1::RestoreChunk>* reader,
                                  v1::ModelInfo* response) {
-  const ActiveCall call(this);
+  const ActiveCall call(this, context);
   if (!call.status().ok()) return ToGrpcStatus(call.status());
-  return ToGrpcStatus(DoRestore(context, reader, response));
+  // Each Restore buffers one snapshot: bound how many do so at once.
+  if (restores_running_.fetch_add(1) >= options_.max_concurrent_restores) {
+    restores_running_.fetch_sub(1);
+    return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
+        "this server runs at most ", options_.max_concurrent_restores,
+        " Restores at once (--max_concurrent_restores); retry when one has finished")));
+  }
+  absl::Status status = DoRestore(call, context, reader, response);
+  restores_running_.fetch_sub(1);
+  return ToGrpcStatus(status);
 }
 
-absl::Status OklService::DoRestore(grpc::ServerContext* context,
+absl::Status OklService::DoRestore(const ActiveCall& call, grpc::ServerContext* context,
                                    grpc::ServerReader<v1::RestoreChunk>* reader,
                                    v1::ModelInfo* response) {
   v1::ModelRef ref;
   std::string bytes;
   v1::RestoreChunk chunk;
   size_t chunks = 0;
+  // Known once the first bytes are in: the config, its quota reservation, and the most
+  // bytes this snapshot may have.
+  std::optional<ModelConfig> config;
+  QuotaReservation reservation;
+  uint64_t declared = 0;
+  size_t max_bytes = kMaxRestorePrefixBytes;
   while (reader->Read(&chunk)) {
     ++chunks;
     if (chunks == 1) {
       OKL_RETURN_IF_ERROR(WithPrefix("the first RestoreChunk: ", ValidateRef(chunk.ref())));
       ref = chunk.ref();
+      OKL_RETURN_IF_ERROR(call.Authorize(Role::kWrite, ref.tenant(), "Restore"));
+      declared = chunk.snapshot_bytes();
+      if (declared > kMaxSnapshotBytes) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("the snapshot declares ", declared, " bytes, over the limit of ",
+                         kMaxSnapshotBytes));
+      }
     } else if (!IsEmpty(chunk.ref()) && !SameRef(chunk.ref(), ref)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "RestoreChunk ", chunks, " names ", Describe(chunk.ref()), " but the first named ",
           Describe(ref), "; leave ref empty after the first chunk"));
     }
-    if (chunk.data().size() > kMaxSnapshotBytes - bytes.size()) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("the snapshot exceeds ", kMaxSnapshotBytes,
-                       " bytes, the most a Restore takes (protobuf's message limit)"));
+    if (!config.has_value()) {
+      // Only the prefix up to the config is buffered before the limits are checked.
+      bytes.append(chunk.data().substr(0, kMaxRestorePrefixBytes));
+      OKL_ASSIGN_OR_RETURN(config, PeekSnapshotConfig(bytes));
+      if (!config.has_value()) {
+        if (bytes.size() >= kMaxRestorePrefixBytes) {
+          return absl::DataLossError(absl::StrCat("the snapshot's first ", bytes.size(),
+                                                  " bytes hold no config (not a snapshot?)"));
+        }
+        if (chunk.data().size() > kMaxRestorePrefixBytes) {
+          return absl::DataLossError("the snapshot's first chunk holds no config");
+        }
+        continue;
+      }
+      OKL_RETURN_IF_ERROR(WithPrefix("snapshot: ", host_->CheckConfig(*config)));
+      OKL_ASSIGN_OR_RETURN(reservation, host_->Reserve(ref.tenant(), ref.model(), *config));
+      max_bytes = MaxSnapshotBytes(*config);
+      if (declared > 0) {
+        if (declared > max_bytes) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "the snapshot declares ", declared, " bytes, more than a model of its config "
+              "can have (", max_bytes, "); it is not a snapshot of that config"));
+        }
+        max_bytes = declared;
+      }
+      // The rest of this chunk (its prefix is in already).
+      bytes.resize(bytes.size() - std::min(chunk.data().size(), kMaxRestorePrefixBytes));
+      bytes.reserve(std::min<size_t>(max_bytes, size_t{64} << 20));
+    }
+    if (chunk.data().size() > max_bytes - std::min(bytes.size(), max_bytes)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the snapshot runs past ", max_bytes, " bytes, ",
+          declared > 0 ? "the size its first chunk declared" : "the most a model of its config can have",
+          "; it is truncated or not one snapshot"));
     }
     bytes.append(chunk.data());
   }
@@ -458,28 +592,20 @@ absl::Status OklService::DoRestore(grpc::ServerContext* context,
         "Restore received no chunks: the first must carry ref, and all of them the data of "
         "one Snapshot");
   }
+  if (!config.has_value()) {
+    return absl::DataLossError(absl::StrCat(
+        "the snapshot is ", bytes.size(), " bytes, too short to hold its config (truncated?)"));
+  }
+  if (declared > 0 && bytes.size() != declared) {
+    return absl::DataLossError(absl::StrCat("the snapshot declared ", declared,
+                                            " bytes but the stream carried ", bytes.size(),
+                                            " (truncated?)"));
+  }
   OKL_ASSIGN_OR_RETURN(ModelState state, DecodeSnapshot(bytes));
   bytes = std::string();
-  OKL_RETURN_IF_ERROR(WithPrefix("snapshot: ", CheckLimits(state.config)));
-  absl::StatusOr<std::unique_ptr<NormaModel>> norma = NormaModel::FromState(state);
-  if (!norma.ok()) {
-    return absl::DataLossError(
-        absl::StrCat("snapshot state is inconsistent: ", norma.status().message()));
-  }
-  ModelRegistry::JournalFactory make_journal;
-  if (store_ != nullptr) {
-    // Under the registry's lock: the new checkpoint replaces the old model's config,
-    // checkpoint and log in one atomic write before the new entry is visible.
-    make_journal =
-        [&](const ModelEntry* replaced) -> absl::StatusOr<std::shared_ptr<ModelJournal>> {
-      ModelLog* old =
-          replaced == nullptr ? nullptr : dynamic_cast<ModelLog*>(replaced->journal().get());
-      return store_->ReplaceModel(ref.tenant(), ref.model(), state, old);
-    };
-  }
   OKL_ASSIGN_OR_RETURN(
       std::shared_ptr<ModelEntry> entry,
-      registry_->Put(ref.tenant(), ref.model(), *std::move(norma), make_journal));
+      host_->Replace(ref.tenant(), ref.model(), state, std::move(reservation)));
   OKL_ASSIGN_OR_RETURN(ModelSummary summary, entry->Summary());
   *response = ToProto(summary);
   return absl::OkStatus();

@@ -1,17 +1,24 @@
 // server/service.h
 //
-// OklService implements okl.v1.OnlineKernelLearning over core's ModelRegistry. Each
-// handler is thin: convert the request (proto/convert.h), call core, convert the result
-// and map the status (server/status.h). What the service adds to core is what the wire
-// needs: the server's limits (Options), the densification of sparse inputs, the
-// snapshot byte format, and the serving state (UNAVAILABLE while starting or draining).
+// OklService implements okl.v1.OnlineKernelLearning over a ModelHost. Each handler is
+// thin: check the call (serving, token, rate), convert the request (proto/convert.h),
+// call the host, convert the result and map the status (server/status.h). What the
+// service adds is what the wire needs: authentication and authorization of each call,
+// the bounds on a request's decoded size, the snapshot byte stream, and the serving
+// state (UNAVAILABLE while starting or draining).
 //
-// Thread-safe: gRPC calls the handlers from many threads at once; the registry does the
+// Authorization (with an Authenticator): every call carries `authorization: Bearer
+// <token>`; a missing or unknown token is UNAUTHENTICATED, a tenant or method the token's
+// grant does not cover is PERMISSION_DENIED. read: GetModel, ListModels, Predict,
+// Snapshot; write: those and CreateModel, DeleteModel, Observe, ObserveStream, Restore.
+// ListModels without a tenant lists only the tenants the token covers.
+//
+// Thread-safe: gRPC calls the handlers from many threads at once; the host does the
 // locking, and the serving state is atomic.
 //
 // Example:
-//   okl::ModelRegistry registry({.max_models = 100});
-//   okl::OklService service(&registry, {.max_dim = 1024});
+//   okl::ModelHost host({});
+//   okl::OklService service(&host, {.max_batch = 1000});
 //   grpc::ServerBuilder builder;
 //   builder.RegisterService(&service);
 //   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -27,12 +34,14 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "core/config.h"
 #include "core/model_registry.h"
 #include "okl/v1/okl.grpc.pb.h"
 #include "okl/v1/okl.pb.h"
 #include "server/metrics.h"
-#include "server/model_store.h"
+#include "server/model_host.h"
+#include "server/tokens.h"
 
 namespace okl {
 
@@ -50,24 +59,25 @@ class OklService final : public v1::OnlineKernelLearning::Service {
   static constexpr char kServiceName[] = "okl.v1.OnlineKernelLearning";
 
   struct Options {
-    // Largest ModelConfig.dim accepted by CreateModel and Restore (INVALID_ARGUMENT
-    // naming --max_dim beyond it). At most kMaxDimension.
-    uint32_t max_dim = kMaxDimension;
-    // Largest budget.max_terms accepted by CreateModel and Restore; a budget of 0
-    // (unbounded) is refused too, so every model's memory is bounded. At most kMaxTerms.
-    uint32_t max_terms = 1000000;
     // Most examples in one ObserveRequest (per message in ObserveStream) and inputs in
     // one PredictRequest: RESOURCE_EXHAUSTED naming --max_batch beyond it.
     uint32_t max_batch = 10000;
+    // Most bytes one request's inputs may take once dense ((dim + 1) doubles each):
+    // RESOURCE_EXHAUSTED naming --max_request_bytes beyond it, checked before anything
+    // is allocated.
+    uint64_t max_request_bytes = 64 << 20;
+    // An ObserveStream returns predictions and losses for at most this many examples
+    // (the first); the response counts the rest in predictions_omitted.
+    uint64_t max_response_predictions = 100000;
+    // Most Restores running at once; one more: RESOURCE_EXHAUSTED.
+    int max_concurrent_restores = 2;
     StreamApi observe_stream_api = StreamApi::kSync;
   };
 
-  // `registry` must outlive the service.
-  OklService(ModelRegistry* registry, Options options);
+  // `host` must outlive the service. `authenticator` (may be null: every call is
+  // allowed) must too.
+  OklService(ModelHost* host, const Authenticator* authenticator, Options options);
 
-  // Makes CreateModel, DeleteModel and Restore durable in `store` (which must outlive the
-  // service; null: in memory only). Call before the server starts.
-  void set_store(ModelStore* store) { store_ = store; }
   // Counts observed examples and predictions in `metrics` (which must outlive the
   // service; null: not counted). Call before the server starts.
   void set_metrics(ServerMetrics* metrics) { metrics_ = metrics; }
@@ -120,27 +130,30 @@ class OklService final : public v1::OnlineKernelLearning::Service {
   // INVALID_ARGUMENT for an empty batch, RESOURCE_EXHAUSTED over max_batch. `what` is
   // "examples" or "inputs".
   absl::Status CheckBatchSize(size_t size, const char* what) const;
-  // INVALID_ARGUMENT if `config` is over max_dim or max_terms.
-  absl::Status CheckLimits(const ModelConfig& config) const;
   // Counts the examples a batch applied (and their loss) in the metrics, if any.
-  void RecordObserved(const std::vector<Observation>& observations) const;
+  void RecordObserved(absl::Span<const Observation> observations) const;
 
-  absl::Status DoCreateModel(const v1::CreateModelRequest& request, v1::ModelInfo* response);
-  absl::Status DoGetModel(const v1::ModelRef& request, v1::ModelInfo* response) const;
-  absl::Status DoListModels(const v1::ListModelsRequest& request,
+  absl::Status DoCreateModel(const ActiveCall& call, const v1::CreateModelRequest& request,
+                             v1::ModelInfo* response);
+  absl::Status DoGetModel(const ActiveCall& call, const v1::ModelRef& request,
+                          v1::ModelInfo* response) const;
+  absl::Status DoListModels(const ActiveCall& call, const v1::ListModelsRequest& request,
                             v1::ListModelsResponse* response) const;
-  absl::Status DoPredict(const v1::PredictRequest& request,
-                         v1::PredictResponse* response) const;
-  absl::Status DoSnapshot(grpc::ServerContext* context, const v1::ModelRef& request,
+  absl::Status DoDeleteModel(const ActiveCall& call, const v1::ModelRef& request);
+  absl::Status DoPredict(const ActiveCall& call, grpc::ServerContextBase* context,
+                         const v1::PredictRequest& request, v1::PredictResponse* response) const;
+  absl::Status DoSnapshot(const ActiveCall& call, const v1::ModelRef& request,
                           grpc::ServerWriter<v1::SnapshotChunk>* writer) const;
-  absl::Status DoRestore(grpc::ServerContext* context,
+  absl::Status DoRestore(const ActiveCall& call, grpc::ServerContext* context,
                          grpc::ServerReader<v1::RestoreChunk>* reader, v1::ModelInfo* response);
 
-  ModelRegistry* const registry_;
+  ModelHost* const host_;
+  const Authenticator* const authenticator_;
   const Options options_;
-  // Set before the gRPC server starts (which orders them before every handler); then fixed.
-  ModelStore* store_ = nullptr;
+  // Set before the gRPC server starts (which orders it before every handler); then fixed.
   ServerMetrics* metrics_ = nullptr;
+  // Restores running now (at most options_.max_concurrent_restores).
+  std::atomic<int> restores_running_{0};
   // Both sequentially consistent: a call counts itself in, then reads the state; the
   // drain sets the state, then reads the count. So a drain that reads 0 is never
   // followed by a call that saw kServing.

@@ -12,10 +12,12 @@ verbatim (read from README.md); the
 errors (a server error is one line "okl: CODE: message" and exit 1, a usage error exit
 2, health of a dead server exit 1 quickly); --json output; learning curves (--curve's
 columns and averages, observe's losses equal replay's bit for bit; --plot's PNG/SVG when
-gnuplot is installed); progress on stderr; resuming a failed observe with --skip; help.
+gnuplot is installed); progress on stderr; resuming a failed observe with --skip; help;
+`okl token new` (no server needed).
 """
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -228,6 +230,15 @@ class OklCliTest(unittest.TestCase):
             ["observe", "--model=m", "--plot=curve.jpg", "-"],
             ["predict", "--model=m"],                      # no input
             ["replay", "--nolocal", "--config=c", "--input=i", "--output=o"],
+            ["token"],                                     # no subcommand
+            ["token", "renew", "--role=read", "--tenants=a"],
+            ["token", "new", "--tenants=a"],               # --role missing
+            ["token", "new", "--role=owner", "--tenants=a"],
+            ["token", "new", "--role=write"],              # no tenants
+            ["token", "new", "--role=write", "--tenants=a,bad/name"],
+            ["token", "new", "--role=read", "--tenants=a,*"],
+            ["token", "new", "--role=admin", "--tenants=a"],
+            ["token", "new", "--role=read", "--tenants=a", "--server=x"],
             ["frobnicate"],
             [],
         ]
@@ -448,12 +459,43 @@ class OklCliTest(unittest.TestCase):
         self.assertEqual(from_csv, from_libsvm)
         self.assertEqual(from_csv, from_flags)
 
+    # --- Bearer tokens ------------------------------------------------------------------
+
+    def test_token_new_prints_a_token_and_the_line_with_its_hash(self):
+        env = dict(self.env)
+        env["OKL_SERVER"] = "127.0.0.1:1"  # no server is needed
+        _, out, err = self.okl("token", "new", "--role=write", "--tenants=b,a", env=env,
+                               expect=0)
+        self.assertEqual(err, "")
+        lines = out.split("\n")
+        self.assertEqual(len(lines), 3, out)  # two lines, each ending in a newline
+        token, line = lines[0], lines[1]
+        self.assertRegex(token, r"^okl_[A-Za-z0-9_-]{43}$")
+        digest, role, tenants = line.split(" ")
+        self.assertEqual(digest, hashlib.sha256(token.encode()).hexdigest())
+        self.assertEqual((role, tenants), ("write", "a,b"))
+        self.assertNotIn(token, line)
+
+        _, again, _ = self.okl("token", "new", "--role=write", "--tenants=b,a", expect=0)
+        self.assertNotEqual(again.split("\n")[0], token)
+
+        _, out, _ = self.okl("token", "new", "--role=read", "--tenants=*", expect=0)
+        self.assertTrue(out.split("\n")[1].endswith(" read *"), out)
+
+        _, out, _ = self.okl("token", "new", "--role=admin", "--json", expect=0)
+        self.assertEqual(out.count("\n"), 1, out)
+        made = json.loads(out)
+        self.assertEqual(sorted(made), ["line", "role", "tenants", "token"])
+        self.assertEqual((made["role"], made["tenants"]), ("admin", ["*"]))
+        self.assertEqual(made["line"],
+                         hashlib.sha256(made["token"].encode()).hexdigest() + " admin *")
+
     # --- Help -------------------------------------------------------------------------
 
     def test_help(self):
         _, out, _ = self.okl("help", expect=0)
         for command in ("create", "get", "list", "delete", "observe", "predict", "snapshot",
-                        "restore", "health", "replay"):
+                        "restore", "health", "replay", "token"):
             self.assertIn("  " + command + " ", out)
         _, help_observe, _ = self.okl("help", "observe", expect=0)
         _, dash_help, _ = self.okl("observe", "--help", expect=0)

@@ -24,12 +24,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/cli_args.h"
+#include "client/cli_commands.h"
 #include "client/cli_input.h"
 #include "client/cli_json.h"
 #include "client/learning_curve.h"
 #include "client/progress.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/tokens.h"
 
 ABSL_FLAG(std::string, test_name, "", "a string flag");
 ABSL_FLAG(bool, test_verbose, false, "a bool flag");
@@ -235,6 +237,55 @@ TEST(JsonTest, EscapesStringsAndRoundTripsNumbers) {
             "{\"s\":\"a\\\"b\\\\c\\n\\u0001\",\"d\":0.1,\"nan\":null,"
             "\"u\":18446744073709551615,\"b\":true,\"v\":[1.5,-2]}");
   EXPECT_EQ(std::strtod(JsonNumber(1.0 / 3).c_str(), nullptr), 1.0 / 3);
+}
+
+// What RunTokenNew writes, through a temporary FILE*.
+std::string TokenNewOutput(const Grant& grant, bool json) {
+  std::FILE* out = std::tmpfile();
+  EXPECT_NE(out, nullptr);
+  const absl::Status status = RunTokenNew(grant, {.json = json, .out = out});
+  EXPECT_TRUE(status.ok()) << status;
+  std::rewind(out);
+  std::string text;
+  char buffer[512];
+  while (size_t got = std::fread(buffer, 1, sizeof(buffer), out)) text.append(buffer, got);
+  std::fclose(out);
+  return text;
+}
+
+TEST(TokenNewTest, PrintsTheTokenThenItsTokensFileLine) {
+  absl::StatusOr<Grant> grant = ParseGrant(Role::kWrite, "b,a");
+  ASSERT_TRUE(grant.ok()) << grant.status();
+  const std::vector<std::string> lines =
+      absl::StrSplit(TokenNewOutput(*grant, /*json=*/false), '\n');
+  ASSERT_EQ(lines.size(), 3u);  // two lines, each ending in a newline
+  EXPECT_EQ(lines[2], "");
+  const std::string& token = lines[0];
+  EXPECT_THAT(token, ::testing::StartsWith("okl_"));
+  EXPECT_EQ(token.size(), 47u);
+  EXPECT_EQ(lines[1], absl::StrCat(Sha256Hex(token), " write a,b"));
+  // The line is one the server accepts, and it grants what was asked.
+  absl::StatusOr<TokenTable> table = TokenTable::Parse(lines[1], "printed");
+  ASSERT_TRUE(table.ok()) << table.status();
+  const Grant* found = table->Find(token);
+  ASSERT_NE(found, nullptr);
+  EXPECT_TRUE(found->Allows(Role::kWrite, "a"));
+  EXPECT_FALSE(found->Allows(Role::kRead, "c"));
+  // Each run makes a new token.
+  EXPECT_NE(TokenNewOutput(*grant, false).substr(0, 47), token);
+}
+
+TEST(TokenNewTest, JsonHasTokenRoleTenantsAndLine) {
+  absl::StatusOr<Grant> grant = ParseGrant(Role::kAdmin, "");
+  ASSERT_TRUE(grant.ok()) << grant.status();
+  const std::string json = TokenNewOutput(*grant, /*json=*/true);
+  ASSERT_EQ(json.back(), '\n');
+  const size_t key = json.find("\"token\":\"okl_");
+  ASSERT_NE(key, std::string::npos) << json;
+  const std::string token = json.substr(key + 9, 47);
+  EXPECT_EQ(json,
+            absl::StrCat("{\"token\":\"", token, "\",\"role\":\"admin\",\"tenants\":[\"*\"],",
+                         "\"line\":\"", Sha256Hex(token), " admin *\"}\n"));
 }
 
 TEST(ProgressTest, FormatsRateAverageAndEta) {

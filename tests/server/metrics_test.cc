@@ -7,6 +7,7 @@
 // checks the exposition.
 
 #include "server/metrics.h"
+#include "server/model_host.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -254,8 +255,8 @@ void ExpectPrinted(double printed, double expected, const std::string& what) {
 
 class TestServer {
  public:
-  TestServer(ModelRegistry* registry, ServerMetrics* metrics, StreamApi api = StreamApi::kSync)
-      : service_(registry, {.max_dim = 1024, .max_terms = 100000, .observe_stream_api = api}) {
+  TestServer(ModelHost* host, ServerMetrics* metrics, StreamApi api = StreamApi::kSync)
+      : service_(host, /*authenticator=*/nullptr, {.observe_stream_api = api}) {
     grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
@@ -350,7 +351,8 @@ void ExpectDurationHistogram(const Exposition& exposition, absl::string_view ser
 
 TEST(ServerMetricsTest, PromtoolAcceptsTheExposition) {
   RegretScheduler scheduler({.threads = 1, .every_steps = 50});
-  ModelRegistry registry({.max_models = 100, .regret_scheduler = &scheduler});
+  ModelHost host({.max_dim = 1024, .max_terms = 100000, .quotas = {.max_models = 100}, .regret_scheduler = &scheduler});
+  ModelRegistry& registry = host.registry();
   AddModel(registry, "acme", "hinge", Config(LossType::kHinge, 8, 32), 60, 1);
   AddModel(registry, "acme", "squared", Config(LossType::kSquared, 64, 16), 40, 2);
   AddModel(registry, "beta", "logistic", Config(LossType::kLogistic), 30, 3);
@@ -358,7 +360,7 @@ TEST(ServerMetricsTest, PromtoolAcceptsTheExposition) {
   ServerMetrics metrics(&registry, &scheduler, {});
   metrics.RecordObserved(130, 42.5);
   metrics.RecordPredicted(7);
-  TestServer server(&registry, &metrics);
+  TestServer server(&host, &metrics);
   v1::ModelInfo info;
   EXPECT_TRUE(IsOk(testing::GetModel(server.stub(), Ref("acme", "hinge"), &info)));
   EXPECT_TRUE(HasCode(testing::GetModel(server.stub(), Ref("acme", "nope"), &info),
@@ -606,9 +608,10 @@ TEST(ServerMetricsTest, BuildInfoAndProcessSeriesDescribeThisProcess) {
 // --- RPCs -------------------------------------------------------------------------------
 
 TEST(ServerMetricsRpcTest, CountsEveryCallByMethodAndCode) {
-  ModelRegistry registry({.max_models = 10});
+  ModelHost host({.max_dim = 1024, .max_terms = 100000, .quotas = {.max_models = 10}});
+  ModelRegistry& registry = host.registry();
   ServerMetrics metrics(&registry, nullptr, {});
-  TestServer server(&registry, &metrics);
+  TestServer server(&host, &metrics);
   const v1::ModelConfig config = testing::ParseConfig(R"pb(
     dim: 2
     kernel { gaussian { gamma: 1 } }
@@ -654,9 +657,10 @@ TEST(ServerMetricsRpcTest, CountsEveryCallByMethodAndCode) {
 class StreamCountTest : public ::testing::TestWithParam<StreamApi> {};
 
 TEST_P(StreamCountTest, AStreamCountsOnce) {
-  ModelRegistry registry({.max_models = 10});
+  ModelHost host({.max_dim = 1024, .max_terms = 100000, .quotas = {.max_models = 10}});
+  ModelRegistry& registry = host.registry();
   ServerMetrics metrics(&registry, nullptr, {});
-  TestServer server(&registry, &metrics, GetParam());
+  TestServer server(&host, &metrics, GetParam());
   const v1::ModelConfig config = testing::ParseConfig(R"pb(
     dim: 2
     kernel { gaussian { gamma: 1 } }
@@ -690,9 +694,10 @@ INSTANTIATE_TEST_SUITE_P(BothApis, StreamCountTest,
                          });
 
 TEST(ServerMetricsRpcTest, ACancelledStreamCountsOnceAndTheServerShutsDownCleanly) {
-  ModelRegistry registry({.max_models = 10});
+  ModelHost host({.max_dim = 1024, .max_terms = 100000, .quotas = {.max_models = 10}});
+  ModelRegistry& registry = host.registry();
   ServerMetrics metrics(&registry, nullptr, {});
-  TestServer server(&registry, &metrics);
+  TestServer server(&host, &metrics);
   {
     testing::HealthWatch watch(server.channel(), "", absl::Seconds(10));
     ASSERT_EQ(watch.Next(), testing::ServingStatus::kServing);
@@ -719,9 +724,10 @@ TEST(ServerMetricsRpcTest, ACancelledStreamCountsOnceAndTheServerShutsDownCleanl
 // Clients choose the paths they call: paths the server does not have share one series
 // instead of making new ones.
 TEST(ServerMetricsRpcTest, UnknownMethodsCountUnderOther) {
-  ModelRegistry registry({.max_models = 10});
+  ModelHost host({.max_dim = 1024, .max_terms = 100000, .quotas = {.max_models = 10}});
+  ModelRegistry& registry = host.registry();
   ServerMetrics metrics(&registry, nullptr, {});
-  TestServer server(&registry, &metrics);
+  TestServer server(&host, &metrics);
   for (const char* method : {"/okl.v1.OnlineKernelLearning/NoSuchMethod", "/no.Such/Service",
                              "/not-a-method", "/no.Such/Service"}) {
     testing::GenericCall call(server.channel(), method, absl::Seconds(5));
@@ -743,9 +749,10 @@ TEST(ServerMetricsRpcTest, UnknownMethodsCountUnderOther) {
 }
 
 TEST(ServerMetricsRpcTest, ConcurrentCallsAndScrapesCountExactly) {
-  ModelRegistry registry({.max_models = 10});
+  ModelHost host({.max_dim = 1024, .max_terms = 100000, .quotas = {.max_models = 10}});
+  ModelRegistry& registry = host.registry();
   ServerMetrics metrics(&registry, nullptr, {});
-  TestServer server(&registry, &metrics);
+  TestServer server(&host, &metrics);
   constexpr int kThreads = 4;
   constexpr int kCallsPerThread = 50;
   std::atomic<bool> done{false};
@@ -806,11 +813,12 @@ class BusyPort {
 };
 
 TEST(ServerMetricsExposerTest, ServesWhatScrapeReturns) {
-  ModelRegistry registry({.max_models = 10});
+  ModelHost host({.max_dim = 1024, .max_terms = 100000, .quotas = {.max_models = 10}});
+  ModelRegistry& registry = host.registry();
   AddModel(registry, "acme", "hinge", Config(LossType::kHinge, 8), 30, 51);
   AddModel(registry, "acme", "squared", Config(LossType::kSquared), 20, 52);
   ServerMetrics metrics(&registry, nullptr, {});
-  TestServer server(&registry, &metrics);
+  TestServer server(&host, &metrics);
   v1::ModelInfo info;
   ASSERT_TRUE(IsOk(testing::GetModel(server.stub(), Ref("acme", "hinge"), &info)));
   metrics.RecordPredicted(3);

@@ -199,11 +199,9 @@ TEST_F(ModelStoreTest, RestoreModelsReplaysBitIdenticallyThroughCheckpointAndLog
   {
     auto store = OpenStore();
     ModelRegistry registry({});
-    auto entry = registry.Create(
-        "acme", "churn", config,
-        [&](const ModelEntry*) -> absl::StatusOr<std::shared_ptr<ModelJournal>> {
-          return store->CreateModel("acme", "churn", config);
-        });
+    absl::StatusOr<std::shared_ptr<ModelLog>> log = store->CreateModel("acme", "churn", config);
+    ASSERT_TRUE(log.ok()) << log.status();
+    auto entry = registry.Create("acme", "churn", config, *log);
     ASSERT_TRUE(entry.ok());
     std::vector<Observation> out;
     for (int batch = 0; batch < 20; ++batch) {
@@ -212,7 +210,7 @@ TEST_F(ModelStoreTest, RestoreModelsReplaysBitIdenticallyThroughCheckpointAndLog
       for (double& y : ys) y = normal(rng);
       ASSERT_TRUE((*entry)->ObserveBatch(xs, ys, &out).ok());
       if (batch == 11) {
-        ASSERT_TRUE(CheckpointEntry(**entry).ok());
+        ASSERT_TRUE(CheckpointEntry(**entry, log->get()).ok());
       }
     }
     // An invalid batch is neither logged nor applied.

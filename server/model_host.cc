@@ -1,0 +1,266 @@
+// server/model_host.cc
+
+#include "server/model_host.h"
+
+#include <cstdio>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "proto/convert.h"
+
+namespace okl {
+namespace {
+
+// A request retried after its model was replaced looks the model up this often in all.
+constexpr int kMaxLookups = 3;
+
+}  // namespace
+
+// Holds (tenant, model) for one mutation: mutations of one name run one at a time, in
+// the order they claimed it, so the store sees them in the registry's order.
+class ModelHost::NameClaim {
+ public:
+  NameClaim(ModelHost* host, Key key) : host_(host), key_(std::move(key)) {
+    PlainLock lock(&host_->claims_mu_);
+    while (host_->claimed_.contains(key_)) host_->claim_released_.Wait(&host_->claims_mu_);
+    host_->claimed_.insert(key_);
+  }
+  ~NameClaim() {
+    {
+      PlainLock lock(&host_->claims_mu_);
+      host_->claimed_.erase(key_);
+    }
+    host_->claim_released_.SignalAll();
+  }
+  NameClaim(const NameClaim&) = delete;
+  NameClaim& operator=(const NameClaim&) = delete;
+
+ private:
+  ModelHost* const host_;
+  const Key key_;
+};
+
+ModelHost::ModelHost(Options options)
+    : options_(std::move(options)),
+      registry_({.max_models = options_.quotas.max_models,
+                 .regret_scheduler = options_.regret_scheduler}),
+      quotas_(options_.quotas) {}
+
+absl::Status ModelHost::Open() {
+  if (options_.data_dir.empty()) return absl::OkStatus();
+  OKL_ASSIGN_OR_RETURN(
+      store_, ModelStore::Open(options_.data_dir, {.sync_writes = options_.sync_writes}));
+  OKL_ASSIGN_OR_RETURN(
+      RestoreStats stats,
+      RestoreModels(
+          store_.get(), &registry_,
+          {.skip_damaged = options_.skip_damaged_models, .warn = [](absl::string_view line) {
+             std::fprintf(stderr, "okl_server: %s\n", std::string(line).c_str());
+           }}));
+  for (const std::shared_ptr<ModelEntry>& entry : registry_.List("")) {
+    quotas_.Add(entry->tenant(), WorstCaseMemoryBytes(entry->config()));
+  }
+  std::fprintf(stderr,
+               "okl_server: restored %zu model%s (%llu log batches, %llu examples replayed) "
+               "in %.3f s\n",
+               stats.models, stats.models == 1 ? "" : "s",
+               static_cast<unsigned long long>(stats.log_batches),
+               static_cast<unsigned long long>(stats.log_examples),
+               absl::ToDoubleSeconds(stats.elapsed));
+  return absl::OkStatus();
+}
+
+absl::Status ModelHost::CheckConfig(const ModelConfig& config) const {
+  if (config.dim > options_.max_dim) {
+    return absl::InvalidArgumentError(absl::StrCat("config.dim ", config.dim,
+                                                   " is over this server's limit of ",
+                                                   options_.max_dim, " (--max_dim)"));
+  }
+  if (config.budget.max_terms == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.budget.max_terms is 0 (unbounded), but this server needs a budget: set it to "
+        "1 to ",
+        options_.max_terms, " (--max_terms)"));
+  }
+  if (config.budget.max_terms > options_.max_terms) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.budget.max_terms ", config.budget.max_terms,
+                     " is over this server's limit of ", options_.max_terms, " (--max_terms)"));
+  }
+  if (const size_t bytes = MaxSnapshotBytes(config); bytes > kMaxSnapshotBytes) {
+    // A model that could not be snapshotted could never be checkpointed either.
+    ModelConfig one_term = config;
+    one_term.budget.max_terms = 1;
+    ModelConfig two_terms = config;
+    two_terms.budget.max_terms = 2;
+    const size_t per_term = MaxSnapshotBytes(two_terms) - MaxSnapshotBytes(one_term);
+    const size_t fixed = MaxSnapshotBytes(one_term) - per_term;
+    const size_t most_terms = kMaxSnapshotBytes > fixed ? (kMaxSnapshotBytes - fixed) / per_term : 0;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a model of this config could outgrow the snapshot size limit: its snapshot may take ",
+        bytes, " bytes, over ", kMaxSnapshotBytes, "; at dim ", config.dim,
+        " budget.max_terms may be at most ", most_terms));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<QuotaReservation> ModelHost::Reserve(absl::string_view tenant,
+                                                    absl::string_view model,
+                                                    const ModelConfig& config) {
+  OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
+  OKL_RETURN_IF_ERROR(ValidateName("model", model));
+  OKL_RETURN_IF_ERROR(CheckConfig(config));
+  const bool exists = registry_.Find(tenant, model).ok();
+  return quotas_.Reserve(tenant, WorstCaseMemoryBytes(config), /*new_model=*/!exists);
+}
+
+absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Create(absl::string_view tenant,
+                                                              absl::string_view model,
+                                                              const ModelConfig& config) {
+  OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
+  OKL_RETURN_IF_ERROR(ValidateName("model", model));
+  OKL_RETURN_IF_ERROR(ValidateConfig(config));
+  OKL_RETURN_IF_ERROR(CheckConfig(config));
+  NameClaim claim(this, Key(tenant, model));
+  if (registry_.Find(tenant, model).ok()) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("model \"", model, "\" of tenant \"", tenant, "\" already exists"));
+  }
+  OKL_ASSIGN_OR_RETURN(QuotaReservation reservation,
+                       quotas_.Reserve(tenant, WorstCaseMemoryBytes(config)));
+  std::shared_ptr<ModelLog> log;
+  if (store_ != nullptr) {
+    // The config is durable before the model exists; no registry lock is held.
+    OKL_ASSIGN_OR_RETURN(log, store_->CreateModel(tenant, model, config));
+  }
+  absl::StatusOr<std::shared_ptr<ModelEntry>> entry =
+      registry_.Create(tenant, model, config, log);
+  if (!entry.ok()) {
+    if (log != nullptr) (void)store_->DeleteModel(log.get());  // what was just written
+    return entry.status();
+  }
+  reservation.Commit();
+  return entry;
+}
+
+absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Replace(absl::string_view tenant,
+                                                               absl::string_view model,
+                                                               const ModelState& state,
+                                                               QuotaReservation reservation) {
+  OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
+  OKL_RETURN_IF_ERROR(ValidateName("model", model));
+  OKL_RETURN_IF_ERROR(CheckConfig(state.config));
+  absl::StatusOr<std::unique_ptr<NormaModel>> norma = NormaModel::FromState(state);
+  if (!norma.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("snapshot state is inconsistent: ", norma.status().message()));
+  }
+  NameClaim claim(this, Key(tenant, model));
+  absl::StatusOr<std::shared_ptr<ModelEntry>> old = registry_.Find(tenant, model);
+  std::shared_ptr<ModelLog> log;
+  if (store_ != nullptr) {
+    // One atomic write replaces the old model's config, checkpoint and log (and closes
+    // the old log, so batches still arriving for it are retried on the new model).
+    OKL_ASSIGN_OR_RETURN(log, store_->ReplaceModel(tenant, model, state,
+                                                   old.ok() ? LogOf(**old) : nullptr));
+  }
+  OKL_ASSIGN_OR_RETURN(std::shared_ptr<ModelEntry> entry,
+                       registry_.Put(tenant, model, *std::move(norma), log));
+  // The reservation counted a new model if the name was free when it was made; what
+  // counts is whether one was replaced now.
+  const uint64_t reserved_models = reservation.models();
+  reservation.Commit();
+  const uint64_t old_bytes = old.ok() ? WorstCaseMemoryBytes((*old)->config()) : 0;
+  const uint64_t models_now = old.ok() ? 0 : 1;
+  quotas_.Release(tenant, old_bytes, reserved_models > models_now ? 1 : 0);
+  if (models_now > reserved_models) quotas_.Add(tenant, 0, 1);
+  return entry;
+}
+
+absl::Status ModelHost::Delete(absl::string_view tenant, absl::string_view model) {
+  OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
+  OKL_RETURN_IF_ERROR(ValidateName("model", model));
+  NameClaim claim(this, Key(tenant, model));
+  OKL_ASSIGN_OR_RETURN(std::shared_ptr<ModelEntry> entry, registry_.Find(tenant, model));
+  if (ModelLog* log = LogOf(*entry); log != nullptr) {
+    OKL_RETURN_IF_ERROR(store_->DeleteModel(log));
+  }
+  OKL_RETURN_IF_ERROR(registry_.Delete(tenant, model));
+  quotas_.Release(tenant, WorstCaseMemoryBytes(entry->config()));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Find(absl::string_view tenant,
+                                                            absl::string_view model) const {
+  return registry_.Find(tenant, model);
+}
+
+absl::Status ModelHost::WithModel(absl::string_view tenant, absl::string_view model,
+                                  std::shared_ptr<ModelEntry>* entry,
+                                  const std::function<absl::Status(ModelEntry&)>& work) {
+  absl::Status status;
+  for (int lookup = 1; lookup <= kMaxLookups; ++lookup) {
+    if (*entry == nullptr) {
+      OKL_ASSIGN_OR_RETURN(*entry, registry_.Find(tenant, model));
+    }
+    status = work(**entry);
+    if (status.code() != absl::StatusCode::kNotFound) return status;
+    // Deleted or replaced since it was found. A Restore closes the old log before it
+    // swaps the entry: wait for it to finish, then look again.
+    entry->reset();
+    WaitUntilUnclaimed(Key(tenant, model));
+  }
+  return status;
+}
+
+void ModelHost::WaitUntilUnclaimed(const Key& key) {
+  PlainLock lock(&claims_mu_);
+  while (claimed_.contains(key)) claim_released_.Wait(&claims_mu_);
+}
+
+std::vector<std::shared_ptr<ModelEntry>> ModelHost::List(absl::string_view tenant) const {
+  return registry_.List(tenant);
+}
+
+ModelLog* ModelHost::LogOf(const ModelEntry& entry) {
+  return static_cast<ModelLog*>(entry.journal().get());
+}
+
+size_t ModelHost::CheckpointModels(bool all) {
+  if (store_ == nullptr) return 0;
+  size_t written = 0;
+  const absl::Time now = absl::Now();
+  for (const std::shared_ptr<ModelEntry>& entry : registry_.List("")) {
+    ModelLog* log = LogOf(*entry);
+    if (log == nullptr) continue;
+    if (!all && !log->CheckpointDue(options_.checkpoint_every_examples,
+                                    options_.checkpoint_every, now)) {
+      continue;
+    }
+    absl::StatusOr<bool> done = CheckpointEntry(*entry, log);
+    if (!done.ok()) {
+      // The log keeps every record until a checkpoint succeeds, so nothing is lost; the
+      // model is tried again after a back-off.
+      checkpoint_failures_.fetch_add(1);
+      log->CheckpointFailed(absl::Now());
+      std::fprintf(stderr, "okl_server: checkpoint of model %s/%s failed: %s\n",
+                   entry->tenant().c_str(), entry->model().c_str(),
+                   std::string(done.status().message()).c_str());
+    } else if (*done) {
+      ++written;
+    }
+  }
+  return written;
+}
+
+size_t ModelHost::models_failing_checkpoints() const {
+  size_t failing = 0;
+  for (const std::shared_ptr<ModelEntry>& entry : registry_.List("")) {
+    if (ModelLog* log = LogOf(*entry); log != nullptr && log->checkpoint_failing()) ++failing;
+  }
+  return failing;
+}
+
+}  // namespace okl

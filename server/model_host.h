@@ -1,0 +1,175 @@
+// server/model_host.h
+//
+// ModelHost is the one class that wires core's ModelRegistry to the durable ModelStore
+// and to the server's limits and quotas. It creates, replaces (Restore), deletes and
+// finds models, checkpoints them in the background, and restores them all at start-up;
+// the RPC handlers call it with plain values ("convert in, call, convert out") and never
+// see journals, logs, quotas' bookkeeping or retries.
+//
+// Locking, so that one tenant's large request never stalls another tenant:
+//   - the registry's lock covers lookups and pointer swaps only;
+//   - a mutation (create, replace, delete) first claims the model's name, then does its
+//     store I/O and encoding with no lock held, then swaps the entry in the registry.
+//     Only mutations and retried requests of that same name wait for a claim.
+//   - a request whose model was deleted or replaced after it found it (its log closed,
+//     or the entry marked deleted) waits for the mutation to finish and looks again
+//     (WithModel); at most three times.
+//
+// Resources: a model's worst-case bytes (WorstCaseMemoryBytes) are reserved against its
+// tenant's and the server's quotas before it is built; a config whose snapshot could
+// outgrow the snapshot limit is refused, so every model can always be checkpointed.
+//
+// Thread-safe.
+//
+// Example:
+//   okl::ModelHost host({.data_dir = "./okl-data"});
+//   OKL_RETURN_IF_ERROR(host.Open());  // the stored models, before serving
+//   OKL_ASSIGN_OR_RETURN(auto entry, host.Create("acme", "churn", config));
+//   std::shared_ptr<okl::ModelEntry> found;
+//   OKL_RETURN_IF_ERROR(host.WithModel("acme", "churn", &found, [&](okl::ModelEntry& e) {
+//     return e.ObserveBatch(xs, ys, &observations);
+//   }));
+#ifndef OKL_SERVER_MODEL_HOST_H_
+#define OKL_SERVER_MODEL_HOST_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "core/config.h"
+#include "core/model_registry.h"
+#include "core/mutex.h"
+#include "core/norma.h"
+#include "core/regret_scheduler.h"
+#include "server/model_store.h"
+#include "server/quotas.h"
+
+namespace okl {
+
+class ModelHost {
+ public:
+  // Each field is the okl_server flag of the same name.
+  struct Options {
+    // Largest ModelConfig.dim accepted by Create and Replace.
+    uint32_t max_dim = kMaxDimension;
+    // Largest budget.max_terms accepted; an unbounded budget (0) is refused too.
+    uint32_t max_terms = 1000000;
+    ResourceQuotas::Limits quotas;
+    // The store's directory; empty: in memory only.
+    std::string data_dir;
+    bool sync_writes = false;
+    bool skip_damaged_models = false;
+    // A model is checkpointed once this many examples were logged since its last
+    // checkpoint (0: not by count), or once this long passed with new examples (0: not
+    // by time). A failed checkpoint is retried after 1 s, doubling up to 5 minutes.
+    uint64_t checkpoint_every_examples = 10000;
+    absl::Duration checkpoint_every = absl::Seconds(60);
+    // Computes the regret of models with a regret_window; may be null.
+    RegretScheduler* regret_scheduler = nullptr;
+  };
+
+  explicit ModelHost(Options options);
+
+  ModelHost(const ModelHost&) = delete;
+  ModelHost& operator=(const ModelHost&) = delete;
+
+  // With a data_dir: opens the store and restores every stored model (checkpoint plus
+  // replayed log) into the registry, counting them against the quotas. Call once, before
+  // serving. FailedPrecondition for an unusable data_dir, DataLoss naming a damaged model.
+  absl::Status Open();
+
+  // InvalidArgument naming the flag if `config` is over max_dim or max_terms, has no
+  // budget, or could outgrow the snapshot size limit.
+  absl::Status CheckConfig(const ModelConfig& config) const;
+
+  // CheckConfig, then reserves a model of `config` against the tenant's and the server's
+  // quotas (a replacement of an existing model reserves bytes only). For Restore, which
+  // reserves as soon as it knows the config, before it buffers the snapshot.
+  absl::StatusOr<QuotaReservation> Reserve(absl::string_view tenant, absl::string_view model,
+                                           const ModelConfig& config);
+
+  // A new model: AlreadyExists if present, ResourceExhausted over a quota,
+  // InvalidArgument for a bad name or config; durable before it is visible.
+  absl::StatusOr<std::shared_ptr<ModelEntry>> Create(absl::string_view tenant,
+                                                     absl::string_view model,
+                                                     const ModelConfig& config);
+
+  // Installs a model continuing from `state` under (tenant, model), replacing one there
+  // (Restore), with the quota `reservation` from Reserve(). DataLoss if the state is
+  // inconsistent. The store holds the new model before it is visible.
+  absl::StatusOr<std::shared_ptr<ModelEntry>> Replace(absl::string_view tenant,
+                                                      absl::string_view model,
+                                                      const ModelState& state,
+                                                      QuotaReservation reservation);
+
+  // NotFound if absent.
+  absl::Status Delete(absl::string_view tenant, absl::string_view model);
+
+  // NotFound if absent, InvalidArgument for a bad name.
+  absl::StatusOr<std::shared_ptr<ModelEntry>> Find(absl::string_view tenant,
+                                                   absl::string_view model) const;
+
+  // Runs `work` on the model's entry: `*entry` if set (a stream's model, found before),
+  // else the one found now (stored in `*entry`). If `work` fails with NotFound because
+  // the entry was deleted or replaced meanwhile, waits for that mutation to finish and
+  // runs it on the entry then found, at most three times in all. `work` must change
+  // nothing when it returns NotFound (ModelEntry's methods do not).
+  absl::Status WithModel(absl::string_view tenant, absl::string_view model,
+                         std::shared_ptr<ModelEntry>* entry,
+                         const std::function<absl::Status(ModelEntry&)>& work);
+
+  // The models of `tenant` (all if empty), sorted by (tenant, model).
+  std::vector<std::shared_ptr<ModelEntry>> List(absl::string_view tenant) const;
+
+  // Checkpoints the models that are due (every model with a log if `all`), each encoded
+  // and written with no lock held. Returns how many were written. A failure is logged and
+  // counted, and that model's next attempt backs off exponentially.
+  size_t CheckpointModels(bool all);
+
+  bool has_store() const { return store_ != nullptr; }
+  ModelRegistry& registry() { return registry_; }
+  const ModelRegistry& registry() const { return registry_; }
+  ResourceQuotas& quotas() { return quotas_; }
+  const ResourceQuotas& quotas() const { return quotas_; }
+  // Checkpoints that failed since start.
+  uint64_t checkpoint_failures() const { return checkpoint_failures_.load(); }
+  // Models whose latest checkpoint attempt failed.
+  size_t models_failing_checkpoints() const;
+
+ private:
+  using Key = std::pair<std::string, std::string>;
+  class NameClaim;
+
+  // Waits until no mutation holds (tenant, model).
+  void WaitUntilUnclaimed(const Key& key) ABSL_LOCKS_EXCLUDED(claims_mu_);
+  // The entry's log (null without a store). Every journal in this host's registry is a
+  // ModelLog of its store: the host makes them all.
+  static ModelLog* LogOf(const ModelEntry& entry);
+
+  const Options options_;
+  ModelRegistry registry_;
+  ResourceQuotas quotas_;
+  // Set once by Open() before serving; then fixed.
+  std::unique_ptr<ModelStore> store_;
+
+  PlainMutex claims_mu_;
+  CondVar claim_released_;
+  absl::flat_hash_set<Key> claimed_ ABSL_GUARDED_BY(claims_mu_);
+
+  std::atomic<uint64_t> checkpoint_failures_{0};
+};
+
+}  // namespace okl
+
+#endif  // OKL_SERVER_MODEL_HOST_H_
