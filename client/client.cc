@@ -7,6 +7,7 @@
 #include "client/client.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -490,11 +491,12 @@ namespace {
 
 // Restore's call: `next(&data)` fills the next chunk's data and returns whether it is the
 // last one. Every chunk it fills is sent, so even empty bytes reach the server (and get its
-// DATA_LOSS).
+// DATA_LOSS). The first chunk declares `total_bytes`, so the server checks the size before
+// it reads the rest.
 template <typename Next>
 absl::StatusOr<ModelSummary> WriteRestore(const ClientOptions& options,
                                           v1::OnlineKernelLearning::Stub& stub,
-                                          const ModelId& id, Next next) {
+                                          const ModelId& id, uint64_t total_bytes, Next next) {
   v1::ModelInfo info;
   absl::Status source_status;
   absl::Status status =
@@ -503,6 +505,7 @@ absl::StatusOr<ModelSummary> WriteRestore(const ClientOptions& options,
             stub.Restore(context, &info);
         v1::RestoreChunk chunk;
         *chunk.mutable_ref() = ToRef(id);
+        chunk.set_snapshot_bytes(total_bytes);
         for (;;) {
           absl::StatusOr<bool> last = next(chunk.mutable_data());
           if (!last.ok()) {
@@ -513,6 +516,7 @@ absl::StatusOr<ModelSummary> WriteRestore(const ClientOptions& options,
           if (!writer->Write(chunk)) break;  // the server ended the call: Finish says why
           if (*last) break;
           chunk.clear_ref();
+          chunk.clear_snapshot_bytes();
         }
         if (source_status.ok()) writer->WritesDone();
         return writer->Finish();
@@ -528,7 +532,7 @@ absl::StatusOr<ModelSummary> Client::Restore(const ModelId& id,
                                              absl::string_view snapshot) const {
   size_t offset = 0;
   return WriteRestore(
-      options_, *stub_->okl, id, [&](std::string* data) -> absl::StatusOr<bool> {
+      options_, *stub_->okl, id, snapshot.size(), [&](std::string* data) -> absl::StatusOr<bool> {
         const size_t size = std::min(kSnapshotChunkBytes, snapshot.size() - offset);
         data->assign(snapshot.data() + offset, size);
         offset += size;
@@ -540,8 +544,13 @@ absl::StatusOr<ModelSummary> Client::RestoreFromFile(const ModelId& id,
                                                      const std::string& path) const {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoError("cannot open", path);
-  absl::StatusOr<ModelSummary> summary =
-      WriteRestore(options_, *stub_->okl, id, [&](std::string* data) -> absl::StatusOr<bool> {
+  struct stat file_stat;
+  // A size the file no longer has when read makes the server refuse the stream.
+  const uint64_t size = ::fstat(fd, &file_stat) == 0 && S_ISREG(file_stat.st_mode)
+                            ? static_cast<uint64_t>(file_stat.st_size)
+                            : 0;
+  absl::StatusOr<ModelSummary> summary = WriteRestore(
+      options_, *stub_->okl, id, size, [&](std::string* data) -> absl::StatusOr<bool> {
         data->resize(kSnapshotChunkBytes);
         size_t filled = 0;
         while (filled < data->size()) {

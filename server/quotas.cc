@@ -63,12 +63,8 @@ absl::StatusOr<QuotaReservation> ResourceQuotas::Reserve(absl::string_view tenan
   WriterLock lock(&mu_);
   TenantUse& use = tenants_[tenant];
   absl::Status status;
-  if (models_ + models > limits_.max_models) {
-    status = Rejected(Quota::kModels,
-                      absl::StrCat("the server holds its maximum of ", limits_.max_models,
-                                   " models (--max_models); delete one first"));
-  } else if (limits_.max_models_per_tenant > 0 &&
-             use.models + models > limits_.max_models_per_tenant) {
+  if (limits_.max_models_per_tenant > 0 &&
+      use.models + models > limits_.max_models_per_tenant) {
     status = Rejected(Quota::kModelsPerTenant,
                       absl::StrCat("tenant \"", tenant, "\" holds ", use.models,
                                    " models, its maximum (--max_models_per_tenant=",
@@ -83,6 +79,10 @@ absl::StatusOr<QuotaReservation> ResourceQuotas::Reserve(absl::string_view tenan
                      "W x W matrix), and tenant \"", tenant, "\" has ", use.bytes,
                      " of its --max_bytes_per_tenant=", limits_.max_bytes_per_tenant,
                      " reserved; lower max_terms, dim or regret_window, or delete a model"));
+  } else if (models_ + models > limits_.max_models) {
+    status = Rejected(Quota::kModels,
+                      absl::StrCat("the server holds its maximum of ", limits_.max_models,
+                                   " models (--max_models); delete one first"));
   } else if (limits_.max_memory_bytes > 0 &&
              bytes > limits_.max_memory_bytes - std::min(bytes_, limits_.max_memory_bytes)) {
     status = Rejected(

@@ -304,6 +304,28 @@ TEST(ValidateConfigTest, IgnoresFieldsTheVariantDoesNotRead) {
   EXPECT_TRUE(ValidateConfig(config).ok()) << ValidateConfig(config);
 }
 
+// ...but every number must be finite whatever the variant: a NaN in an unread field
+// made a stored config unequal to itself, and the server refused to start.
+TEST(ValidateConfigTest, RejectsNonFiniteNumbersInFieldsTheVariantDoesNotRead) {
+  const double bad[] = {std::nan(""), std::numeric_limits<double>::infinity(),
+                        -std::numeric_limits<double>::infinity()};
+  for (const double value : bad) {
+    ModelConfig config = GoodConfig();
+    config.learning_rate = {.schedule = Schedule::kConstant, .eta0 = 0.5, .theta = value};
+    absl::Status status = ValidateConfig(config);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << value;
+    EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("learning_rate.theta"));
+    config = GoodConfig();
+    config.kernel = {.type = KernelType::kLinear, .gamma = value, .c = 1.0};
+    EXPECT_THAT(std::string(ValidateConfig(config).message()),
+                ::testing::HasSubstr("kernel.gamma"));
+    config = GoodConfig();
+    config.loss = {.type = LossType::kSquared, .delta = value};
+    EXPECT_THAT(std::string(ValidateConfig(config).message()),
+                ::testing::HasSubstr("loss.delta"));
+  }
+}
+
 TEST(ValidateConfigTest, ClassificationLossesAreHingeAndLogistic) {
   EXPECT_TRUE(IsClassificationLoss(LossType::kHinge));
   EXPECT_TRUE(IsClassificationLoss(LossType::kLogistic));

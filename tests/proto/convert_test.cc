@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -599,6 +600,131 @@ TEST(SnapshotBytesTest, WellFormedButInvalidContentIsDataLoss) {
   state = DecodeSnapshot(WithChecksum("\x08\xff"));
   EXPECT_EQ(state.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(state.status().message(), HasSubstr("do not parse"));
+}
+
+// --- Bounded request conversion ----------------------------------------------------
+
+TEST(BoundedRequestTest, SparseRequestsAreCheckedAndBoundedBeforeAnythingIsAllocated) {
+  // The reproduction: 500 one-index sparse examples at dim 65536 would be 262 MB
+  // dense.
+  v1::ObserveRequest request;
+  for (int i = 0; i < 500; ++i) {
+    v1::Example* example = request.add_examples();
+    example->mutable_x()->add_indices(static_cast<uint32_t>(i));
+    example->mutable_x()->add_values(1.0);
+    example->set_y(1.0);
+  }
+  ExampleBatch batch;
+  absl::Status status = FromProto(request, 65536, &batch, /*max_bytes=*/64 << 20);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(status.message(), HasSubstr("--max_request_bytes"));
+  EXPECT_EQ(batch.xs.capacity(), 0u);  // nothing was allocated
+  EXPECT_EQ(DenseBatchBytes(500, 65536), 500u * 65537u * 8u);
+  // Within the bound it converts; a bad index anywhere is found before the size.
+  EXPECT_TRUE(FromProto(request, 65536, &batch, DenseBatchBytes(500, 65536)).ok());
+  EXPECT_EQ(batch.xs.size(), 500u * 65536u);
+  request.mutable_examples(499)->mutable_x()->set_indices(0, 70000);
+  ExampleBatch untouched;
+  status = FromProto(request, 65536, &untouched, 1);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("examples[499].x"));
+  EXPECT_EQ(untouched.xs.capacity(), 0u);
+
+  v1::PredictRequest predict;
+  for (int i = 0; i < 10; ++i) {
+    v1::Vector* input = predict.add_inputs();
+    input->add_indices(3);
+    input->add_values(2.0);
+  }
+  std::vector<double> xs;
+  status = FromProto(predict, 1000, &xs, DenseBatchBytes(10, 1000) - 1);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(xs.capacity(), 0u);
+  ASSERT_TRUE(FromProto(predict, 1000, &xs, DenseBatchBytes(10, 1000)).ok());
+  EXPECT_EQ(xs[3], 2.0);
+  EXPECT_EQ(xs[1000 + 3], 2.0);
+}
+
+TEST(CanonicalConfigBytesTest, EqualExactlyForTheSameConfiguration) {
+  ModelConfig a = BaseConfig();
+  ModelConfig b = BaseConfig();
+  EXPECT_EQ(CanonicalConfigBytes(a), CanonicalConfigBytes(b));
+  b.lambda = 0.02;
+  EXPECT_NE(CanonicalConfigBytes(a), CanonicalConfigBytes(b));
+  // A field the kernel does not read is not part of the configuration.
+  b = BaseConfig();
+  b.kernel.c = 5;
+  EXPECT_EQ(CanonicalConfigBytes(a), CanonicalConfigBytes(b));
+  // A NaN (which == calls unequal to itself) still equals itself here.
+  a.learning_rate.theta = std::nan("");
+  EXPECT_EQ(CanonicalConfigBytes(a), CanonicalConfigBytes(a));
+}
+
+// A full model's snapshot never exceeds MaxSnapshotBytes, and the bound is not loose by
+// more than the fixed part and a 10-byte added_at per term: checked on models grown to
+// their budget.
+TEST(MaxSnapshotBytesTest, BoundsTheSnapshotOfAFullModel) {
+  for (const bool averaged : {false, true}) {
+    for (const uint32_t window : {0u, 16u}) {
+      for (const uint32_t dim : {1u, 3u, 40u}) {
+        ModelConfig config = BaseConfig();
+        config.dim = dim;
+        config.averaged = averaged;
+        config.regret_window = window;
+        config.budget.max_terms = 24;
+        auto model = NormaModel::Create(config);
+        ASSERT_TRUE(model.ok()) << model.status();
+        std::vector<double> x(dim);
+        std::vector<Observation> out;
+        for (int t = 0; t < 60; ++t) {
+          for (uint32_t j = 0; j < dim; ++j) x[j] = std::sin(t * 0.7 + j);
+          ASSERT_TRUE((*model)->ObserveBatch(x, {std::cos(t * 0.3)}, &out).ok());
+        }
+        ASSERT_EQ((*model)->expansion_size(), 24u);
+        const std::string bytes = EncodeOrDie((*model)->ExportState());
+        const size_t bound = MaxSnapshotBytes(config);
+        EXPECT_LE(bytes.size(), bound) << dim << " " << averaged << " " << window;
+        EXPECT_GE(bytes.size() + 4096 + 10 * 24, bound) << dim << " " << averaged << " " << window;
+      }
+    }
+  }
+  ModelConfig unbounded = BaseConfig();
+  unbounded.budget.max_terms = 0;
+  EXPECT_EQ(MaxSnapshotBytes(unbounded), SIZE_MAX);
+}
+
+TEST(PeekSnapshotConfigTest, FindsTheConfigInEveryLongEnoughPrefix) {
+  const ModelState state = SampleState();
+  const std::string bytes = EncodeOrDie(state);
+  bool found = false;
+  for (size_t n = 0; n <= std::min<size_t>(bytes.size(), 400); ++n) {
+    absl::StatusOr<std::optional<ModelConfig>> config =
+        PeekSnapshotConfig(absl::string_view(bytes).substr(0, n));
+    ASSERT_TRUE(config.ok()) << n << ": " << config.status();
+    if (config->has_value()) {
+      EXPECT_EQ(CanonicalConfigBytes(**config), CanonicalConfigBytes(state.config));
+      found = true;
+    } else {
+      EXPECT_FALSE(found) << "a longer prefix lost the config at " << n;
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST(PeekSnapshotConfigTest, JunkAndOtherVersionsAreDataLossAtOnce) {
+  EXPECT_EQ(PeekSnapshotConfig(std::string(1000, 'x')).status().code(),
+            absl::StatusCode::kDataLoss);
+  v1::ModelSnapshot snapshot = ToProto(SampleState());
+  snapshot.set_format_version(kSnapshotFormatVersion + 1);
+  EXPECT_THAT(PeekSnapshotConfig(snapshot.SerializeAsString()).status().message(),
+              HasSubstr("format_version"));
+  snapshot.set_format_version(kSnapshotFormatVersion);
+  snapshot.mutable_config()->set_dim(0);
+  EXPECT_EQ(PeekSnapshotConfig(snapshot.SerializeAsString()).status().code(),
+            absl::StatusCode::kDataLoss);
+  snapshot.clear_config();
+  EXPECT_THAT(PeekSnapshotConfig(snapshot.SerializeAsString()).status().message(),
+              HasSubstr("no config"));
 }
 
 TEST(SnapshotBytesTest, ChunkSizeIsOneMebibyte) { EXPECT_EQ(kSnapshotChunkBytes, 1u << 20); }

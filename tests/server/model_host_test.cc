@@ -1,0 +1,344 @@
+// tests/server/model_host_test.cc
+//
+// ModelHost over a real RocksDB in a temporary directory, and ResourceQuotas: the
+// registry-plus-store wiring (create, replace, delete durable and visible in the right
+// order), the retry of a request whose model was replaced, the config limits, every
+// quota with its message, and concurrent mutations of one name racing batches into it.
+
+#include "server/model_host.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/convert.h"
+#include "server/quotas.h"
+
+namespace okl {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+ModelConfig SmallConfig(uint32_t max_terms = 32) {
+  ModelConfig config;
+  config.dim = 2;
+  config.kernel = {.type = KernelType::kGaussian, .gamma = 0.5};
+  config.loss = {.type = LossType::kSquared};
+  config.learning_rate = {.schedule = Schedule::kConstant, .eta0 = 0.2};
+  config.lambda = 0.01;
+  config.budget = {.max_terms = max_terms};
+  return config;
+}
+
+// `n` examples of dimension 2 from `seed`.
+void Feed(ModelEntry& entry, int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal;
+  std::vector<double> xs(2 * n), ys(n);
+  for (double& x : xs) x = normal(rng);
+  for (double& y : ys) y = normal(rng);
+  std::vector<Observation> out;
+  ASSERT_TRUE(entry.ObserveBatch(xs, ys, &out).ok());
+}
+
+std::vector<double> PredictAt(const ModelEntry& entry) {
+  const std::vector<double> xs = {0.1, -0.2, 0.7, 0.3};
+  std::vector<double> out(2);
+  EXPECT_TRUE(entry.PredictBatch(xs, absl::MakeSpan(out)).ok());
+  return out;
+}
+
+class ModelHostTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           absl::StrCat("okl_model_host_test_", getpid(), "_",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::unique_ptr<ModelHost> OpenHost(ResourceQuotas::Limits quotas = {}) {
+    auto host = std::make_unique<ModelHost>(ModelHost::Options{
+        .max_dim = 1024, .max_terms = 100000, .quotas = quotas, .data_dir = dir_.string()});
+    absl::Status status = host->Open();
+    EXPECT_TRUE(status.ok()) << status;
+    return host;
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(ModelHostTest, CreateReplaceDeleteAreDurableAndVisible) {
+  std::vector<double> replaced_predictions;
+  {
+    auto host = OpenHost();
+    auto a = host->Create("acme", "a", SmallConfig());
+    ASSERT_TRUE(a.ok()) << a.status();
+    Feed(**a, 20, 1);
+    auto b = host->Create("acme", "b", SmallConfig());
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(host->Create("acme", "a", SmallConfig()).status().code(),
+              absl::StatusCode::kAlreadyExists);
+    // Replace b with a's state: b now predicts as a does.
+    absl::StatusOr<ModelState> state = (*a)->ExportState();
+    ASSERT_TRUE(state.ok());
+    auto reservation = host->Reserve("acme", "b", state->config);
+    ASSERT_TRUE(reservation.ok()) << reservation.status();
+    auto b2 = host->Replace("acme", "b", *state, *std::move(reservation));
+    ASSERT_TRUE(b2.ok()) << b2.status();
+    EXPECT_EQ(PredictAt(**b2), PredictAt(**a));
+    replaced_predictions = PredictAt(**b2);
+    // The old entry refuses work: requests that found it look again.
+    EXPECT_EQ((*b)->Summary().status().code(), absl::StatusCode::kNotFound);
+    ASSERT_TRUE(host->Create("other", "c", SmallConfig()).ok());
+    ASSERT_TRUE(host->Delete("other", "c").ok());
+    EXPECT_EQ(host->Delete("other", "c").code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ(host->CheckpointModels(/*all=*/true), 1u);  // a has a log; b a checkpoint
+  }
+  auto host = OpenHost();
+  EXPECT_EQ(host->List("").size(), 2u);
+  EXPECT_EQ(host->Find("other", "c").status().code(), absl::StatusCode::kNotFound);
+  auto b = host->Find("acme", "b");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(PredictAt(**b), replaced_predictions);
+  // Restored models count against the quotas.
+  EXPECT_EQ(host->quotas().TenantUsage("acme").first, 2u);
+  EXPECT_EQ(host->quotas().TenantUsage("acme").second,
+            2 * WorstCaseMemoryBytes(SmallConfig()));
+}
+
+TEST_F(ModelHostTest, WithModelRetriesOnTheEntryThatReplacedTheOneFound) {
+  auto host = OpenHost();
+  auto first = host->Create("t", "m", SmallConfig());
+  ASSERT_TRUE(first.ok());
+  std::shared_ptr<ModelEntry> cached = *first;  // a stream found it earlier
+  absl::StatusOr<ModelState> state = (*first)->ExportState();
+  auto reservation = host->Reserve("t", "m", state->config);
+  ASSERT_TRUE(reservation.ok());
+  auto second = host->Replace("t", "m", *state, *std::move(reservation));
+  ASSERT_TRUE(second.ok());
+  std::vector<const ModelEntry*> ran_on;
+  absl::Status status = host->WithModel("t", "m", &cached, [&](ModelEntry& entry) {
+    ran_on.push_back(&entry);
+    return entry.Summary().status();
+  });
+  EXPECT_TRUE(status.ok()) << status;
+  ASSERT_EQ(ran_on.size(), 2u);
+  EXPECT_EQ(ran_on[0], first->get());
+  EXPECT_EQ(ran_on[1], second->get());
+  EXPECT_EQ(cached, *second);
+  // A deleted model: NotFound after one more look.
+  ASSERT_TRUE(host->Delete("t", "m").ok());
+  int runs = 0;
+  status = host->WithModel("t", "m", &cached, [&](ModelEntry& entry) {
+    ++runs;
+    return entry.Summary().status();
+  });
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(runs, 1);
+}
+
+TEST_F(ModelHostTest, CheckConfigNamesTheLimit) {
+  auto host = OpenHost();
+  ModelConfig config = SmallConfig();
+  config.dim = 2048;
+  EXPECT_THAT(host->Create("t", "m", config).status().message(), HasSubstr("--max_dim"));
+  config = SmallConfig(0);
+  EXPECT_THAT(host->Create("t", "m", config).status().message(),
+              AllOf(HasSubstr("unbounded"), HasSubstr("--max_terms")));
+  config = SmallConfig(200000);
+  EXPECT_THAT(host->Create("t", "m", config).status().message(), HasSubstr("--max_terms"));
+  EXPECT_TRUE(host->List("").empty());
+}
+
+TEST_F(ModelHostTest, ConfigsThatCouldOutgrowTheSnapshotLimitAreRefused) {
+  ModelHost host({.max_terms = kMaxTerms});
+  ASSERT_TRUE(host.Open().ok());
+  ModelConfig config = SmallConfig(4100);
+  config.dim = 65536;
+  const absl::Status status = host.Create("t", "m", config).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  // 2^31 - 1 bytes over 65537 doubles + 10 bytes per term, less the fixed part.
+  EXPECT_THAT(status.message(), AllOf(HasSubstr("snapshot size limit"),
+                                      HasSubstr("budget.max_terms may be at most 4095")));
+  config.budget.max_terms = 4095;
+  EXPECT_TRUE(host.CheckConfig(config).ok());
+}
+
+TEST_F(ModelHostTest, QuotasAreReservedAtCreateAndReleasedAtDelete) {
+  const uint64_t bytes = WorstCaseMemoryBytes(SmallConfig());
+  auto host = OpenHost({.max_models = 10, .max_models_per_tenant = 2,
+                        .max_bytes_per_tenant = 3 * bytes});
+  ASSERT_TRUE(host->Create("a", "1", SmallConfig()).ok());
+  ASSERT_TRUE(host->Create("a", "2", SmallConfig()).ok());
+  absl::Status status = host->Create("a", "3", SmallConfig()).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(status.message(), AllOf(HasSubstr("--max_models_per_tenant=2"),
+                                      HasSubstr("holds 2 models")));
+  EXPECT_EQ(host->Find("a", "3").status().code(), absl::StatusCode::kNotFound);
+  // Another tenant is not affected.
+  ASSERT_TRUE(host->Create("b", "1", SmallConfig()).ok());
+  // A bigger model goes over the tenant's bytes.
+  ModelConfig big = SmallConfig(200);
+  ASSERT_TRUE(host->Delete("a", "2").ok());
+  status = host->Create("a", "2", big).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(status.message(), HasSubstr("--max_bytes_per_tenant"));
+  ASSERT_TRUE(host->Create("a", "2", SmallConfig()).ok());
+  const ResourceQuotas::Usage usage = host->quotas().usage();
+  EXPECT_EQ(usage.models, 3u);
+  EXPECT_EQ(usage.bytes, 3 * bytes);
+  EXPECT_EQ(usage.rejections[static_cast<size_t>(Quota::kModelsPerTenant)], 1u);
+  EXPECT_EQ(usage.rejections[static_cast<size_t>(Quota::kBytesPerTenant)], 1u);
+}
+
+TEST_F(ModelHostTest, ReplaceSwapsTheReservationOfTheModelItReplaces) {
+  const uint64_t small = WorstCaseMemoryBytes(SmallConfig(32));
+  const uint64_t large = WorstCaseMemoryBytes(SmallConfig(64));
+  auto host = OpenHost({.max_models = 1});
+  auto entry = host->Create("a", "m", SmallConfig(32));
+  ASSERT_TRUE(entry.ok());
+  auto donor = NormaModel::Create(SmallConfig(64));
+  ASSERT_TRUE(donor.ok());
+  const ModelState state = (*donor)->ExportState();
+  // Replacing the one model the server may hold is not a new model.
+  auto reservation = host->Reserve("a", "m", state.config);
+  ASSERT_TRUE(reservation.ok()) << reservation.status();
+  EXPECT_EQ(reservation->models(), 0u);
+  EXPECT_EQ(host->quotas().usage().bytes, small + large);  // both, while it runs
+  ASSERT_TRUE(host->Replace("a", "m", state, *std::move(reservation)).ok());
+  EXPECT_EQ(host->quotas().usage().models, 1u);
+  EXPECT_EQ(host->quotas().usage().bytes, large);
+  // A new name is one model too many.
+  EXPECT_EQ(host->Reserve("a", "n", state.config).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  // An abandoned reservation gives everything back.
+  { auto dropped = host->Reserve("a", "m", state.config); }
+  EXPECT_EQ(host->quotas().usage().bytes, large);
+}
+
+TEST_F(ModelHostTest, MutationsOfOneNameRaceBatchesWithoutLosingOrder) {
+  auto host = OpenHost();
+  ASSERT_TRUE(host->Create("t", "m", SmallConfig()).ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> applied{0};
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 3; ++w) {
+    writers.emplace_back([&, w] {
+      std::shared_ptr<ModelEntry> entry;
+      std::vector<Observation> out;
+      std::mt19937 rng(w);
+      std::normal_distribution<double> normal;
+      while (!stop.load()) {
+        const std::vector<double> xs = {normal(rng), normal(rng)};
+        const std::vector<double> ys = {normal(rng)};
+        absl::Status status = host->WithModel("t", "m", &entry, [&](ModelEntry& e) {
+          out.clear();
+          return e.ObserveBatch(xs, ys, &out);
+        });
+        if (status.ok()) applied.fetch_add(1);
+        // NotFound while the model is deleted; nothing else.
+        EXPECT_TRUE(status.ok() || status.code() == absl::StatusCode::kNotFound) << status;
+      }
+    });
+  }
+  for (int round = 0; round < 40; ++round) {
+    // Let the writers apply some batches between mutations (bounded wait).
+    const int target = applied.load() + 5;
+    const absl::Time give_up = absl::Now() + absl::Seconds(5);
+    while (applied.load() < target && absl::Now() < give_up) absl::SleepFor(absl::Microseconds(100));
+    auto entry = host->Find("t", "m");
+    if (entry.ok()) {
+      absl::StatusOr<ModelState> state = (*entry)->ExportState();
+      if (state.ok()) {
+        auto reservation = host->Reserve("t", "m", state->config);
+        ASSERT_TRUE(reservation.ok());
+        ASSERT_TRUE(host->Replace("t", "m", *state, *std::move(reservation)).ok());
+      }
+    }
+    if (round % 10 == 9) {
+      ASSERT_TRUE(host->Delete("t", "m").ok());
+      ASSERT_TRUE(host->Create("t", "m", SmallConfig()).ok());
+    }
+  }
+  stop.store(true);
+  for (std::thread& t : writers) t.join();
+  EXPECT_GE(applied.load(), 200);
+  EXPECT_EQ(host->quotas().usage().models, 1u);
+  EXPECT_EQ(host->quotas().usage().bytes, WorstCaseMemoryBytes(SmallConfig()));
+  // What the store holds is what the registry holds.
+  auto live = host->Find("t", "m");
+  ASSERT_TRUE(live.ok());
+  const std::vector<double> expected = PredictAt(**live);
+  const uint64_t steps = (*live)->Summary()->stats.steps;
+  host.reset();
+  host = OpenHost();
+  auto restored = host->Find("t", "m");
+  ASSERT_TRUE(restored.ok());
+  EXPECT_EQ((*restored)->Summary()->stats.steps, steps);
+  EXPECT_EQ(PredictAt(**restored), expected);
+}
+
+// --- ResourceQuotas ------------------------------------------------------------------
+
+TEST(ResourceQuotasTest, EachQuotaNamesItsFlagLimitAndUse) {
+  ResourceQuotas quotas({.max_models = 3, .max_models_per_tenant = 2,
+                         .max_bytes_per_tenant = 100, .max_memory_bytes = 150});
+  auto a = quotas.Reserve("a", 60);
+  ASSERT_TRUE(a.ok());
+  a->Commit();
+  absl::Status status = quotas.Reserve("a", 50).status();
+  EXPECT_THAT(status.message(), AllOf(HasSubstr("--max_bytes_per_tenant=100"),
+                                      HasSubstr("has 60"), HasSubstr("take 50")));
+  auto b = quotas.Reserve("b", 80);
+  ASSERT_TRUE(b.ok());
+  b->Commit();
+  status = quotas.Reserve("c", 20).status();
+  EXPECT_THAT(status.message(), AllOf(HasSubstr("--max_memory_bytes=150"), HasSubstr("140")));
+  auto a2 = quotas.Reserve("a", 1);
+  ASSERT_TRUE(a2.ok());
+  a2->Commit();
+  status = quotas.Reserve("a", 1).status();
+  EXPECT_THAT(status.message(), HasSubstr("--max_models_per_tenant=2"));
+  status = quotas.Reserve("c", 1).status();
+  EXPECT_THAT(status.message(), HasSubstr("--max_models"));
+  EXPECT_EQ(quotas.usage().models, 3u);
+  quotas.Release("a", 1);
+  EXPECT_TRUE(quotas.Reserve("c", 1).ok());  // released at once: not committed
+  EXPECT_EQ(quotas.usage().models, 2u);
+  EXPECT_EQ(quotas.usage().bytes, 140u);
+}
+
+TEST(ResourceQuotasTest, TheRateLimitIsATokenBucketPerTenant) {
+  ResourceQuotas quotas({.max_requests_per_second_per_tenant = 5});
+  int admitted = 0;
+  for (int i = 0; i < 20; ++i) admitted += quotas.Admit("noisy").ok() ? 1 : 0;
+  // A burst of one second's worth, and at most a token more refilled meanwhile.
+  EXPECT_GE(admitted, 5);
+  EXPECT_LE(admitted, 6);
+  absl::Status status = quotas.Admit("noisy");
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(status.message(), HasSubstr("--max_requests_per_second_per_tenant"));
+  EXPECT_TRUE(quotas.Admit("quiet").ok());  // another tenant has its own bucket
+  absl::SleepFor(absl::Milliseconds(450));   // ~2 tokens refilled
+  EXPECT_TRUE(quotas.Admit("noisy").ok());
+  EXPECT_GE(quotas.usage().rejections[static_cast<size_t>(Quota::kRequestsPerSecondPerTenant)],
+            14u);
+  ResourceQuotas unlimited({});
+  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(unlimited.Admit("t").ok());
+}
+
+}  // namespace
+}  // namespace okl
