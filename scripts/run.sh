@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds okl, and starts okl_server on a loopback port
-# (127.0.0.1:50051 unless OKL_LISTEN says otherwise). Extra arguments go to okl_server,
+# (127.0.0.1:50051 unless OKL_LISTEN says otherwise; beyond loopback okl_server needs
+# --auth_tokens_file). Extra arguments go to okl_server,
 # e.g. `scripts/run.sh --max_models=100`. Stop it with Ctrl-C (SIGINT) or SIGTERM: it
 # drains in-flight calls and exits 0.
 set -euo pipefail
