@@ -724,8 +724,9 @@ absl::Status ObserveWriter::FinishStream() {
                      first, " to ", first + count - 1, ", of which any prefix may be applied; ",
                      acknowledged_, " are acknowledged; AppliedSinceOpen() tells]")));
   }
-  if (static_cast<uint64_t>(state.response.predictions_size()) != count ||
-      static_cast<uint64_t>(state.response.losses_size()) != count) {
+  const uint64_t omitted = state.response.predictions_omitted();
+  if (static_cast<uint64_t>(state.response.predictions_size()) + omitted != count ||
+      static_cast<uint64_t>(state.response.losses_size()) + omitted != count) {
     return Fail(absl::InternalError(absl::StrCat(
         "ObserveWriter: the server acknowledged ", state.response.predictions_size(),
         " predictions and ", state.response.losses_size(), " losses for a stream of ", count,

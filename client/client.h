@@ -125,7 +125,9 @@ struct ClientOptions {
 struct AckedBatch {
   uint64_t first = 0;
   uint64_t count = 0;
-  std::vector<double> predictions;  // prequential, as ObserveResult's
+  // Prequential, as ObserveResult's, for the first count examples, or for the first
+  // okl_server --max_response_predictions (100,000) of them if the stream was longer.
+  std::vector<double> predictions;
   std::vector<double> losses;
   uint64_t steps = 0;           // the model's step count after example first + count - 1
   uint32_t expansion_size = 0;  // stored terms then
@@ -136,7 +138,8 @@ struct WriterOptions {
   size_t batch_size = 256;
   // Messages per stream: the writer closes a stream (and so has its examples
   // acknowledged) after this many, and on Flush() and Close(). The acknowledgement holds
-  // 16 bytes per example, which must fit ClientOptions::max_receive_message_bytes.
+  // 16 bytes per example, which must fit ClientOptions::max_receive_message_bytes; the
+  // server returns them for at most its --max_response_predictions examples a stream.
   size_t batches_per_stream = 64;
   // Called once per acknowledged stream, in order, on the thread that called the
   // writer's Add(), Flush() or Close() (which runs it before returning). May be empty.
