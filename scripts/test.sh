@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds okl three ways and runs every test:
+# Installs what is missing, builds okl and runs every test, in six steps:
 #   1. clang with -Wthread-safety -Werror=thread-safety-analysis (a compile-time check),
-#   2. gcc with ThreadSanitizer, running the model registry's concurrency tests (gRPC and
-#      Abseil come from Debian uninstrumented, so TSan runs where okl owns every lock),
-#   3. gcc with AddressSanitizer + UndefinedBehaviorSanitizer, running the unit tests,
-#   4. the normal optimised build, running every test; its ctest summary closes the run.
+#   2. gcc with ThreadSanitizer, running the concurrency tests of the model registry and
+#      of the ModelHost (gRPC and Abseil come from Debian uninstrumented, so TSan runs
+#      where okl owns every lock),
+#   3. gcc with AddressSanitizer + UndefinedBehaviorSanitizer, running every test,
+#   4. the libFuzzer targets (clang, tests/fuzz), each for 60 s on its seed corpus,
+#   5. the container image (deploy/container/container_test.sh),
+#   6. the normal optimised build, running every test; its ctest summary closes the run.
 # Build trees live in build/ (reused between runs, so a second run is incremental).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,11 +26,12 @@ configure build/tsa -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
   -DOKL_THREAD_SAFETY=ON -DOKL_BUILD_BENCHMARKS=OFF
 cmake --build build/tsa -j "$jobs"
 
-echo "== thread sanitizer build: concurrency tests of the model registry"
+echo "== thread sanitizer build: concurrency tests of the model registry and host"
 configure build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOKL_SANITIZE=thread \
   -DOKL_BUILD_BENCHMARKS=OFF
-cmake --build build/tsan -j "$jobs" --target okl_core_test
+cmake --build build/tsan -j "$jobs" --target okl_core_test okl_model_host_test
 build/tsan/tests/core/okl_core_test --gtest_filter='ModelRegistry*:ValidateName*:RegretScheduler*'
+build/tsan/tests/server/okl_model_host_test
 
 echo "== address + undefined-behaviour sanitizer build"
 configure build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOKL_SANITIZE=address,undefined \
@@ -36,7 +40,7 @@ cmake --build build/asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build/asan -j "$jobs" --output-on-failure \
   --timeout 900
 
-# ==== container image (issue 7; deploy/container/) ======================================
+# ==== container image (deploy/container/) ==============================================
 # Validates deploy/ (compose, kustomize, Envoy), builds the image from the Dockerfile with
 # buildah (no Docker daemon; the debootstrapped Debian 12 base is cached in podman's store)
 # and drives okl_server in containers of it over gRPC: see deploy/README.md.

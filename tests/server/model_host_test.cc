@@ -164,7 +164,7 @@ TEST_F(ModelHostTest, CheckConfigNamesTheLimit) {
 }
 
 TEST_F(ModelHostTest, ConfigsThatCouldOutgrowTheSnapshotLimitAreRefused) {
-  ModelHost host({.max_terms = kMaxTerms});
+  ModelHost host({.max_terms = kMaxTerms, .data_dir = ""});
   ASSERT_TRUE(host.Open().ok());
   ModelConfig config = SmallConfig(4100);
   config.dim = 65536;
