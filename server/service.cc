@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/types/span.h"
 #include "core/norma.h"
 #include "core/status_macros.h"
@@ -115,10 +116,17 @@ class OklService::ActiveCall {
   // call in the message); then RESOURCE_EXHAUSTED if the tenant is over its request rate.
   absl::Status Authorize(Role needed, absl::string_view tenant, absl::string_view method) const {
     if (grant_.has_value() && !grant_->Allows(needed, tenant)) {
+      // The caller's own grant, so that the message says what to fix.
+      const absl::Span<const std::string> tenants = grant_->tenants;
       return absl::PermissionDeniedError(absl::StrCat(
-          method, " needs the ", RoleName(needed), " role on tenant \"", tenant,
-          "\", which this token (role ", RoleName(grant_->role),
-          ") does not grant; use a token that does"));
+          method, " needs ", RoleName(needed), " on tenant \"", tenant, "\"; this token grants ",
+          RoleName(grant_->role), " on ",
+          grant_->all_tenants ? "every tenant"
+                              : absl::StrCat(absl::StrJoin(tenants.first(std::min<size_t>(
+                                                               tenants.size(), 10)),
+                                                           ","),
+                                             tenants.size() > 10 ? ",..." : ""),
+          "; use a token that grants it"));
     }
     return service_->host_->quotas().Admit(tenant);
   }
