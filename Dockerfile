@@ -1,9 +1,20 @@
 # okl_server and the okl tool in a slim Debian 12 image.
 #
 #   docker build -t okl .
-#   docker run -d --name okl -p 50051:50051 -p 9464:9464 -v okl-data:/data okl
-#   docker exec okl okl health --server=127.0.0.1:50051
-#   docker stop -t 30 okl          # SIGTERM: okl_server drains and exits 0
+#   bash deploy/make_secrets.sh init     # deploy/secrets/okl/tokens (+ deploy/secrets/admin.token)
+#   docker run -d --name okl -p 127.0.0.1:50051:50051 -p 127.0.0.1:9464:9464 \
+#     -v okl-data:/data -v "$PWD/deploy/secrets/okl:/etc/okl:ro" okl
+#   OKL_TOKEN=$(cat deploy/secrets/admin.token) okl list        # calls need a token
+#   docker exec okl okl health             # health needs none (so does the HEALTHCHECK)
+#   docker kill --signal HUP okl           # re-read /etc/okl/tokens after editing it
+#   docker stop -t 30 okl                  # SIGTERM: okl_server drains and exits 0
+#
+# Secure by default: okl_server serves 0.0.0.0 here, so the ENTRYPOINT requires bearer tokens
+# from /etc/okl/tokens (mount a directory holding `tokens` there, read-only). Without that file
+# it exits 1 saying so. Without authentication, for local experiments only, say it explicitly:
+#   docker run --rm -p 127.0.0.1:50051:50051 okl --auth_tokens_file= --allow_unauthenticated
+# TLS: mount the certificate and key too and add --tls_cert_file=/etc/okl/tls/tls.crt
+# --tls_key_file=/etc/okl/tls/tls.key (deploy/README.md, "Security").
 #
 # Without a Docker daemon (this project's machines): deploy/container/build_image.sh builds
 # this file with buildah from a debootstrapped Debian 12 base (BASE_IMAGE=localhost/okl-debian:12),
@@ -59,7 +70,8 @@ RUN printf '%s\n' 'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*
 RUN groupadd --gid 10001 okl \
  && useradd --uid 10001 --gid okl --home-dir /data --no-create-home --no-log-init \
       --shell /usr/sbin/nologin okl \
- && mkdir -p /data && chown okl:okl /data && chmod 0750 /data
+ && mkdir -p /data && chown okl:okl /data && chmod 0750 /data \
+ && install -d -m 0755 /etc/okl
 COPY --from=build /out/okl_server /out/okl /usr/local/bin/
 # Every shared library the binaries need is in the image, and the HEALTHCHECK's command exists.
 RUN if ldd /usr/local/bin/okl_server /usr/local/bin/okl | grep 'not found'; then \
@@ -72,10 +84,15 @@ VOLUME ["/data"]
 # 50051: gRPC (okl.v1.OnlineKernelLearning, grpc.health.v1, reflection); 9464: /metrics
 EXPOSE 50051 9464
 # okl_server drains on SIGTERM (health NOT_SERVING, new calls UNAVAILABLE, calls in flight get
-# --shutdown_grace, default 10 s) and exits 0. It is PID 1 here (exec form, no shell): it blocks
-# SIGTERM/SIGINT and takes them with sigwait(), which works for PID 1 too. Give `docker stop`
-# more than --shutdown_grace (e.g. -t 30) so that it does not SIGKILL a drain.
+# --shutdown_grace, default 10 s) and exits 0; SIGHUP re-reads --auth_tokens_file (a broken
+# file keeps the previous tokens). It is PID 1 here (exec form, no shell): it blocks
+# SIGTERM/SIGINT/SIGHUP and takes them with sigwait(), which works for PID 1 too. Give
+# `docker stop` more than --shutdown_grace (e.g. -t 30) so that it does not SIGKILL a drain.
 STOPSIGNAL SIGTERM
+# grpc.health.v1 needs no token. With TLS on the gRPC port, replace this check (plaintext) with
+# `okl health --server=127.0.0.1:50051 --tls_ca=/etc/okl/tls/ca.crt` (see deploy/README.md).
 HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
   CMD ["okl", "health", "--server=127.0.0.1:50051", "--timeout=2s"]
-ENTRYPOINT ["okl_server", "--listen=0.0.0.0:50051", "--metrics_address=0.0.0.0:9464", "--data_dir=/data"]
+# Arguments after the image name are added to these flags (a later one wins).
+ENTRYPOINT ["okl_server", "--listen=0.0.0.0:50051", "--metrics_address=0.0.0.0:9464", \
+            "--data_dir=/data", "--auth_tokens_file=/etc/okl/tokens"]

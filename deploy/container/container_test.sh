@@ -5,8 +5,10 @@
 #      Prometheus config (promtool), `kubectl kustomize deploy/k8s` and deploy/envoy/envoy.yaml.
 #   2. deploy/container/build_image.sh: the image from the Dockerfile (buildah; the
 #      debootstrapped base image is cached in podman's store, build steps with --layers).
-#   3. tests/container/container_test.py: the server in containers of that image over gRPC,
-#      /metrics, the HEALTHCHECK, SIGTERM, and a restart on the same /data.
+#   3. tests/container/container_test.py: the server in containers of that image over gRPC:
+#      bearer tokens from deploy/make_secrets.sh (UNAUTHENTICATED without one, rotation with
+#      SIGHUP), /metrics, the HEALTHCHECK, SIGTERM, a restart on the same /data,
+#      --allow_unauthenticated, TLS and mutual TLS.
 # OKL_CONTAINER_TEST=static runs only step 1 (seconds); OKL_IMAGE names the image
 # (default localhost/okl:latest); OKL_SKIP_BUILD=1 tests an already built image.
 set -euo pipefail
@@ -36,7 +38,8 @@ fi
 
 echo "-- the server in containers of $image"
 "$py" tests/container/container_test.py --image="$image" --proto_dir=proto \
-  --protoc="$(command -v protoc)" --grpc_python_plugin="$(command -v grpc_python_plugin)" &
+  --protoc="$(command -v protoc)" --grpc_python_plugin="$(command -v grpc_python_plugin)" \
+  --make_secrets=deploy/make_secrets.sh &
 test_pid=$!
 # The test removes its containers (okl-container-test-PID-*) itself, also on SIGTERM; this
 # catches those that a SIGKILL of it would leave behind.
