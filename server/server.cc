@@ -69,12 +69,24 @@ bool IsLoopbackAddress(absl::string_view address) {
          (ntohl(v4.s_addr) >> 24) == 127;  // 127.0.0.0/8
 }
 
-// 3/4 of the machine's memory: the default budget for all models' worst-case bytes.
+// 3/4 of the memory this process may use: the machine's, or its cgroup's limit (a
+// container's memory limit) if lower. The default budget for all models' worst-case bytes.
 uint64_t DefaultMaxMemoryBytes() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page_size = sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page_size <= 0) return 0;
-  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) / 4 * 3;
+  uint64_t memory = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+  // cgroup v2 ("max" when unlimited), then v1.
+  for (const char* path : {"/sys/fs/cgroup/memory.max",
+                           "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream in(path);
+    uint64_t limit = 0;
+    if (in >> limit && limit > 0) {
+      memory = std::min(memory, limit);
+      break;
+    }
+  }
+  return memory / 4 * 3;
 }
 
 absl::StatusOr<std::string> ReadPemFile(const std::string& path, absl::string_view flag) {

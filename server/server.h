@@ -82,7 +82,8 @@ class Server {
     uint32_t max_models = 10000;
     uint64_t max_models_per_tenant = 0;
     uint64_t max_bytes_per_tenant = 0;
-    // All models' worst-case bytes together. 0 here means 3/4 of the machine's memory.
+    // All models' worst-case bytes together. 0 here means 3/4 of the machine's memory
+    // (or of the cgroup's memory limit, in a container).
     uint64_t max_memory_bytes = 0;
     double max_requests_per_second_per_tenant = 0;
     // Largest model dimension, 1..kMaxDimension.
