@@ -11,6 +11,7 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/wire_format_lite.h"
 #include "google/protobuf/text_format.h"
 
 namespace okl {
@@ -548,6 +549,21 @@ absl::StatusOr<ModelState> DecodeSnapshot(absl::string_view bytes) {
     return absl::DataLossError(absl::StrCat("snapshot checksum mismatch: the bytes hash to ",
                                             absl::Hex(actual), ", the snapshot says ",
                                             absl::Hex(expected), " (corrupted in transit?)"));
+  }
+  // Protobuf merges a repeated message field, so a second config would silently change
+  // the first, which PeekSnapshotConfig read (and a Restore checked its limits against).
+  {
+    google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(body.data()),
+                                              static_cast<int>(body.size()));
+    int configs = 0;
+    for (uint32_t tag = in.ReadTag(); tag != 0; tag = in.ReadTag()) {
+      if (tag == ((2 << 3) | 2)) ++configs;
+      if (!google::protobuf::internal::WireFormatLite::SkipField(&in, tag)) break;
+    }
+    if (configs > 1) {
+      return absl::DataLossError(
+          absl::StrCat("snapshot holds ", configs, " config fields; a snapshot has one"));
+    }
   }
   v1::ModelSnapshot proto;
   if (!proto.ParseFromArray(body.data(), static_cast<int>(body.size()))) {

@@ -40,6 +40,9 @@ cmake --build build/asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build/asan -j "$jobs" --output-on-failure \
   --timeout 900
 
+echo "== libFuzzer targets, 60 s each (tests/fuzz)"
+bash scripts/fuzz.sh 60
+
 # ==== container image (deploy/container/) ==============================================
 # Validates deploy/ (compose, kustomize, Envoy), builds the image from the Dockerfile with
 # buildah (no Docker daemon; the debootstrapped Debian 12 base is cached in podman's store)

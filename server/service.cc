@@ -611,6 +611,12 @@ absl::Status OklService::DoRestore(const ActiveCall& call, grpc::ServerContext* 
   }
   OKL_ASSIGN_OR_RETURN(ModelState state, DecodeSnapshot(bytes));
   bytes = std::string();
+  // Protobuf merges a repeated config field; the limits and quotas were checked against
+  // the first one, so a snapshot must hold no other.
+  if (CanonicalConfigBytes(state.config) != CanonicalConfigBytes(*config)) {
+    return absl::DataLossError(
+        "the snapshot's config differs from the one at its start (a repeated config field)");
+  }
   OKL_ASSIGN_OR_RETURN(
       std::shared_ptr<ModelEntry> entry,
       host_->Replace(ref.tenant(), ref.model(), state, std::move(reservation)));
