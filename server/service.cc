@@ -186,10 +186,9 @@ class OklService::ObserveSession {
     OKL_RETURN_IF_ERROR(service_->host_->WithModel(
         ref_.tenant(), ref_.model(), &entry_,
         [&](ModelEntry& entry) { return ApplyTo(entry, request); }));
-    const size_t room =
-        service_->options_.max_response_predictions -
-        std::min<uint64_t>(response_->predictions_size(),
-                           service_->options_.max_response_predictions);
+    // A unary Observe is bounded by --max_batch; a stream's response by this.
+    const uint64_t cap = stream_ ? service_->options_.max_response_predictions : UINT64_MAX;
+    const size_t room = cap - std::min<uint64_t>(response_->predictions_size(), cap);
     const size_t returned = std::min(room, observations_.size());
     AppendToProto(absl::MakeConstSpan(observations_).first(returned), response_);
     response_->set_predictions_omitted(response_->predictions_omitted() +
@@ -222,15 +221,19 @@ class OklService::ObserveSession {
           absl::MakeConstSpan(batch_.ys).subspan(begin, count), &observations_, &stats_after_);
       service_->RecordObserved(absl::MakeConstSpan(observations_).subspan(
           std::min(begin, observations_.size())));
-      if (status.code() == absl::StatusCode::kNotFound && begin > 0) {
-        return absl::AbortedError(
-            absl::StrCat("the model was deleted or replaced after ", begin, " of the batch's ",
-                         n, " examples were applied"));
+      if (status.ok() || begin == 0) {
+        OKL_RETURN_IF_ERROR(status);
+        continue;
       }
-      if (!status.ok()) {
-        return begin == 0 ? status
-                          : WithPrefix(absl::StrCat("after ", begin, " examples: "), status);
+      // A prefix of whole groups is applied (and durable). A diverging step says so in its
+      // own FAILED_PRECONDITION; anything else (the model deleted or replaced, the store
+      // failing) is ABORTED, not a code a client would retry blindly.
+      if (status.code() == absl::StatusCode::kFailedPrecondition) {
+        return WithPrefix(absl::StrCat("after ", begin, " examples: "), status);
       }
+      return absl::AbortedError(absl::StrCat("only ", begin, " of the batch's ", n,
+                                             " examples were applied (in order), then: ",
+                                             status.message()));
     }
     return absl::OkStatus();
   }
@@ -515,17 +518,33 @@ grpc::Status OklService::Restore(grpc::ServerContext* context,
                                  v1::ModelInfo* response) {
   const ActiveCall call(this, context);
   if (!call.status().ok()) return ToGrpcStatus(call.status());
-  // Each Restore buffers one snapshot: bound how many do so at once.
-  if (restores_running_.fetch_add(1) >= options_.max_concurrent_restores) {
-    restores_running_.fetch_sub(1);
-    return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
-        "this server runs at most ", options_.max_concurrent_restores,
-        " Restores at once (--max_concurrent_restores); retry when one has finished")));
-  }
-  absl::Status status = DoRestore(call, context, reader, response);
-  restores_running_.fetch_sub(1);
-  return ToGrpcStatus(status);
+  return ToGrpcStatus(DoRestore(call, context, reader, response));
 }
+
+// Holds one of the --max_concurrent_restores slots for its scope, if it got one.
+class OklService::RestoreSlot {
+ public:
+  explicit RestoreSlot(const OklService* service) : service_(service) {
+    held_ = service_->restores_running_.fetch_add(1) < service_->options_.max_concurrent_restores;
+    if (!held_) service_->restores_running_.fetch_sub(1);
+  }
+  ~RestoreSlot() {
+    if (held_) service_->restores_running_.fetch_sub(1);
+  }
+  RestoreSlot(const RestoreSlot&) = delete;
+  RestoreSlot& operator=(const RestoreSlot&) = delete;
+
+  absl::Status status() const {
+    if (held_) return absl::OkStatus();
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this server runs at most ", service_->options_.max_concurrent_restores,
+        " Restores at once (--max_concurrent_restores); retry when one has finished"));
+  }
+
+ private:
+  const OklService* const service_;
+  bool held_ = false;
+};
 
 absl::Status OklService::DoRestore(const ActiveCall& call, grpc::ServerContext* context,
                                    grpc::ServerReader<v1::RestoreChunk>* reader,
@@ -540,12 +559,17 @@ absl::Status OklService::DoRestore(const ActiveCall& call, grpc::ServerContext* 
   QuotaReservation reservation;
   uint64_t declared = 0;
   size_t max_bytes = kMaxRestorePrefixBytes;
+  // Each Restore buffers one snapshot: bound how many do so at once, counting only
+  // authorized ones.
+  std::optional<RestoreSlot> slot;
   while (reader->Read(&chunk)) {
     ++chunks;
     if (chunks == 1) {
       OKL_RETURN_IF_ERROR(WithPrefix("the first RestoreChunk: ", ValidateRef(chunk.ref())));
       ref = chunk.ref();
       OKL_RETURN_IF_ERROR(call.Authorize(Role::kWrite, ref.tenant(), "Restore"));
+      slot.emplace(this);
+      OKL_RETURN_IF_ERROR(slot->status());
       declared = chunk.snapshot_bytes();
       if (declared > kMaxSnapshotBytes) {
         return absl::ResourceExhaustedError(

@@ -122,6 +122,7 @@ class OklService final : public v1::OnlineKernelLearning::Service {
   class ActiveCall;
   class ObserveSession;
   class ObserveStreamReactor;
+  class RestoreSlot;
 
   enum class State { kStarting, kServing, kDraining };
 
@@ -153,7 +154,7 @@ class OklService final : public v1::OnlineKernelLearning::Service {
   // Set before the gRPC server starts (which orders it before every handler); then fixed.
   ServerMetrics* metrics_ = nullptr;
   // Restores running now (at most options_.max_concurrent_restores).
-  std::atomic<int> restores_running_{0};
+  mutable std::atomic<int> restores_running_{0};
   // Both sequentially consistent: a call counts itself in, then reads the state; the
   // drain sets the state, then reads the count. So a drain that reads 0 is never
   // followed by a call that saw kServing.
