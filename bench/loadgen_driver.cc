@@ -92,6 +92,14 @@ Result Merge(std::vector<Tally>& tallies) {
   return result;
 }
 
+// A call's deadline and, if the caller has one, its authorization.
+void PrepareContext(grpc::ClientContext* context, const Caller& caller,
+                    std::chrono::system_clock::time_point deadline) {
+  context->set_deadline(deadline);
+  if (!caller.authorization.empty())
+    context->AddMetadata("authorization", caller.authorization);
+}
+
 // Everything a caller needs besides its own state; shared, read-only during a run.
 struct RunContext {
   const std::string& method;
@@ -120,7 +128,7 @@ class AsyncUnaryCaller final : public AsyncCaller {
   void Start() override {
     const grpc::ByteBuffer& request = caller_.requests[next_++ % caller_.requests.size()];
     context_.emplace();
-    context_->set_deadline(run_.deadline);
+    PrepareContext(&*context_, caller_, run_.deadline);
     start_ = Clock::now();
     reader_ = stub_.PrepareUnaryCall(&*context_, run_.method, request, cq_);
     reader_->StartCall();
@@ -162,7 +170,7 @@ class AsyncStreamCaller final : public AsyncCaller {
 
   void Start() override {
     context_.emplace();
-    context_->set_deadline(run_.deadline);
+    PrepareContext(&*context_, caller_, run_.deadline);
     start_ = Clock::now();
     written_ = 0;
     stream_ = stub_.PrepareCall(&*context_, run_.method, cq_);
@@ -289,7 +297,7 @@ class CallbackUnaryCaller {
     const grpc::ByteBuffer& request = caller_.requests[next_ % caller_.requests.size()];
     ++next_;
     slot.context.emplace();
-    slot.context->set_deadline(run_.deadline);
+    PrepareContext(&*slot.context, caller_, run_.deadline);
     slot.response.Clear();
     start_ = Clock::now();
     stub_.UnaryCall(&*slot.context, run_.method, grpc::StubOptions(), &request, &slot.response,
@@ -352,6 +360,7 @@ class CallbackStreamCaller {
 
   void Start() { new CallbackStream(this, stub_, run_); }
 
+  const Caller& caller() const { return caller_; }
   const grpc::ByteBuffer& NextRequest() {
     return caller_.requests[next_++ % caller_.requests.size()];
   }
@@ -379,7 +388,7 @@ class CallbackStreamCaller {
 CallbackStream::CallbackStream(CallbackStreamCaller* owner, grpc::GenericStub& stub,
                                const RunContext& run)
     : owner_(owner), run_(run) {
-  context_.set_deadline(run.deadline);
+  PrepareContext(&context_, owner->caller(), run.deadline);
   stub.PrepareBidiStreamingCall(&context_, run.method, grpc::StubOptions(), this);
   start_ = Clock::now();
   StartRead(&response_);
@@ -426,7 +435,7 @@ void SyncUnaryLoop(const Caller& caller, const RunContext& run, Tally* tally) {
                                          grpc::internal::RpcMethod::NORMAL_RPC);
   for (size_t next = 0;; ++next) {
     grpc::ClientContext context;
-    context.set_deadline(run.deadline);
+    PrepareContext(&context, caller, run.deadline);
     grpc::ByteBuffer response;
     const Clock::time_point start = Clock::now();
     const grpc::Status status =
@@ -445,7 +454,7 @@ void SyncStreamLoop(const Caller& caller, const RunContext& run, Tally* tally) {
   size_t next = 0;
   for (;;) {
     grpc::ClientContext context;
-    context.set_deadline(run.deadline);
+    PrepareContext(&context, caller, run.deadline);
     grpc::ByteBuffer response;
     const Clock::time_point start = Clock::now();
     std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(

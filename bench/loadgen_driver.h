@@ -74,6 +74,9 @@ struct Window {
 struct Caller {
   std::shared_ptr<grpc::Channel> channel;
   std::vector<grpc::ByteBuffer> requests;
+  // Non-empty: the `authorization` metadata of every call ("Bearer <token>"), added to
+  // each call's context (cheaper than call credentials, and works on plaintext channels).
+  std::string authorization = "";
 };
 
 // What the callers saw inside the window.

@@ -40,7 +40,7 @@ std::string DescribeExit(int wait_status) {
 
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     const std::string& binary, const std::vector<std::string>& extra_args,
-    absl::Duration timeout) {
+    absl::Duration timeout, std::shared_ptr<grpc::ChannelCredentials> credentials) {
   std::string temp_template =
       (std::filesystem::temp_directory_path() / "okl_loadgen.XXXXXX").string();
   if (mkdtemp(temp_template.data()) == nullptr) {
@@ -96,8 +96,9 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   }
   server->address_ = absl::StrCat("127.0.0.1:", port);
 
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateChannel(server->address_, grpc::InsecureChannelCredentials());
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel(
+      server->address_,
+      credentials != nullptr ? credentials : grpc::InsecureChannelCredentials());
   absl::Status last = absl::UnavailableError("no health check answered");
   while (absl::Now() < deadline) {
     absl::StatusOr<int> health = HealthCheck(*channel, "", absl::Seconds(2));

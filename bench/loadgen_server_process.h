@@ -27,16 +27,19 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "grpcpp/security/credentials.h"
 
 namespace okl::loadgen {
 
 class ServerProcess {
  public:
   // Starts `binary` with `extra_args` after the listen and port-file flags and waits up
-  // to `timeout` for it to serve. On failure the child (if any) is killed and reaped.
+  // to `timeout` for it to serve, checking health over a channel with `credentials` (TLS
+  // ones when extra_args turn TLS on; null: plaintext). On failure the child (if any) is
+  // killed and reaped.
   static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
       const std::string& binary, const std::vector<std::string>& extra_args,
-      absl::Duration timeout);
+      absl::Duration timeout, std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
 
   ~ServerProcess();
   ServerProcess(const ServerProcess&) = delete;

@@ -38,6 +38,9 @@
 //     with 8 or 16 the health baseline loses 10-25%; 2 to 4 are best for both.
 //   - Requests are serialized once, before the run, and responses are not parsed
 //     (setup checks one Predict response): the client's CPU goes to the transport.
+//   - Security: --tls_ca_file (and --tls_cert_file/--tls_key_file for mutual TLS) and
+//     --token (or $OKL_TOKEN) measure what TLS and bearer tokens cost; the token is added
+//     to each call's context, as a client would. bench/security_cost.sh compares the three.
 //   - Each scenario's machine-wide CPU use is measured beside the client's and the
 //     spawned server's, so the table shows how much other processes disturbed it;
 //     --repetitions=N reports each scenario's fastest of N interleaved runs.
@@ -45,6 +48,9 @@
 // Example:
 //   build/bench/okl_loadgen --spawn_server=build/server/okl_server
 //   build/bench/okl_loadgen --server=localhost:50051 --models=8 --scenarios=predict,stream
+//   OKL_TOKEN=okl_... build/bench/okl_loadgen --spawn_server=build/server/okl_server
+//       --server_args="--tls_cert_file=server.pem --tls_key_file=server.key
+//       --auth_tokens_file=tokens" --tls_ca_file=ca.pem   (one command line)
 #include <grpcpp/grpcpp.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -53,12 +59,15 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -75,8 +84,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/loadgen_driver.h"
-#include "client/cli_json.h"
 #include "bench/loadgen_server_process.h"
+#include "client/cli_json.h"
 #include "google/protobuf/descriptor.h"
 #include "okl/v1/okl.grpc.pb.h"
 #include "okl/v1/okl.pb.h"
@@ -89,6 +98,17 @@ ABSL_FLAG(std::string, spawn_server, "",
 ABSL_FLAG(std::string, server_args, "",
           "Extra flags for the spawned server, space-separated, e.g. "
           "\"--observe_stream_api=callback\".");
+ABSL_FLAG(std::string, tls_ca_file, "",
+          "Connect with TLS, authenticating the server by the CA certificates (PEM) in this "
+          "file; the server's certificate must name the host of --server (127.0.0.1 with "
+          "--spawn_server, whose TLS flags go in --server_args).");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "Mutual TLS: the client's certificate chain (PEM); needs --tls_key_file and "
+          "--tls_ca_file.");
+ABSL_FLAG(std::string, tls_key_file, "", "Mutual TLS: the client's private key (PEM).");
+ABSL_FLAG(std::string, token, "",
+          "Send `authorization: Bearer TOKEN` with every call (default: $OKL_TOKEN, which "
+          "keeps the token out of the process list).");
 ABSL_FLAG(int32_t, callers, 32, "Concurrent closed-loop callers (one call in flight each).");
 ABSL_FLAG(int32_t, models, 1,
           "Models the callers spread over (caller i uses model i % models).");
@@ -162,6 +182,12 @@ constexpr double kLambda = 0.01;
 
 struct Settings {
   std::string address;
+  // TLS when tls_root_certs is set; the PEM contents of the files.
+  std::string tls_root_certs;
+  std::string tls_cert_chain;
+  std::string tls_private_key;
+  // "Bearer <token>", or empty.
+  std::string authorization;
   int callers = 0;
   int models = 0;
   int channels = 0;
@@ -265,6 +291,31 @@ grpc::ByteBuffer Serialize(const google::protobuf::Message& message) {
   return grpc::ByteBuffer(&slice, 1);
 }
 
+// "plaintext", "tls" or "mtls", with "+token" when calls carry one.
+std::string SecurityName(const Settings& s) {
+  std::string name = s.tls_root_certs.empty()   ? "plaintext"
+                     : s.tls_cert_chain.empty() ? "tls"
+                                                : "mtls";
+  if (!s.authorization.empty()) name += "+token";
+  return name;
+}
+
+// Plaintext, or TLS as the flags say.
+std::shared_ptr<grpc::ChannelCredentials> Credentials(const Settings& s) {
+  if (s.tls_root_certs.empty()) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = s.tls_root_certs;
+  ssl.pem_cert_chain = s.tls_cert_chain;
+  ssl.pem_private_key = s.tls_private_key;
+  return grpc::SslCredentials(ssl);
+}
+
+// The context of a setup call (not measured): its deadline and authorization.
+void PrepareSetupCall(grpc::ClientContext* context, const Settings& s) {
+  context->set_deadline(absl::ToChronoTime(absl::Now() + kSetupTimeout));
+  if (!s.authorization.empty()) context->AddMetadata("authorization", s.authorization);
+}
+
 std::vector<std::shared_ptr<grpc::Channel>> MakeChannels(const Settings& s) {
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (int i = 0; i < s.channels; ++i) {
@@ -274,8 +325,7 @@ std::vector<std::shared_ptr<grpc::Channel>> MakeChannels(const Settings& s) {
     args.SetInt("okl.loadgen.channel", i);
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetMaxReceiveMessageSize(kMaxReceiveBytes);
-    channels.push_back(
-        grpc::CreateCustomChannel(s.address, grpc::InsecureChannelCredentials(), args));
+    channels.push_back(grpc::CreateCustomChannel(s.address, Credentials(s), args));
   }
   return channels;
 }
@@ -309,7 +359,7 @@ absl::Status CreateModels(const Settings& s, v1::OnlineKernelLearning::Stub& stu
     config->set_regret_window(s.regret_window);
     {
       grpc::ClientContext context;
-      context.set_deadline(absl::ToChronoTime(absl::Now() + kSetupTimeout));
+      PrepareSetupCall(&context, s);
       v1::ModelInfo info;
       if (absl::Status status = FromGrpc(stub.CreateModel(&context, create, &info),
                                          absl::StrCat("CreateModel ", ModelName(m)));
@@ -323,7 +373,7 @@ absl::Status CreateModels(const Settings& s, v1::OnlineKernelLearning::Stub& stu
       const int n = std::min(kPrefillBatch, kPrefillFactor * s.budget - filled);
       for (int i = 0; i < n; ++i) source.FillExample(observe.add_examples());
       grpc::ClientContext context;
-      context.set_deadline(absl::ToChronoTime(absl::Now() + kSetupTimeout));
+      PrepareSetupCall(&context, s);
       v1::ObserveResponse response;
       if (absl::Status status = FromGrpc(stub.Observe(&context, observe, &response),
                                          absl::StrCat("Observe (prefill) ", ModelName(m)));
@@ -333,7 +383,7 @@ absl::Status CreateModels(const Settings& s, v1::OnlineKernelLearning::Stub& stu
       filled += n;
     }
     grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + kSetupTimeout));
+    PrepareSetupCall(&context, s);
     v1::ModelInfo info;
     if (absl::Status status = FromGrpc(stub.GetModel(&context, Ref(s, m), &info),
                                        absl::StrCat("GetModel ", ModelName(m)));
@@ -351,7 +401,7 @@ absl::Status CreateModels(const Settings& s, v1::OnlineKernelLearning::Stub& stu
     *predict.mutable_ref() = Ref(s, m);
     for (int i = 0; i < s.predict_batch; ++i) source.FillInput(predict.add_inputs());
     grpc::ClientContext predict_context;
-    predict_context.set_deadline(absl::ToChronoTime(absl::Now() + kSetupTimeout));
+    PrepareSetupCall(&predict_context, s);
     v1::PredictResponse predicted;
     if (absl::Status status = FromGrpc(stub.Predict(&predict_context, predict, &predicted),
                                        absl::StrCat("Predict ", ModelName(m)));
@@ -372,7 +422,7 @@ absl::Status CreateModels(const Settings& s, v1::OnlineKernelLearning::Stub& stu
 void DeleteModels(const Settings& s, v1::OnlineKernelLearning::Stub& stub) {
   for (int m = 0; m < s.models; ++m) {
     grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + kSetupTimeout));
+    PrepareSetupCall(&context, s);
     v1::DeleteModelResponse response;
     const grpc::Status status = stub.DeleteModel(&context, Ref(s, m), &response);
     if (!status.ok()) {
@@ -387,7 +437,7 @@ int64_t TotalSteps(const Settings& s, v1::OnlineKernelLearning::Stub& stub) {
   int64_t steps = 0;
   for (int m = 0; m < s.models; ++m) {
     grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + kSetupTimeout));
+    PrepareSetupCall(&context, s);
     v1::ModelInfo info;
     if (!stub.GetModel(&context, Ref(s, m), &info).ok()) return -1;
     steps += static_cast<int64_t>(info.stats().steps());
@@ -470,6 +520,7 @@ Measurement RunScenario(const Settings& s, absl::string_view name,
   for (int i = 0; i < callers; ++i) {
     plan[i].channel = channels[i % channels.size()];
     plan[i].requests = pools[i % s.models];
+    plan[i].authorization = s.authorization;
   }
   const std::string method = name == "health"    ? std::string(kHealthCheckMethod)
                              : name == "predict" ? MethodName("Predict")
@@ -612,6 +663,7 @@ void PrintJson(const Settings& s, bool spawned, const std::vector<Measurement>& 
   std::string json = "{\n";
   absl::StrAppend(&json, "  \"server\": ", JsonString(s.address), ",\n");
   absl::StrAppend(&json, "  \"spawned_server\": ", spawned ? "true" : "false", ",\n");
+  absl::StrAppend(&json, "  \"security\": ", JsonString(SecurityName(s)), ",\n");
   absl::StrAppend(&json, "  \"client_api\": ", JsonString(ClientApiName(s.api)), ",\n");
   absl::StrAppend(&json, "  \"client_threads\": ", s.client_threads, ",\n");
   absl::StrAppend(&json, "  \"callers\": ", s.callers, ",\n");
@@ -717,10 +769,10 @@ void PrintTable(const Settings& s, bool spawned, const std::vector<Measurement>&
                 const std::vector<Target>& targets, const std::string& load_before,
                 const std::string& load_after) {
   std::string out = absl::StrFormat(
-      "\nokl_loadgen: %s%s; client %s%s; %d callers over %d channels; %d model(s), d=%d, "
+      "\nokl_loadgen: %s%s, %s; client %s%s; %d callers over %d channels; %d model(s), d=%d, "
       "B=%d; %s per scenario after %s warm-up, best of %d run(s)\nload average before %s, "
       "after %s (%u CPUs)\n\n",
-      s.address, spawned ? " (spawned)" : "", ClientApiName(s.api),
+      s.address, spawned ? " (spawned)" : "", SecurityName(s), ClientApiName(s.api),
       s.api == ClientApi::kAsync ? absl::StrCat(" x", s.client_threads, " thread(s)") : "",
       s.callers, s.channels, s.models, s.dim, s.budget, absl::FormatDuration(s.duration),
       absl::FormatDuration(s.warmup), s.repetitions, load_before, load_after,
@@ -827,6 +879,36 @@ absl::StatusOr<Settings> ReadFlags() {
   if (s.address.empty() && absl::GetFlag(FLAGS_spawn_server).empty()) {
     return absl::InvalidArgumentError("give --server=host:port or --spawn_server=PATH");
   }
+
+  const std::string ca_file = absl::GetFlag(FLAGS_tls_ca_file);
+  const std::string cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  const std::string key_file = absl::GetFlag(FLAGS_tls_key_file);
+  if (cert_file.empty() != key_file.empty()) {
+    return absl::InvalidArgumentError("--tls_cert_file and --tls_key_file go together");
+  }
+  if (!cert_file.empty() && ca_file.empty()) {
+    return absl::InvalidArgumentError("--tls_cert_file (mutual TLS) needs --tls_ca_file");
+  }
+  for (const auto& [path, flag, pem] :
+       {std::tuple{ca_file, "tls_ca_file", &s.tls_root_certs},
+        std::tuple{cert_file, "tls_cert_file", &s.tls_cert_chain},
+        std::tuple{key_file, "tls_key_file", &s.tls_private_key}}) {
+    if (path.empty()) continue;
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream contents;
+    contents << in.rdbuf();
+    *pem = contents.str();
+    if (!in || pem->empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, "=", path, ": cannot read it, or it is empty"));
+    }
+  }
+  std::string token = absl::GetFlag(FLAGS_token);
+  if (token.empty()) {
+    const char* from_env = std::getenv("OKL_TOKEN");
+    if (from_env != nullptr) token = from_env;
+  }
+  if (!token.empty()) s.authorization = absl::StrCat("Bearer ", token);
   return s;
 }
 
@@ -843,7 +925,7 @@ int Main() {
     std::vector<std::string> extra =
         absl::StrSplit(absl::GetFlag(FLAGS_server_args), ' ', absl::SkipWhitespace());
     absl::StatusOr<std::unique_ptr<ServerProcess>> started =
-        ServerProcess::Start(binary, extra, kSetupTimeout);
+        ServerProcess::Start(binary, extra, kSetupTimeout, Credentials(s));
     if (!started.ok()) {
       std::fprintf(stderr, "okl_loadgen: %s\n",
                    std::string(started.status().message()).c_str());

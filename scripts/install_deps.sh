@@ -14,6 +14,7 @@ packages=(
   libssl-dev  # bearer tokens: SHA-256 and constant-time compares (server/tokens.h)
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
+  openssl  # the TLS tests and bench/security_cost.sh make their certificates with it
   # the Python client test: stubs generated at test time with protoc + grpc_python_plugin
   python3 python3-grpcio python3-protobuf python3-yaml
   # the metrics tests: promtool checks the exposition, a real Prometheus scrapes the server

@@ -121,7 +121,7 @@ class Server {
     bool skip_damaged_models = false;
     // host:port to serve Prometheus metrics on (/metrics); port 0 picks a free port, see
     // metrics_port(). Empty: no metrics endpoint. (okl_server's flag defaults to
-    // 0.0.0.0:9464.)
+    // 127.0.0.1:9464.)
     std::string metrics_address;
     // Per-model metric series for at most this many models; the rest count only in the
     // aggregate series.

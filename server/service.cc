@@ -90,12 +90,11 @@ class OklService::ActiveCall {
     service_->calls_in_flight_.fetch_add(1);
     status_ = service_->CheckServing();
     if (status_.ok() && service_->authenticator_ != nullptr) {
-      absl::string_view authorization;
       const auto& metadata = context->client_metadata();
       if (auto it = metadata.find("authorization"); it != metadata.end()) {
-        authorization = absl::string_view(it->second.data(), it->second.size());
+        authorization_ = absl::string_view(it->second.data(), it->second.size());
       }
-      absl::StatusOr<Grant> grant = service_->authenticator_->Authenticate(authorization);
+      absl::StatusOr<Grant> grant = service_->authenticator_->Authenticate(authorization_);
       if (grant.ok()) {
         grant_ = *std::move(grant);
       } else {
@@ -114,7 +113,12 @@ class OklService::ActiveCall {
 
   // PERMISSION_DENIED unless the token grants `needed` on `tenant` (`method` names the
   // call in the message); then RESOURCE_EXHAUSTED if the tenant is over its request rate.
+  // Each message of a stream is authorized again: a token revoked (SIGHUP) while the
+  // stream is open stops it at its next message.
   absl::Status Authorize(Role needed, absl::string_view tenant, absl::string_view method) const {
+    if (grant_.has_value() && authorizations_++ > 0) {
+      OKL_ASSIGN_OR_RETURN(grant_, service_->authenticator_->Authenticate(authorization_));
+    }
     if (grant_.has_value() && !grant_->Allows(needed, tenant)) {
       // The caller's own grant, so that the message says what to fix.
       const absl::Span<const std::string> tenants = grant_->tenants;
@@ -139,7 +143,10 @@ class OklService::ActiveCall {
  private:
   const OklService* const service_;
   absl::Status status_;
-  std::optional<Grant> grant_;  // none: authentication is off
+  // The call's authorization metadata (gRPC keeps it for the call's life).
+  absl::string_view authorization_;
+  mutable std::optional<Grant> grant_;  // none: authentication is off
+  mutable int authorizations_ = 0;
 };
 
 // The state of one Observe call or ObserveStream: the model it is bound to (found with

@@ -6,24 +6,29 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <system_error>
 #include <utility>
 
 #include "absl/memory/memory.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -34,6 +39,9 @@
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "grpcpp/support/client_interceptor.h"
+
+extern char** environ;
 
 #ifndef OKL_SERVER_BINARY
 #error "OKL_SERVER_BINARY must name the okl_server binary (set by tests/server/CMakeLists.txt)"
@@ -116,7 +124,63 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
                       status.error_message());
 }
 
+namespace {
+
+using Metadata = std::vector<std::pair<std::string, std::string>>;
+
+// Adds `metadata` to every call's initial metadata.
+class MetadataInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit MetadataInterceptor(std::shared_ptr<const Metadata> metadata)
+      : metadata_(std::move(metadata)) {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      std::multimap<std::string, std::string>* sent = methods->GetSendInitialMetadata();
+      for (const auto& [key, value] : *metadata_) sent->emplace(key, value);
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::shared_ptr<const Metadata> metadata_;
+};
+
+class MetadataInterceptorFactory final
+    : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit MetadataInterceptorFactory(std::shared_ptr<const Metadata> metadata)
+      : metadata_(std::move(metadata)) {}
+
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo* /*info*/) override {
+    return new MetadataInterceptor(metadata_);
+  }
+
+ private:
+  const std::shared_ptr<const Metadata> metadata_;
+};
+
+}  // namespace
+
+std::shared_ptr<grpc::ChannelCredentials> TlsCredentials(const std::string& root_certs,
+                                                         const std::string& cert_chain,
+                                                         const std::string& private_key) {
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = root_certs;
+  ssl.pem_cert_chain = cert_chain;
+  ssl.pem_private_key = private_key;
+  return grpc::SslCredentials(ssl);
+}
+
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, bool own_connection) {
+  return MakeChannel(address, ChannelSecurity(), own_connection);
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           const ChannelSecurity& security,
+                                           bool own_connection) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
@@ -126,7 +190,130 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, bool own_
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 250);
   if (own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  if (!security.tls_target_name.empty()) {
+    args.SetSslTargetNameOverride(security.tls_target_name);
+  }
+  const std::shared_ptr<grpc::ChannelCredentials> credentials =
+      security.credentials != nullptr ? security.credentials
+                                      : grpc::InsecureChannelCredentials();
+  auto metadata = std::make_shared<Metadata>(security.metadata);
+  if (!security.bearer_token.empty()) {
+    metadata->emplace_back("authorization", absl::StrCat("Bearer ", security.bearer_token));
+  }
+  if (metadata->empty()) return grpc::CreateCustomChannel(address, credentials, args);
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> factories;
+  factories.push_back(std::make_unique<MetadataInterceptorFactory>(std::move(metadata)));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(address, credentials, args,
+                                                                 std::move(factories));
+}
+
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
+  struct Socket {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ~Socket() {
+      if (fd >= 0) ::close(fd);
+    }
+  } sock;
+  if (sock.fd < 0) return ErrnoError("socket");
+  const timeval timeout = {.tv_sec = 10, .tv_usec = 0};
+  ::setsockopt(sock.fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  ::setsockopt(sock.fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(sock.fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot connect to 127.0.0.1:", port));
+  }
+  const std::string request =
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+  for (size_t sent = 0; sent < request.size();) {
+    const ssize_t n =
+        ::send(sock.fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) return ErrnoError("send");
+    sent += static_cast<size_t>(n);
+  }
+  std::string response;
+  char buffer[16384];
+  while (true) {
+    const ssize_t n = ::recv(sock.fd, buffer, sizeof(buffer), 0);
+    if (n < 0) return absl::DeadlineExceededError("recv failed or timed out");
+    if (n == 0) break;
+    response.append(buffer, static_cast<size_t>(n));
+  }
+  const size_t end_of_headers = response.find("\r\n\r\n");
+  if (end_of_headers == std::string::npos) {
+    return absl::DataLossError(absl::StrCat("no end of headers in: ", response));
+  }
+  const std::string status_line = response.substr(0, response.find("\r\n"));
+  if (!absl::StartsWith(status_line, "HTTP/1.") || !absl::StrContains(status_line, " 200 ")) {
+    return absl::UnavailableError(absl::StrCat("HTTP status: ", status_line));
+  }
+  return response.substr(end_of_headers + 4);
+}
+
+int CommandResult::exit_code() const {
+  return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
+}
+
+absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
+                                         const std::vector<std::string>& env) {
+  if (argv.empty()) return absl::InvalidArgumentError("RunCommand: no argv");
+  std::vector<std::string> args = argv;
+  std::vector<char*> arg_pointers;
+  for (std::string& arg : args) arg_pointers.push_back(arg.data());
+  arg_pointers.push_back(nullptr);
+
+  // This process's environment, with `env`'s names replaced.
+  std::vector<std::string> environment;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const absl::string_view current(*entry);
+    const absl::string_view name = current.substr(0, current.find('='));
+    const bool replaced = std::any_of(env.begin(), env.end(), [&](const std::string& given) {
+      return absl::StartsWith(given, absl::StrCat(name, "="));
+    });
+    if (!replaced) environment.emplace_back(current);
+  }
+  environment.insert(environment.end(), env.begin(), env.end());
+  std::vector<char*> env_pointers;
+  for (std::string& entry : environment) env_pointers.push_back(entry.data());
+  env_pointers.push_back(nullptr);
+
+  std::string dir_template =
+      (std::filesystem::temp_directory_path() / "okl_command.XXXXXX").string();
+  if (::mkdtemp(dir_template.data()) == nullptr) return ErrnoError("mkdtemp");
+  const std::string out_path = dir_template + "/stdout";
+  const std::string err_path = dir_template + "/stderr";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  const int spawned = ::posix_spawn(&pid, arg_pointers[0], &actions, nullptr,
+                                    arg_pointers.data(), env_pointers.data());
+  posix_spawn_file_actions_destroy(&actions);
+  CommandResult result;
+  absl::Status status;
+  if (spawned != 0) {
+    status =
+        absl::InternalError(absl::StrCat("cannot run ", argv[0], ": ", std::strerror(spawned)));
+  } else {
+    while (::waitpid(pid, &result.wait_status, 0) < 0) {
+      if (errno != EINTR) {
+        status = ErrnoError("waitpid");
+        break;
+      }
+    }
+    result.out = ReadFile(out_path);
+    result.err = ReadFile(err_path);
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_template, ignored);
+  if (!status.ok()) return status;
+  return result;
 }
 
 absl::StatusOr<int> PickUnusedPort() {
@@ -283,7 +470,7 @@ absl::Status ServerProcess::WaitUntilServing() {
     metrics_port_ = 0;
   }
 
-  channel_ = MakeChannel(address());
+  channel_ = MakeChannel(address(), options_.channel_security);
   stub_ = v1::OnlineKernelLearning::NewStub(channel_);
   absl::Status last = absl::UnknownError("no health check made");
   while (absl::Now() < deadline) {
@@ -300,15 +487,19 @@ absl::Status ServerProcess::WaitUntilServing() {
 
 std::string ServerProcess::address() const {
   const std::vector<std::string> parts = absl::StrSplit(options_.listen, ':');
-  const std::string host =
-      parts.size() == 2 && !parts[0].empty() && parts[0] != "0.0.0.0" ? parts[0] : "127.0.0.1";
+  std::string host = "127.0.0.1";
+  if (!options_.connect_host.empty()) {
+    host = options_.connect_host;
+  } else if (parts.size() == 2 && !parts[0].empty() && parts[0] != "0.0.0.0") {
+    host = parts[0];
+  }
   int port = port_;
   if (port == 0 && parts.size() == 2) (void)absl::SimpleAtoi(parts[1], &port);
   return absl::StrCat(host, ":", port);
 }
 
 std::shared_ptr<grpc::Channel> ServerProcess::NewChannel() const {
-  return MakeChannel(address(), /*own_connection=*/true);
+  return MakeChannel(address(), options_.channel_security, /*own_connection=*/true);
 }
 
 absl::Status ServerProcess::Signal(int signal) {

@@ -6,9 +6,10 @@
 // that outlives it, for restart tests), waits (bounded) for the port file and for health
 // SERVING, and hands out a channel and a stub. Stop() sends SIGTERM and waits for the
 // exit; the destructor SIGKILLs a server still running and removes its temporary
-// directory, so no test leaks a process. The child also dies with
-// SIGKILL if the thread that started it exits first (PR_SET_PDEATHSIG): start servers
-// from the test's main thread.
+// directory, so no test leaks a process. The child also dies with SIGKILL if the thread
+// that started it exits first (PR_SET_PDEATHSIG): start servers from the test's main
+// thread. For a server with TLS or bearer tokens, options' channel_security says how the
+// harness's channels connect (see ChannelSecurity).
 //
 // The helpers below speak grpc.health.v1 and grpc.reflection.v1alpha without generated
 // stubs (Debian's libgrpc++ ships neither proto): the messages are tiny and are encoded
@@ -24,6 +25,12 @@
 //   okl::v1::ModelInfo info;
 //   grpc::Status status = (*server)->stub().GetModel(&context, ref, &info);
 //   absl::StatusOr<int> exit = (*server)->Stop();  // a wait(2) status
+//
+//   // TLS and a bearer token (certificates from tests/server/test_certs.h):
+//   ServerProcess::Start({.flags = {"--tls_cert_file=...", "--tls_key_file=...",
+//                                   "--auth_tokens_file=..."},
+//                         .channel_security = {.credentials = TlsCredentials(ca_pem),
+//                                              .bearer_token = token}});
 #ifndef OKL_TESTS_SERVER_SERVER_PROCESS_H_
 #define OKL_TESTS_SERVER_SERVER_PROCESS_H_
 
@@ -33,6 +40,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -42,9 +50,37 @@
 #include "grpcpp/channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/security/credentials.h"
 #include "okl/v1/okl.grpc.pb.h"
 
 namespace okl::testing {
+
+// How a test's channel reaches the server: its credentials, the name it expects in the
+// server's certificate, and metadata every call carries. The default is plaintext with
+// no metadata.
+//
+// The metadata is added by a client interceptor, not by call credentials: plaintext
+// credentials cannot be composed with call credentials (grpc::CompositeChannelCredentials
+// takes secure ones only) and a plaintext connection refuses call credentials of the
+// default security level, while an interceptor works the same on both, and may send what
+// no call credentials would (a malformed authorization).
+struct ChannelSecurity {
+  // Null: plaintext (grpc::InsecureChannelCredentials()).
+  std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr;
+  // Non-empty: the name the server's certificate must carry, instead of the host of the
+  // address connected to (GRPC_SSL_TARGET_NAME_OVERRIDE_ARG; TLS only).
+  std::string tls_target_name = "";
+  // Non-empty: every call carries `authorization: Bearer <bearer_token>`.
+  std::string bearer_token = "";
+  // Any other metadata every call carries, as given, e.g. {"authorization", "Basic x"}.
+  std::vector<std::pair<std::string, std::string>> metadata = {};
+};
+
+// TLS credentials trusting `root_certs` (PEM), with a client certificate if `cert_chain`
+// and `private_key` are given (mutual TLS).
+std::shared_ptr<grpc::ChannelCredentials> TlsCredentials(const std::string& root_certs,
+                                                         const std::string& cert_chain = "",
+                                                         const std::string& private_key = "");
 
 struct ServerProcessOptions {
   // Extra command-line flags, e.g. "--max_models=2". They follow the harness's own
@@ -65,6 +101,14 @@ struct ServerProcessOptions {
   // a write that would grow any file past it fails with EFBIG: a full disk, as far as
   // the store can tell. (The server's log file is bound by it too.)
   std::optional<uint64_t> file_size_limit = std::nullopt;
+  // The harness's channels (channel(), NewChannel(), and the health checks that wait for
+  // SERVING): plaintext without metadata by default. A server with --tls_cert_file needs
+  // TLS credentials here; one with --auth_tokens_file, a bearer token for okl calls
+  // (health needs none).
+  ChannelSecurity channel_security = {};
+  // The host address() names (and the channels connect to), e.g. "localhost" to match a
+  // certificate's DNS name. Empty: the --listen host, or 127.0.0.1 for 0.0.0.0.
+  std::string connect_host = "";
 };
 
 // grpc.health.v1.HealthCheckResponse.ServingStatus.
@@ -106,7 +150,8 @@ class ServerProcess {
   // A channel (and a stub over it) made once the server was reachable.
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
   v1::OnlineKernelLearning::Stub& stub() const { return *stub_; }
-  // A channel over its own TCP connection, e.g. to see whether the server still accepts.
+  // A channel over its own TCP connection, e.g. to see whether the server still accepts;
+  // with options' channel_security.
   std::shared_ptr<grpc::Channel> NewChannel() const;
 
   // Sends `signal` to the server without waiting.
@@ -147,6 +192,14 @@ class ServerProcess {
 // channels.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
                                            bool own_connection = false);
+// The same, with `security`'s credentials, target name and metadata.
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           const ChannelSecurity& security,
+                                           bool own_connection = false);
+
+// A plain HTTP/1.0 GET of http://127.0.0.1:<port><path> (e.g. the metrics endpoint's
+// /metrics); the body of a 200 response, an error otherwise. Bounded by 10 s.
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
 
 // One call to any method, by name, with raw message bytes: the client side of a bidi
 // stream, which on the wire serves unary and server-streaming methods as well. Every
@@ -207,6 +260,22 @@ absl::StatusOr<std::vector<std::string>> ListServicesByReflection(
 
 // Converts a grpc::Status (same code numbers, message kept).
 absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// What a finished command printed, and how it ended.
+struct CommandResult {
+  int wait_status = 0;  // as from wait(2)
+  std::string out;      // its stdout
+  std::string err;      // its stderr
+
+  // The exit code, or -1 if the command did not exit by itself (a signal).
+  int exit_code() const;
+};
+
+// Runs argv[0] (a path; not looked up in PATH) with argv, stdin from /dev/null, and the
+// environment of this process with `env` ("NAME=value" each) set on top of it; waits
+// for it to end. An error only if it cannot be run at all.
+absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
+                                         const std::vector<std::string>& env = {});
 
 // A TCP port on 127.0.0.1 that was free a moment ago (bound, then released).
 absl::StatusOr<int> PickUnusedPort();
