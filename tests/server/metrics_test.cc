@@ -151,50 +151,7 @@ std::pair<int, std::string> Promtool(const std::string& text) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
 }
 
-// A plain HTTP/1.0 GET of http://127.0.0.1:<port><path>; the body of a 200 response.
-absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
-  struct Socket {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    ~Socket() {
-      if (fd >= 0) close(fd);
-    }
-  } sock;
-  if (sock.fd < 0) return absl::InternalError("socket() failed");
-  const timeval timeout = {.tv_sec = 10, .tv_usec = 0};
-  setsockopt(sock.fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  setsockopt(sock.fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-  sockaddr_in address = {};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
-  if (connect(sock.fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot connect to port ", port));
-  }
-  const std::string request =
-      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-  for (size_t sent = 0; sent < request.size();) {
-    const ssize_t n = send(sock.fd, request.data() + sent, request.size() - sent, 0);
-    if (n <= 0) return absl::UnavailableError("send failed");
-    sent += static_cast<size_t>(n);
-  }
-  std::string response;
-  char buffer[16384];
-  while (true) {
-    const ssize_t n = recv(sock.fd, buffer, sizeof(buffer), 0);
-    if (n < 0) return absl::DeadlineExceededError("recv failed or timed out");
-    if (n == 0) break;
-    response.append(buffer, static_cast<size_t>(n));
-  }
-  const size_t end_of_headers = response.find("\r\n\r\n");
-  if (end_of_headers == std::string::npos) {
-    return absl::DataLossError(absl::StrCat("no end of headers in: ", response));
-  }
-  const std::string status_line = response.substr(0, response.find("\r\n"));
-  if (!absl::StartsWith(status_line, "HTTP/1.") || !absl::StrContains(status_line, " 200 ")) {
-    return absl::UnavailableError(absl::StrCat("HTTP status: ", status_line));
-  }
-  return response.substr(end_of_headers + 4);
-}
+using ::okl::testing::HttpGet;  // tests/server/server_process.h
 
 // --- Models -----------------------------------------------------------------------------
 
