@@ -37,7 +37,8 @@ echo "== address + undefined-behaviour sanitizer build"
 configure build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOKL_SANITIZE=address,undefined \
   -DOKL_BUILD_BENCHMARKS=OFF
 cmake --build build/asan -j "$jobs"
-ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build/asan -j "$jobs" --output-on-failure \
+ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$root/tests/lsan_suppressions.txt:print_suppressions=0 \
+  ctest --test-dir build/asan -j "$jobs" --output-on-failure \
   --timeout 900
 
 echo "== libFuzzer targets, 60 s each (tests/fuzz)"
