@@ -5,7 +5,7 @@ Run it with Debian's /usr/bin/python3 (python3-grpcio and python3-protobuf are i
 only there), against a running okl_server (scripts/run.sh starts one on 127.0.0.1:50051):
 
   /usr/bin/python3 client/python/okl_example.py data.csv
-  /usr/bin/python3 client/python/okl_example.py --embedding=7 ../shared/data/mg30.dat
+  /usr/bin/python3 client/python/okl_example.py --embedding=7 data/mg30.dat
 
 The input is CSV, one example per line, x1,...,xd,y (d is taken from the first row), or
 with --embedding=L a time series, one value per line, turned into examples on the fly:

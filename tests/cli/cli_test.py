@@ -4,7 +4,7 @@
 Run by ctest with Debian's /usr/bin/python3:
 
   cli_test.py --okl=build/client/okl --server=build/server/okl_server \
-      --repo=. --data_dir=../shared/data
+      --repo=. --data_dir=data
 
 One okl_server (memory only, free loopback ports; tests/system/okl_system.py's harness)
 serves every test; each test uses its own models. Covered: the README walkthrough, run
@@ -39,8 +39,8 @@ COMMAND_TIMEOUT_S = 60
 
 # The README's walkthrough ("The okl tool"): the first ```sh block after the line that
 # names this test, read from README.md itself so that the two cannot drift apart. It runs
-# verbatim from a directory laid out like the repository root (client/examples,
-# ../shared/data) with `okl` on PATH and OKL_SERVER pointing at the test's server.
+# verbatim from a directory laid out like the repository root (client/examples, data)
+# with `okl` on PATH and OKL_SERVER pointing at the test's server.
 WALKTHROUGH_MARKER = "`tests/cli/cli_test.py` runs exactly these lines"
 
 
@@ -153,8 +153,7 @@ class OklCliTest(unittest.TestCase):
         os.makedirs(os.path.join(root, "client"))
         os.symlink(os.path.join(ARGS.repo, "client", "examples"),
                    os.path.join(root, "client", "examples"))
-        os.makedirs(self.path("walkthrough/shared"))
-        os.symlink(os.path.abspath(ARGS.data_dir), self.path("walkthrough/shared/data"))
+        os.symlink(os.path.abspath(ARGS.data_dir), os.path.join(root, "data"))
         bin_dir = self.path("walkthrough/bin")
         os.makedirs(bin_dir)
         os.symlink(os.path.abspath(ARGS.okl), os.path.join(bin_dir, "okl"))
@@ -515,7 +514,7 @@ def main():
     parser.add_argument("--okl", required=True, help="the okl binary")
     parser.add_argument("--server", required=True, help="the okl_server binary")
     parser.add_argument("--repo", required=True, help="the repository root")
-    parser.add_argument("--data_dir", required=True, help="../shared/data")
+    parser.add_argument("--data_dir", required=True, help="the repository's data/")
     ARGS, rest = parser.parse_known_args()
     unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
 

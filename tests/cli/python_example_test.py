@@ -6,7 +6,7 @@ Run by ctest with Debian's /usr/bin/python3:
   python_example_test.py --example=client/python/okl_example.py \
       --server=build/server/okl_server --okl=build/client/okl --protoc=/usr/bin/protoc \
       --grpc_python_plugin=/usr/bin/grpc_python_plugin --proto_dir=proto \
-      --data_dir=../shared/data
+      --data_dir=data
 
 The example generates its stubs itself (into a temporary directory), streams the
 Mackey-Glass series (embedded on the fly) and a CSV file, and prints predictions; the

@@ -1,7 +1,7 @@
 // NormaModel learns on real streams: the prequential (predict, then learn) error falls as
 // the stream proceeds. Mackey-Glass (delay 30) is one-step-ahead regression on a time
 // embedding; Adult ("a9a") is binary classification with 123 sparse binary features.
-// The data sets are read in place from OKL_DATA_DIR (see ../shared/data/README.md).
+// The data sets are read in place from OKL_DATA_DIR (see data/README.md).
 //
 // The thresholds were measured with the configurations below (which are deterministic:
 // no randomness anywhere) and are asserted with a stated margin, so that a regression in

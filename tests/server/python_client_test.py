@@ -5,7 +5,7 @@ Run by ctest with Debian's /usr/bin/python3 (python3-grpcio, python3-protobuf):
 
   python_client_test.py --server=build/server/okl_server --protoc=/usr/bin/protoc \
       --grpc_python_plugin=/usr/bin/grpc_python_plugin --proto_dir=proto \
-      --data_dir=../shared/data
+      --data_dir=data
 
 The stubs are generated at test time into a temporary directory (never into the tree).
 The server runs on a free loopback port (--listen=127.0.0.1:0 --port_file). The test
