@@ -62,30 +62,6 @@ bool Verbose() { return std::getenv("OKL_DURABILITY_VERBOSE") != nullptr; }
 
 // --- Fixtures --------------------------------------------------------------------------
 
-// A directory for --data_dir that outlives the servers started on it.
-class TempDir {
- public:
-  TempDir() {
-    std::string path =
-        (std::filesystem::temp_directory_path() / "okl_durability_test.XXXXXX").string();
-    if (::mkdtemp(path.data()) == nullptr) {
-      ADD_FAILURE() << "mkdtemp failed";
-      return;
-    }
-    path_ = path;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-  // The store's directory inside it (created by the server).
-  std::string data_dir() const { return path_ + "/data"; }
-
- private:
-  std::string path_;
-};
-
 std::unique_ptr<ServerProcess> StartServer(const std::string& data_dir,
                                            std::vector<std::string> flags = {}) {
   absl::StatusOr<std::unique_ptr<ServerProcess>> server =
@@ -437,7 +413,7 @@ class CrashTest : public ::testing::TestWithParam<CrashCase> {};
 TEST_P(CrashTest, RestartAfterSigkillHoldsExactlyTheAcknowledgedBatchesAndAWholeBatchPrefix) {
   const CrashCase param = GetParam();
   std::mt19937_64 random(param.seed);
-  TempDir dir;
+  TempDir dir("okl_durability_test");
   std::vector<std::string> flags;
   if (param.frequent_checkpoints) {
     flags.push_back("--checkpoint_every_examples=50");
@@ -687,7 +663,7 @@ class ChurnCrashTest : public ::testing::TestWithParam<uint64_t> {};
 // one in flight did): no checkpoint of a replaced or deleted incarnation resurfaces.
 TEST_P(ChurnCrashTest, RestartAfterSigkillAmidRestoreDeleteAndCreate) {
   std::mt19937_64 random(GetParam());
-  TempDir dir;
+  TempDir dir("okl_durability_test");
   const std::vector<std::string> flags = {"--checkpoint_every_examples=50",
                                           "--checkpoint_every=20ms"};
   std::vector<std::string> snapshots;
@@ -737,7 +713,7 @@ INSTANTIATE_TEST_SUITE_P(Seeds, ChurnCrashTest, ::testing::Values(21, 22, 23, 24
 // --- Graceful restart ------------------------------------------------------------------
 
 TEST(DurabilityTest, RestartAfterSigtermRestoresIdenticalModelsAndReplaysNothing) {
-  TempDir dir;
+  TempDir dir("okl_durability_test");
   const std::vector<v1::ModelRef> refs = {Ref("acme", "regression"), Ref("acme", "classifier"),
                                           Ref("zeta", "sparse")};
   const std::vector<v1::ModelConfig> configs = {RegressionConfig(), ClassificationConfig(),
@@ -824,7 +800,7 @@ TEST(DurabilityTest, RestartAfterSigtermRestoresIdenticalModelsAndReplaysNothing
 // --- Create, Delete, Restore -----------------------------------------------------------
 
 TEST(DurabilityTest, CreatedModelSurvivesSigkillWithoutAnyExample) {
-  TempDir dir;
+  TempDir dir("okl_durability_test");
   std::unique_ptr<ServerProcess> server = StartServer(dir.data_dir());
   ASSERT_NE(server, nullptr);
   const v1::ModelRef ref = Ref("acme", "fresh");
@@ -844,7 +820,7 @@ TEST(DurabilityTest, CreatedModelSurvivesSigkillWithoutAnyExample) {
 }
 
 TEST(DurabilityTest, DeletedModelDoesNotComeBackAfterSigkillOrSigterm) {
-  TempDir dir;
+  TempDir dir("okl_durability_test");
   const std::vector<v1::Vector> probes = MakeProbes(4, 8, 3);
   std::unique_ptr<ServerProcess> server = StartServer(dir.data_dir());
   ASSERT_NE(server, nullptr);
@@ -903,7 +879,7 @@ TEST(DurabilityTest, DeletedModelDoesNotComeBackAfterSigkillOrSigterm) {
 }
 
 TEST(DurabilityTest, RestoredModelSurvivesSigkillBitIdentically) {
-  TempDir dir;
+  TempDir dir("okl_durability_test");
   const std::vector<v1::Vector> probes = MakeProbes(4, 8, 5);
   std::unique_ptr<ServerProcess> server = StartServer(dir.data_dir());
   ASSERT_NE(server, nullptr);
@@ -955,7 +931,7 @@ TEST(DurabilityTest, RestoredModelSurvivesSigkillBitIdentically) {
 // stay applied) is logged whole and replayed through the same batch boundaries, so the
 // restored model stops at the same example.
 TEST(DurabilityTest, BatchThatDivergedPartWayReplaysIdentically) {
-  TempDir dir;
+  TempDir dir("okl_durability_test");
   const v1::ModelConfig config = ParseConfig(R"pb(
     dim: 1
     kernel { linear { c: 0 } }
@@ -1013,7 +989,7 @@ TEST(DurabilityTest, BatchThatDivergedPartWayReplaysIdentically) {
 // the store sees as it would a full disk. It needs no privileges (a small tmpfs would
 // need mount(2), i.e. root).
 TEST(DurabilityTest, ObserveFailsAndChangesNothingWhenTheStoreCannotWrite) {
-  TempDir dir;
+  TempDir dir("okl_durability_test");
   const v1::ModelConfig config = ParseConfig(R"pb(
     dim: 16
     kernel { gaussian { gamma: 0.5 } }
@@ -1130,7 +1106,7 @@ TEST(DurabilityTest, ObserveFailsAndChangesNothingWhenTheStoreCannotWrite) {
 // messages before the failing one stay applied, each whole, and they are exactly what a
 // restart (with room again) restores.
 TEST(DurabilityTest, ObserveStreamThatFillsTheDiskKeepsTheMessagesBeforeTheFailure) {
-  TempDir dir;
+  TempDir dir("okl_durability_test");
   const v1::ModelConfig config = ParseConfig(R"pb(
     dim: 16
     kernel { gaussian { gamma: 0.5 } }
@@ -1240,7 +1216,7 @@ void ExpectRefusesToStart(const std::string& data_dir, absl::string_view model) 
 }
 
 TEST(DurabilityTest, DamagedModelStopsTheServerUnlessSkipped) {
-  TempDir dir;
+  TempDir dir("okl_durability_test");
   const std::vector<v1::Vector> probes = MakeProbes(4, 8, 13);
   const v1::ModelRef victim = Ref("acme", "victim-model");
   const v1::ModelRef healthy = Ref("acme", "healthy");
@@ -1281,7 +1257,7 @@ TEST(DurabilityTest, DamagedModelStopsTheServerUnlessSkipped) {
 // server/model_store.h's layout a model's log is "i/<incarnation>/l/<seq>", and the
 // victim has three records where the healthy model has one.
 TEST(DurabilityTest, DamagedLogRecordStopsTheServerUnlessSkipped) {
-  TempDir dir;
+  TempDir dir("okl_durability_test");
   const std::vector<v1::Vector> probes = MakeProbes(4, 8, 19);
   const v1::ModelRef victim = Ref("acme", "victim-model");
   const v1::ModelRef healthy = Ref("acme", "healthy");
@@ -1333,7 +1309,7 @@ TEST(DurabilityTest, DamagedLogRecordStopsTheServerUnlessSkipped) {
 }
 
 TEST(DurabilityTest, DataDirThatIsARegularFileStopsTheServer) {
-  TempDir dir;
+  TempDir dir("okl_durability_test");
   const std::string file = dir.path() + "/not-a-directory";
   std::ofstream(file) << "a regular file\n";
   absl::StatusOr<std::unique_ptr<ServerProcess>> server =
@@ -1346,7 +1322,7 @@ TEST(DurabilityTest, DataDirThatIsARegularFileStopsTheServer) {
 }
 
 TEST(DurabilityTest, SecondServerOnTheSameDataDirStopsAndTheFirstKeepsServing) {
-  TempDir dir;
+  TempDir dir("okl_durability_test");
   std::unique_ptr<ServerProcess> first = StartServer(dir.data_dir());
   ASSERT_NE(first, nullptr);
   const v1::ModelRef ref = Ref("acme", "owned");
@@ -1375,7 +1351,7 @@ TEST(DurabilityTest, SecondServerOnTheSameDataDirStopsAndTheFirstKeepsServing) {
 // --- No store --------------------------------------------------------------------------
 
 TEST(DurabilityTest, EmptyDataDirKeepsModelsInMemoryOnly) {
-  TempDir dir;
+  TempDir dir("okl_durability_test");
   const std::vector<std::string> flags = {"--data_dir="};  // wins over the harness's
   std::unique_ptr<ServerProcess> server = StartServer(dir.data_dir(), flags);
   ASSERT_NE(server, nullptr);

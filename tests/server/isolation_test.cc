@@ -233,25 +233,6 @@ std::unique_ptr<Stub> OwnStub(const ServerProcess& server) {
       MakeChannel(server.address(), /*own_connection=*/true));
 }
 
-// A directory removed at the end of the test, for a --data_dir that outlives a server.
-class TempDir {
- public:
-  TempDir() {
-    std::string name =
-        (std::filesystem::temp_directory_path() / "okl_isolation_test.XXXXXX").string();
-    if (::mkdtemp(name.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
-    path_ = name;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  std::string data_dir() const { return path_ + "/data"; }
-
- private:
-  std::string path_;
-};
-
 // --- Calls --------------------------------------------------------------------------------
 
 // A Restore whose chunks the test writes one at a time: to hold the call open, or to see
@@ -912,7 +893,7 @@ TEST(RestartTest, ServerRestartsAfterObserveAndSigtermForEveryKindOfValidConfig)
                              regret_window: 50
                              budget { max_terms: 40 })pb"},
   };
-  TempDir dir;
+  TempDir dir("okl_isolation_test");
   std::unique_ptr<ServerProcess> server = StartServer({}, {.data_dir = dir.data_dir()});
   ASSERT_NE(server, nullptr);
   std::vector<std::unique_ptr<CoreTwin>> twins;
@@ -1115,7 +1096,7 @@ TEST(SnapshotLimitTest, ConfigWhoseSnapshotCouldExceed2GiBIsInvalidArgument) {
 // 1 s, 2 s, 4 s, ... (not every 100 ms poll), counted, and loses nothing: the log keeps
 // every example, so a restart with room restores them all.
 TEST(CheckpointBackoffTest, FailedCheckpointIsRetriedWithBackoffAndLosesNothing) {
-  TempDir dir;
+  TempDir dir("okl_isolation_test");
   // 1200 terms: the server applies (and logs) an Observe in groups of 2^26 / (dim x
   // max_terms) = 1747 examples, so the 1500 below are one log record.
   const v1::ModelConfig config = ParseConfig(R"pb(
@@ -1212,7 +1193,7 @@ TEST(CheckpointBackoffTest, FailedCheckpointIsRetriedWithBackoffAndLosesNothing)
 // partly applied: a retry would apply the first groups twice. The full disk here holds
 // the first group's log record and not the second's.
 TEST(FullDiskTest, APartlyAppliedObserveIsNotAnsweredWithARetryableCode) {
-  TempDir dir;
+  TempDir dir("okl_isolation_test");
   // dim 32, 2000 terms: groups of 2^26 / 64000 = 1048 examples, ~277 KB of log each.
   const v1::ModelConfig config = ParseConfig(R"pb(
     dim: 32

@@ -33,6 +33,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "gtest/gtest.h"
 #include "google/protobuf/unknown_field_set.h"
 #include "grpc/grpc.h"
 #include "grpcpp/create_channel.h"
@@ -314,6 +315,21 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
   std::filesystem::remove_all(dir_template, ignored);
   if (!status.ok()) return status;
   return result;
+}
+
+TempDir::TempDir(absl::string_view prefix) {
+  std::string path = (std::filesystem::temp_directory_path() /
+                      absl::StrCat(prefix, ".XXXXXX")).string();
+  if (::mkdtemp(path.data()) == nullptr) {
+    ADD_FAILURE() << "mkdtemp failed";
+    return;
+  }
+  path_ = path;
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
 }
 
 absl::StatusOr<int> PickUnusedPort() {

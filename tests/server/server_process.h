@@ -277,6 +277,23 @@ struct CommandResult {
 absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
                                          const std::vector<std::string>& env = {});
 
+// A fresh directory under the system's temporary directory, named after `prefix`, removed
+// with everything in it when the object goes; for a --data_dir that outlives a server.
+class TempDir {
+ public:
+  explicit TempDir(absl::string_view prefix = "okl_test");
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  // The store's directory inside it (created by the server).
+  std::string data_dir() const { return path_ + "/data"; }
+
+ private:
+  std::string path_;  // empty if it could not be made (the test has failed then)
+};
+
 // A TCP port on 127.0.0.1 that was free a moment ago (bound, then released).
 absl::StatusOr<int> PickUnusedPort();
 
