@@ -54,6 +54,10 @@ constexpr int64_t kDimensions[] = {8, 32, 128};
 // The informative variants (SMALLEST policy, averaged) run at this one size.
 constexpr int64_t kVariantTerms = 1024;
 constexpr int64_t kVariantDimension = 32;
+// MERGE against OLDEST at the budgets of the published budgeted learners, at a9a's d.
+constexpr int64_t kMergeTerms[] = {100, 1000};
+constexpr int64_t kMergeDimension = 123;
+constexpr double kMergePerOldestTarget = 2.0;
 
 // Timed loops cycle through this many pre-generated inputs, so that they allocate nothing
 // and the model sees fresh points. A power of two: the index wraps with a mask.
@@ -204,6 +208,13 @@ void BM_Observe(benchmark::State& state) {
 // Informative: SMALLEST must find min |alpha| among the terms and the new one.
 void BM_ObserveSmallest(benchmark::State& state) {
   ObserveLoop(state, BudgetPolicy::kSmallest, /*averaged=*/false);
+}
+
+// MERGE: a second sweep (k(x_m, .) for the smallest term m), a table lookup per
+// same-sign term, and an exact merge of the few the lookups cannot rule out. Target: at
+// most 2x Observe(OLDEST) of the same size (kMergeTerms).
+void BM_ObserveMerge(benchmark::State& state) {
+  ObserveLoop(state, BudgetPolicy::kMerge, /*averaged=*/false);
 }
 
 // Informative: the averaged hypothesis keeps two more numbers per term up to date.
@@ -431,6 +442,14 @@ void PrintSummary(const SummaryReporter& reporter, SummaryTime summary_time,
     if (predict) std::fprintf(out, "  = %.2f x Predict", *ns / *predict);
     std::fprintf(out, "\n");
   }
+  for (int64_t terms : kMergeTerms) {
+    const auto merge = time("BM_ObserveMerge", terms, kMergeDimension);
+    const auto oldest_here = time("BM_ObserveOldestBesideMerge", terms, kMergeDimension);
+    if (!merge || !oldest_here) continue;
+    std::fprintf(out, "B=%" PRId64 " d=%" PRId64 ": Observe(MERGE) %8.0f ns  %s\n", terms,
+                 kMergeDimension, *merge,
+                 Ratio(merge, oldest_here, kMergePerOldestTarget, &passed, &checked).c_str());
+  }
   std::fprintf(out, "%d of %d targets met; load average before %s, after %s (%ld CPUs)\n",
                passed, checked, load_before.c_str(), LoadAverage().c_str(),
                sysconf(_SC_NPROCESSORS_ONLN));
@@ -472,6 +491,12 @@ void RegisterBenchmarks() {
   }
   configure(benchmark::RegisterBenchmark("BM_ObserveSmallest", BM_ObserveSmallest),
             kVariantTerms, kVariantDimension);
+  for (int64_t terms : kMergeTerms) {
+    configure(benchmark::RegisterBenchmark("BM_ObserveOldestBesideMerge", BM_Observe), terms,
+              kMergeDimension);
+    configure(benchmark::RegisterBenchmark("BM_ObserveMerge", BM_ObserveMerge), terms,
+              kMergeDimension);
+  }
   configure(benchmark::RegisterBenchmark("BM_ObserveAveraged", BM_ObserveAveraged),
             kVariantTerms, kVariantDimension);
 }

@@ -117,12 +117,16 @@ absl::Status ValidateLearningRate(const LearningRateConfig& rate, double lambda)
                        " is not one of CONSTANT, INVERSE_SQRT, POWER"));
   }
   // Every schedule is non-increasing in t, so eta_1 = eta0 is the largest rate and
-  // eta0 * lambda < 1 gives eta_t * lambda < 1 for every t: the shrink factor
-  // (1 - eta_t lambda) stays positive.
-  if (!(rate.eta0 * lambda < 1)) {
+  // eta0 * lambda <= 1 gives eta_t * lambda <= 1 for every t: the shrink factor
+  // (1 - eta_t lambda) never goes negative. It may be 0 only at t = 1 of a decreasing
+  // schedule (Pegasos: POWER, theta 1, eta0 = 1 / lambda), where it multiplies the
+  // still-empty model by 0; a constant rate would wipe the model on every step.
+  const bool decreasing = rate.schedule != Schedule::kConstant;
+  if (decreasing ? !(rate.eta0 * lambda <= 1) : !(rate.eta0 * lambda < 1)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "learning_rate.eta0 * lambda must be below 1 (the shrink factor 1 - eta_t lambda "
-        "must stay positive), got ",
+        "learning_rate.eta0 * lambda must be ", decreasing ? "at most 1" : "below 1",
+        " (the shrink factor 1 - eta_t lambda must not go negative",
+        decreasing ? "" : ", nor be 0 on every step of a CONSTANT rate", "), got ",
         rate.eta0, " * ", lambda, " = ", rate.eta0 * lambda));
   }
   return absl::OkStatus();
@@ -134,10 +138,11 @@ absl::Status ValidateBudget(const BudgetConfig& budget) {
                                                    kMaxTerms, " (0: no budget), got ",
                                                    budget.max_terms));
   }
-  if (budget.policy != BudgetPolicy::kOldest && budget.policy != BudgetPolicy::kSmallest) {
+  if (budget.policy != BudgetPolicy::kOldest && budget.policy != BudgetPolicy::kSmallest &&
+      budget.policy != BudgetPolicy::kMerge) {
     return absl::InvalidArgumentError(absl::StrCat("budget.policy ",
                                                    static_cast<int>(budget.policy),
-                                                   " is not one of OLDEST, SMALLEST"));
+                                                   " is not one of OLDEST, SMALLEST, MERGE"));
   }
   return CheckNonNegative("budget.drop_below", budget.drop_below);
 }
@@ -176,6 +181,17 @@ absl::Status ValidateConfig(const ModelConfig& config) {
   OKL_RETURN_IF_ERROR(CheckNonNegative("lambda", config.lambda));
   OKL_RETURN_IF_ERROR(ValidateLearningRate(config.learning_rate, config.lambda));
   OKL_RETURN_IF_ERROR(ValidateBudget(config.budget));
+  if (config.budget.policy == BudgetPolicy::kMerge && config.kernel.type != KernelType::kGaussian) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "budget.policy MERGE needs the gaussian kernel (merging two terms into one point "
+        "relies on its form), got ", KernelTypeName(config.kernel.type),
+        "; use OLDEST or SMALLEST"));
+  }
+  if (config.loss.type == LossType::kNovelty && config.offset) {
+    return absl::InvalidArgumentError(
+        "offset must be false for the novelty loss: its margin rho already plays the "
+        "offset's role (f(x) < rho flags a novelty), and b and rho would drift together");
+  }
   if (config.regret_window > kMaxRegretWindow) {
     return absl::InvalidArgumentError(absl::StrCat("regret_window must be at most ",
                                                    kMaxRegretWindow, " (0: off), got ",
@@ -229,6 +245,7 @@ absl::string_view BudgetPolicyName(BudgetPolicy policy) {
   switch (policy) {
     case BudgetPolicy::kOldest: return "oldest";
     case BudgetPolicy::kSmallest: return "smallest";
+    case BudgetPolicy::kMerge: return "merge";
   }
   return "unknown";
 }

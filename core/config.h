@@ -92,6 +92,9 @@ struct LearningRateConfig {
 enum class BudgetPolicy {
   kOldest,    // drop the oldest term (seed 003's truncation)
   kSmallest,  // drop the term of smallest |alpha|, the newest included; oldest on a tie
+  // Merge the term of smallest |alpha| into the same-sign term whose merge loses the least
+  // RKHS norm (Wang, Crammer and Vucetic 2012); gaussian kernel only. See core/merge.h.
+  kMerge,
 };
 
 struct BudgetConfig {

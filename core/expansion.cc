@@ -68,6 +68,13 @@ double Expansion::Dot(const Kernel& kernel, absl::Span<const double> x) const {
   return sum;
 }
 
+void Expansion::KernelValues(const Kernel& kernel, absl::Span<const double> x,
+                             absl::Span<double> out) const {
+  ForEachBlock(kernel, x, [&](size_t first, size_t rows, const AlignedConstMap& k) {
+    std::copy_n(k.data(), rows, out.data() + first);
+  });
+}
+
 double Expansion::AveragedDot(const Kernel& kernel, absl::Span<const double> x,
                               double average_sum) const {
   double sum = 0;
@@ -155,6 +162,13 @@ size_t Expansion::SmallestSlot() const {
     }
   }
   return best;
+}
+
+size_t Expansion::OldestSlotAtMost(double max_abs) const {
+  for (const uint32_t slot : by_age_) {
+    if (std::abs(coefficients_[slot]) <= max_abs) return slot;
+  }
+  return size_;
 }
 
 double Expansion::MinAbsCoefficient() const {

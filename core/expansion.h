@@ -51,6 +51,10 @@ class Expansion {
   // sum_i a_i k(x_i, x) over all terms, in slot order.
   double Dot(const Kernel& kernel, absl::Span<const double> x) const;
 
+  // out[i] = k(x_i, x) for every slot i; out.size() must be size().
+  void KernelValues(const Kernel& kernel, absl::Span<const double> x,
+                    absl::Span<double> out) const;
+
   // sum_i (base_i + a_i (average_sum - mark_i)) k(x_i, x): the summed coefficients of the
   // averaged hypothesis (see NormaModel). Requires tracks_average().
   double AveragedDot(const Kernel& kernel, absl::Span<const double> x,
@@ -69,6 +73,8 @@ class Expansion {
   size_t OldestSlot() const { return by_age_.front(); }
   // The slot of smallest |a_i|, the earliest added on a tie. Requires size() > 0.
   size_t SmallestSlot() const;
+  // The slot of the earliest added term with |a_i| <= max_abs; size() if there is none.
+  size_t OldestSlotAtMost(double max_abs) const;
   // min_i |a_i|, +infinity when empty.
   double MinAbsCoefficient() const;
 

@@ -130,9 +130,10 @@ absl::Status ModelEntry::ValidateBatch(absl::Span<const double> xs,
 }
 
 absl::Status ModelEntry::PredictBatch(absl::Span<const double> xs, absl::Span<double> out,
-                                      PredictionMode mode) const {
+                                      PredictionMode mode, double* margin) const {
   ReaderLock lock(&mu_);
   OKL_RETURN_IF_ERROR(CheckLive());
+  if (margin != nullptr) *margin = norma_->stats().margin;
   return norma_->PredictBatch(xs, out, mode);
 }
 

@@ -102,10 +102,12 @@ class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
   // a whole request first and then apply it in parts.
   absl::Status ValidateBatch(absl::Span<const double> xs, absl::Span<const double> ys) const
       ABSL_LOCKS_EXCLUDED(mu_);
-  // NormaModel::PredictBatch under a reader lock.
+  // NormaModel::PredictBatch under a reader lock. If `margin` is not null, it receives the
+  // model's margin (rho of novelty, see ModelStats::margin) read under the same lock, so
+  // that a novelty decision f(x) < rho compares the prediction with its own model's rho.
   absl::Status PredictBatch(absl::Span<const double> xs, absl::Span<double> out,
-                            PredictionMode mode = PredictionMode::kConfigured) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+                            PredictionMode mode = PredictionMode::kConfigured,
+                            double* margin = nullptr) const ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::StatusOr<ModelSummary> Summary() const ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<ModelState> ExportState() const ABSL_LOCKS_EXCLUDED(mu_);

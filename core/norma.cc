@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/merge.h"
 #include "core/status_macros.h"
 
 namespace okl {
@@ -18,6 +19,9 @@ namespace {
 constexpr double kMinScale = 0x1p-8;
 // The running scale sum u of the averaged hypothesis is folded when it exceeds this.
 constexpr double kMaxAverageSum = 0x1p8;
+// MERGE picks the oldest of the terms whose |alpha| is within this relative distance of the
+// smallest: far above rounding (1e-13 after many steps), far below real differences.
+constexpr double kMergeTieTolerance = 1e-9;
 
 absl::Status CheckFiniteValues(absl::string_view name, absl::Span<const double> values) {
   for (size_t i = 0; i < values.size(); ++i) {
@@ -401,6 +405,10 @@ void NormaModel::InsertWithinBudget(absl::Span<const double> x, double coefficie
   // Full: one of the size + 1 candidates goes. The new term is the newest, so it is never
   // the OLDEST victim, and on a SMALLEST tie the older term goes and the new one stays.
   ++terms_removed_;
+  if (config_.budget.policy == BudgetPolicy::kMerge) {
+    MergeSmallestTerm(x, coefficient);
+    return;
+  }
   size_t victim;
   if (config_.budget.policy == BudgetPolicy::kOldest) {
     victim = expansion_.OldestSlot();
@@ -410,6 +418,97 @@ void NormaModel::InsertWithinBudget(absl::Span<const double> x, double coefficie
   }
   expansion_.Replace(victim, x, coefficient, steps_, average_sum_);
   min_abs_coefficient_bound_ = std::min(min_abs_coefficient_bound_, abs_coefficient);
+}
+
+void NormaModel::MergeSmallestTerm(absl::Span<const double> x, double coefficient) {
+  // m: the smallest |a| of the size + 1 terms, the oldest of those within a relative
+  // kMergeTieTolerance of it. Terms often tie in exact arithmetic (with Pegasos steps
+  // every unmerged term has |alpha| = 1 / (lambda t)), and rounding must not decide.
+  const size_t size = expansion_.size();
+  const size_t new_term = size;  // the candidate index that stands for the new term
+  const double smallest = std::min(expansion_.MinAbsCoefficient(), std::abs(coefficient));
+  const size_t oldest_smallest =
+      expansion_.OldestSlotAtMost(smallest * (1 + kMergeTieTolerance));
+  const bool m_is_new = oldest_smallest == size;
+  const size_t m = oldest_smallest;
+  absl::Span<const double> x_m = x;
+  if (!m_is_new) {
+    merge_scratch_.resize(config_.dim);
+    expansion_.CopySupport(m, merge_scratch_.data());
+    x_m = merge_scratch_;
+  }
+  const double a_m = m_is_new ? coefficient : expansion_.coefficient(m);
+  auto coefficient_of = [&](size_t i) {
+    return i == new_term ? coefficient : expansion_.coefficient(i);
+  };
+
+  // k(x_m, x_n) for every candidate n, the new term last; then the merge loss of each
+  // same-sign candidate estimated from the table, and the best upper bound on a loss.
+  kernel_values_.resize(size + 1);
+  expansion_.KernelValues(kernel_, x_m, absl::MakeSpan(kernel_values_).first(size));
+  kernel_values_[new_term] = m_is_new ? 1.0 : kernel_.Evaluate(x_m, x);
+  merge_estimates_.assign(size + 1, {.loss = std::numeric_limits<double>::infinity()});
+  double best_bound = std::numeric_limits<double>::infinity();
+  for (size_t n = 0; n <= size; ++n) {
+    const double a_n = coefficient_of(n);
+    if (n == m || a_m == 0 || !(a_m * a_n > 0)) continue;
+    merge_estimates_[n] =
+        EstimateGaussianMergeLoss(std::abs(a_m), std::abs(a_n), kernel_values_[n]);
+    best_bound = std::min(best_bound, merge_estimates_[n].loss + merge_estimates_[n].error);
+  }
+  // Only the candidates the estimates cannot rule out are merged exactly; the least loss
+  // wins, the lowest candidate index on a tie.
+  size_t partner = new_term + 1;  // none
+  GaussianMerge best;
+  for (size_t n = 0; n <= size; ++n) {
+    if (merge_estimates_[n].loss - merge_estimates_[n].error > best_bound) continue;
+    const GaussianMerge merge = MergeGaussianPair(
+        std::abs(a_m), std::abs(coefficient_of(n)), kernel_values_[n]);
+    if (partner > new_term || merge.loss < best.loss) {
+      partner = n;
+      best = merge;
+    }
+  }
+
+  if (partner > new_term) {
+    // No term of m's sign: m is removed, as SMALLEST would.
+    if (!m_is_new) expansion_.Replace(m, x, coefficient, steps_, average_sum_);
+    min_abs_coefficient_bound_ = expansion_.MinAbsCoefficient();
+    return;
+  }
+  // z = h x_m + (1 - h) x_n takes the partner's slot (m's if the partner is the new
+  // term); the new term, if it is neither, takes m's.
+  const double sign = a_m > 0 ? 1.0 : -1.0;
+  const double a_z = sign * best.coefficient;
+  const size_t z_slot = partner == new_term ? m : partner;
+  std::vector<double>& z = merge_point_;
+  z.resize(config_.dim);
+  for (size_t j = 0; j < config_.dim; ++j) {
+    const double x_n = partner == new_term ? x[j] : expansion_.support(partner, j);
+    z[j] = best.h * x_m[j] + (1 - best.h) * x_n;
+  }
+  // The averaged hypothesis' summed coefficients merge the same way: their best
+  // approximation by a multiple of k(z, .), sum_m k(x_m, z) + sum_n k(x_n, z).
+  auto summed = [&](size_t i) {
+    return i == new_term ? 0.0
+                         : expansion_.average_base(i) +
+                               expansion_.coefficient(i) *
+                                   (average_sum_ - expansion_.average_mark(i));
+  };
+  const double summed_z = config_.averaged
+                              ? summed(m) * best.k_mz + summed(partner) * best.k_nz
+                              : 0.0;
+  const uint64_t added_at =
+      m_is_new || partner == new_term
+          ? steps_
+          : std::max(expansion_.added_at(m), expansion_.added_at(partner));
+  expansion_.Replace(z_slot, z, a_z, added_at, average_sum_);
+  if (config_.averaged) expansion_.set_average_base(z_slot, summed_z);
+  if (!m_is_new && partner != new_term) {
+    expansion_.Replace(m, x, coefficient, steps_, average_sum_);
+  }
+  min_abs_coefficient_bound_ =
+      std::min({min_abs_coefficient_bound_, std::abs(a_z), std::abs(coefficient)});
 }
 
 double NormaModel::PredictUnchecked(absl::Span<const double> x, PredictionMode mode) const {

@@ -41,6 +41,7 @@
 #include "core/kernel.h"
 #include "core/learning_rate.h"
 #include "core/loss.h"
+#include "core/merge.h"
 #include "core/regret.h"
 #include "core/regret_window.h"
 
@@ -178,6 +179,9 @@ class NormaModel {
   // the step adds none). Writes the candidate into the expansion if it survives.
   void InsertWithinBudget(absl::Span<const double> x, double coefficient);
   void DropBelowThreshold();
+  // MERGE on a full expansion: merges the smallest |a| of the expansion and the new term
+  // (core/merge.h) into its best same-sign partner, or removes it if there is none.
+  void MergeSmallestTerm(absl::Span<const double> x, double coefficient);
   // Removes every term whose unscaled coefficient satisfies `remove`.
   template <typename Predicate>
   void RemoveTermsWhere(Predicate remove);
@@ -203,6 +207,11 @@ class NormaModel {
   // A lower bound on min_i |a_i| (unscaled), so that drop_below needs a scan only when a
   // term may really have fallen below the threshold.
   double min_abs_coefficient_bound_ = 0.0;
+  // MergeSmallestTerm's buffers, kept to spare a step the allocations.
+  std::vector<double> kernel_values_;
+  std::vector<MergeLossEstimate> merge_estimates_;
+  std::vector<double> merge_scratch_;
+  std::vector<double> merge_point_;
 };
 
 }  // namespace okl

@@ -253,15 +253,16 @@ std::vector<BadCase> BadCases() {
       {"budget policy out of range",
        [](ModelConfig& c) { c.budget.policy = static_cast<BudgetPolicy>(99); }, "policy"},
   };
-  // eta_1 = eta0 is the largest rate of every schedule, so eta0 * lambda >= 1 makes the
-  // very first shrinkage factor (1 - eta_1 lambda) non-positive whatever the schedule.
+  // eta_1 = eta0 is the largest rate of every schedule, so eta0 * lambda > 1 makes the
+  // very first shrinkage factor (1 - eta_1 lambda) negative whatever the schedule; = 1
+  // makes it 0, which only a decreasing schedule may do (on its first step, Pegasos).
+  cases.push_back({"eta0 * lambda == 1, CONSTANT",
+                   [](ModelConfig& c) {
+                     c.learning_rate = {.schedule = Schedule::kConstant, .eta0 = 2.0};
+                     c.lambda = 0.5;
+                   },
+                   "lambda"});
   for (Schedule schedule : {Schedule::kConstant, Schedule::kInverseSqrt, Schedule::kPower}) {
-    cases.push_back({"eta0 * lambda == 1, " + std::string(ScheduleName(schedule)),
-                     [schedule](ModelConfig& c) {
-                       c.learning_rate = {.schedule = schedule, .eta0 = 2.0, .theta = 0.5};
-                       c.lambda = 0.5;
-                     },
-                     "lambda"});
     cases.push_back({"eta0 * lambda > 1, " + std::string(ScheduleName(schedule)),
                      [schedule](ModelConfig& c) {
                        c.learning_rate = {.schedule = schedule, .eta0 = 4.0, .theta = 1.0};
@@ -269,6 +270,18 @@ std::vector<BadCase> BadCases() {
                      },
                      "lambda"});
   }
+  cases.push_back({"MERGE with a laplacian kernel",
+                   [](ModelConfig& c) {
+                     c.kernel = {.type = KernelType::kLaplacian, .gamma = 1.0};
+                     c.budget = {.max_terms = 10, .policy = BudgetPolicy::kMerge};
+                   },
+                   "MERGE"});
+  cases.push_back({"novelty with an offset",
+                   [](ModelConfig& c) {
+                     c.loss = {.type = LossType::kNovelty, .rho = 1.0};
+                     c.offset = true;
+                   },
+                   "offset"});
   return cases;
 }
 
@@ -280,6 +293,18 @@ TEST(ValidateConfigTest, RejectsEachBadValueWithInvalidArgumentNamingTheField) {
     absl::Status status = ValidateConfig(config);
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
     EXPECT_THAT(std::string(status.message()), NamesField(bad.field));
+  }
+}
+
+// Pegasos: eta_t = 1 / (lambda t), POWER with theta 1 and eta0 = 1 / lambda, whose first
+// shrink factor is exactly 0; and MERGE with the gaussian kernel.
+TEST(ValidateConfigTest, AcceptsPegasosStepsAndMerge) {
+  for (Schedule schedule : {Schedule::kInverseSqrt, Schedule::kPower}) {
+    ModelConfig config = GoodConfig();
+    config.lambda = 1e-4;
+    config.learning_rate = {.schedule = schedule, .eta0 = 1e4, .theta = 1.0};
+    config.budget = {.max_terms = 100, .policy = BudgetPolicy::kMerge};
+    EXPECT_TRUE(ValidateConfig(config).ok()) << ValidateConfig(config);
   }
 }
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "client/data_reader.h"
@@ -112,6 +113,57 @@ TEST(NormaRealDataTest, AdultPrequentialMistakeRateFalls) {
   // most 19.6%, 1 point above the measured rate.
   EXPECT_LT(later, early - 0.01) << "early " << early << ", later " << later;
   EXPECT_LT(later, 0.196) << "measured 0.1862";
+}
+
+// Test accuracy on a9a_test after one pass over all of a9a_train (sign(f(x)) = y; 0 is a
+// mistake).
+double A9aTestAccuracy(const ModelConfig& config) {
+  absl::StatusOr<Dataset> train = ReadLibsvm(DataPath("a9a_train.txt"), 123);
+  absl::StatusOr<Dataset> test = ReadLibsvm(DataPath("a9a_test.txt"), 123);
+  EXPECT_TRUE(train.ok() && test.ok());
+  if (!train.ok() || !test.ok()) return 0;
+  absl::StatusOr<std::unique_ptr<NormaModel>> model = NormaModel::Create(config);
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return 0;
+  std::vector<Observation> observations;
+  const absl::Status observed = (*model)->ObserveBatch(train->x, train->y, &observations);
+  EXPECT_TRUE(observed.ok()) << observed;
+  EXPECT_LE((*model)->expansion_size(), config.budget.max_terms);
+  std::vector<double> predictions(test->size());
+  EXPECT_TRUE((*model)->PredictBatch(test->x, absl::MakeSpan(predictions)).ok());
+  size_t correct = 0;
+  for (size_t i = 0; i < test->size(); ++i) correct += predictions[i] * test->y[i] > 0;
+  return static_cast<double>(correct) / static_cast<double>(test->size());
+}
+
+// The budgeted learners of Wang, Crammer and Vucetic (JMLR 13, 2012, Table 3) at 100
+// terms: client/examples/a9a_pegasos_merge.textproto and a9a_merge.textproto (~0.5 s each;
+// ~10 s under ASan). Measured: Pegasos steps with MERGE 84.99% (published BPegasos with
+// merging: 84.55%); NORMA with MERGE 83.67% against 80.64% with OLDEST at the same
+// budget. Asserted: Pegasos + MERGE at least 84.6% (the target, 0.4 points below
+// the measured figure), and merging at least 2 points ahead of OLDEST for NORMA.
+TEST(NormaRealDataTest, AdultTestAccuracyWithMergingAt100Terms) {
+  ModelConfig pegasos;
+  pegasos.dim = 123;
+  pegasos.kernel = {.type = KernelType::kGaussian, .gamma = 0.05};
+  pegasos.loss = {.type = LossType::kHinge, .rho = 1.0};
+  pegasos.lambda = 0.0003;
+  pegasos.learning_rate = {
+      .schedule = Schedule::kPower, .eta0 = 1 / pegasos.lambda, .theta = 1.0};
+  pegasos.budget = {.max_terms = 100, .policy = BudgetPolicy::kMerge};
+  EXPECT_GE(A9aTestAccuracy(pegasos), 0.846) << "measured 0.8499";
+
+  ModelConfig norma;
+  norma.dim = 123;
+  norma.kernel = {.type = KernelType::kGaussian, .gamma = 0.1};
+  norma.loss = {.type = LossType::kHinge, .rho = 1.0};
+  norma.learning_rate = {.schedule = Schedule::kConstant, .eta0 = 0.5};
+  norma.lambda = 0.001;
+  norma.budget = {.max_terms = 100, .policy = BudgetPolicy::kMerge};
+  const double merged = A9aTestAccuracy(norma);
+  norma.budget.policy = BudgetPolicy::kOldest;
+  const double oldest = A9aTestAccuracy(norma);
+  EXPECT_GT(merged, oldest + 0.02) << "measured 0.8367 against 0.8064";
 }
 
 }  // namespace

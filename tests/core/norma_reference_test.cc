@@ -126,7 +126,7 @@ struct ScheduleCase {
   double drop_below;
 };
 
-enum class BudgetKind { kNone, kOldest, kSmallest, kDropBelow };
+enum class BudgetKind { kNone, kOldest, kSmallest, kMerge, kDropBelow };
 
 struct BudgetCase {
   const char* name;
@@ -170,6 +170,7 @@ const BudgetCase kBudgets[] = {
     {"Unbudgeted", BudgetKind::kNone},
     {"Oldest", BudgetKind::kOldest},
     {"Smallest", BudgetKind::kSmallest},
+    {"Merge", BudgetKind::kMerge},  // gaussian kernel only
     {"DropBelow", BudgetKind::kDropBelow},
 };
 
@@ -186,6 +187,9 @@ constexpr size_t kBudgetedSteps = 10000;
 // Without a budget the squared, logistic and Huber losses add a term on every step, so a
 // step costs O(t) and a stream O(T^2) kernel evaluations: 1,000 steps keep it cheap.
 constexpr size_t kUnbudgetedSteps = 1000;
+// The reference's merge searches every candidate pair from the vectors on a grid: ~10^4
+// kernel evaluations a step, so MERGE streams are shorter (merging from step ~51 on).
+constexpr size_t kMergeSteps = 1500;
 
 using Param = std::tuple<KernelCase, LossCase, ScheduleCase, BudgetCase, bool>;
 
@@ -207,11 +211,40 @@ ModelConfig MakeConfig(const Param& param) {
     case BudgetKind::kSmallest:
       config.budget = {.max_terms = kMaxTerms, .policy = BudgetPolicy::kSmallest};
       break;
+    case BudgetKind::kMerge:
+      config.budget = {.max_terms = kMaxTerms, .policy = BudgetPolicy::kMerge};
+      break;
     case BudgetKind::kDropBelow:
       config.budget = {.drop_below = schedule.drop_below};
       break;
   }
   return config;
+}
+
+// Every combination of the given cases, with and without an offset, but those
+// ValidateConfig rejects: MERGE with a kernel other than the gaussian, novelty with an
+// offset.
+std::vector<Param> Combinations(std::vector<KernelCase> kernels, std::vector<LossCase> losses,
+                                std::vector<ScheduleCase> schedules,
+                                std::vector<BudgetCase> budgets) {
+  std::vector<Param> params;
+  for (const KernelCase& kernel : kernels) {
+    for (const LossCase& loss : losses) {
+      for (const ScheduleCase& schedule : schedules) {
+        for (const BudgetCase& budget : budgets) {
+          for (const bool offset : {false, true}) {
+            if (budget.kind == BudgetKind::kMerge &&
+                kernel.config.type != KernelType::kGaussian) {
+              continue;
+            }
+            if (offset && loss.config.type == LossType::kNovelty) continue;
+            params.emplace_back(kernel, loss, schedule, budget, offset);
+          }
+        }
+      }
+    }
+  }
+  return params;
 }
 
 std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
@@ -283,7 +316,14 @@ void ExpectAgreement(const ModelConfig& config, const Stream& stream,
 }
 
 size_t StreamLength(const BudgetCase& budget) {
-  return budget.kind == BudgetKind::kNone ? kUnbudgetedSteps : kBudgetedSteps;
+  switch (budget.kind) {
+    case BudgetKind::kNone:
+      return kUnbudgetedSteps;
+    case BudgetKind::kMerge:
+      return kMergeSteps;
+    default:
+      return kBudgetedSteps;
+  }
 }
 
 // Every combination, with the averaged hypothesis tracked (so that both the current and
@@ -298,12 +338,13 @@ TEST_P(NormaReferenceCombinationTest, MatchesReferenceOnEveryPredictionAndStatis
                                      StreamLength(std::get<BudgetCase>(param)), kSeed));
 }
 
-INSTANTIATE_TEST_SUITE_P(AllCombinations, NormaReferenceCombinationTest,
-                         ::testing::Combine(::testing::ValuesIn(kKernels),
-                                            ::testing::ValuesIn(kLosses),
-                                            ::testing::ValuesIn(kSchedules),
-                                            ::testing::ValuesIn(kBudgets), ::testing::Bool()),
-                         ParamName);
+INSTANTIATE_TEST_SUITE_P(
+    AllCombinations, NormaReferenceCombinationTest,
+    ::testing::ValuesIn(Combinations({std::begin(kKernels), std::end(kKernels)},
+                                     {std::begin(kLosses), std::end(kLosses)},
+                                     {std::begin(kSchedules), std::end(kSchedules)},
+                                     {std::begin(kBudgets), std::end(kBudgets)})),
+    ParamName);
 
 // Without the averaged hypothesis core keeps no averaging state, a separate code path
 // through appends, removals and renormalisation. It is independent of the kernel and the
@@ -319,13 +360,31 @@ TEST_P(NormaReferenceUnaveragedTest, MatchesReferenceOnEveryPredictionAndStatist
                                      StreamLength(std::get<BudgetCase>(param)), kSeed));
 }
 
-INSTANTIATE_TEST_SUITE_P(Unaveraged, NormaReferenceUnaveragedTest,
-                         ::testing::Combine(::testing::Values(kKernels[0]),
-                                            ::testing::Values(kLosses[0],
-                                                              kLosses[6]),  // Squared, NuHinge
-                                            ::testing::ValuesIn(kSchedules),
-                                            ::testing::ValuesIn(kBudgets), ::testing::Bool()),
-                         ParamName);
+INSTANTIATE_TEST_SUITE_P(
+    Unaveraged, NormaReferenceUnaveragedTest,
+    ::testing::ValuesIn(Combinations({kKernels[0]}, {kLosses[0], kLosses[6]},  // Squared, NuHinge
+                                     {std::begin(kSchedules), std::end(kSchedules)},
+                                     {std::begin(kBudgets), std::end(kBudgets)})),
+    ParamName);
+
+// Pegasos steps (BPegasos in Wang, Crammer and Vucetic 2012): eta_t = 1 / (lambda t),
+// POWER with theta 1 and eta0 = 1 / lambda, whose first shrink factor is exactly 0. Every
+// term is born at |alpha| = eta_t and shrinks to 1 / (lambda T) by step T, so the budget
+// policies meet near-ties on every step.
+TEST(NormaReferenceTest, MatchesReferenceWithPegasosSteps) {
+  for (const BudgetPolicy policy : {BudgetPolicy::kOldest, BudgetPolicy::kMerge}) {
+    SCOPED_TRACE(BudgetPolicyName(policy));
+    ModelConfig config;
+    config.dim = kDim;
+    config.kernel = {.type = KernelType::kGaussian, .gamma = 2.0};
+    config.loss = {.type = LossType::kHinge, .rho = 1.0};
+    config.lambda = 0.1;
+    config.learning_rate = {.schedule = Schedule::kPower, .eta0 = 10.0, .theta = 1.0};
+    config.budget = {.max_terms = kMaxTerms, .policy = policy};
+    config.averaged = true;
+    ExpectAgreement(config, MakeStream(Labels::kClassification, kMergeSteps, kSeed + 5));
+  }
+}
 
 // eta lambda = 0.05 for 10,000 steps: unrenormalised, the scale factor would reach
 // 0.95^10000 ~ 1e-223 (and underflow long before the averaged sums did); core must fold it

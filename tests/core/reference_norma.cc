@@ -191,6 +191,11 @@ void ReferenceNorma::EnforceBudget() {
     // terms_ is in insertion order, so index 0 is the oldest, and the first minimum
     // found by a strict comparison is the earliest added among equals.
     size_t victim = 0;
+    if (budget.policy == BudgetPolicy::kMerge) {
+      MergeSmallest();
+      ++terms_removed_;
+      continue;
+    }
     if (budget.policy == BudgetPolicy::kSmallest) {
       for (size_t i = 1; i < terms_.size(); ++i) {
         if (std::abs(terms_[i].alpha) < std::abs(terms_[victim].alpha)) victim = i;
@@ -199,6 +204,106 @@ void ReferenceNorma::EnforceBudget() {
     terms_.erase(terms_.begin() + static_cast<std::ptrdiff_t>(victim));
     ++terms_removed_;
   }
+}
+
+namespace {
+
+// The point h x_m + (1 - h) x_n.
+std::vector<double> Between(const std::vector<double>& x_m, const std::vector<double>& x_n,
+                            double h) {
+  std::vector<double> z(x_m.size());
+  for (size_t j = 0; j < z.size(); ++j) z[j] = h * x_m[j] + (1.0 - h) * x_n[j];
+  return z;
+}
+
+}  // namespace
+
+ReferenceMerge ReferenceMergePair(const KernelConfig& kernel, const std::vector<double>& x_m,
+                                  double alpha_m, const std::vector<double>& x_n,
+                                  double alpha_n) {
+  // The coefficient of z that best replaces the two terms, its derivative in h, and the
+  // squared RKHS distance |alpha_m phi(x_m) + alpha_n phi(x_n) - alpha_z phi(z)|^2, from
+  // the vectors themselves (d/dh |x - z|^2 = -2 (x - z).(x_m - x_n)).
+  const double gamma = kernel.gamma;
+  auto merged = [&](double h, double* slope) {
+    const std::vector<double> z = Between(x_m, x_n, h);
+    const double k_mz = ReferenceKernel(kernel, x_m, z);
+    const double k_nz = ReferenceKernel(kernel, x_n, z);
+    double dm = 0.0, dn = 0.0;
+    for (size_t j = 0; j < z.size(); ++j) {
+      dm += (x_m[j] - z[j]) * (x_m[j] - x_n[j]);
+      dn += (x_n[j] - z[j]) * (x_m[j] - x_n[j]);
+    }
+    if (slope != nullptr) *slope = 2 * gamma * (alpha_m * k_mz * dm + alpha_n * k_nz * dn);
+    return alpha_m * k_mz + alpha_n * k_nz;
+  };
+  // |alpha_z| is what a merge maximises. Scan all of [0, 1] on a fine grid, then bisect
+  // the slope of |alpha_z| in the grid cell beside the best point.
+  constexpr int kSteps = 50;
+  int best = 0;
+  for (int i = 1; i <= kSteps; ++i) {
+    if (std::abs(merged(double(i) / kSteps, nullptr)) >
+        std::abs(merged(double(best) / kSteps, nullptr))) {
+      best = i;
+    }
+  }
+  const double sign = alpha_m + alpha_n > 0 ? 1.0 : -1.0;
+  double h = double(best) / kSteps;
+  double slope = 0.0;
+  merged(h, &slope);
+  if (sign * slope != 0.0) {
+    double lo = sign * slope > 0 ? h : std::max(0.0, double(best - 1) / kSteps);
+    double hi = sign * slope > 0 ? std::min(1.0, double(best + 1) / kSteps) : h;
+    for (;;) {
+      const double mid = 0.5 * (lo + hi);
+      if (mid <= lo || mid >= hi) break;
+      merged(mid, &slope);
+      (sign * slope > 0 ? lo : hi) = mid;
+    }
+    h = std::abs(merged(lo, nullptr)) >= std::abs(merged(hi, nullptr)) ? lo : hi;
+  }
+  ReferenceMerge merge;
+  merge.h = h;
+  merge.z = Between(x_m, x_n, h);
+  merge.k_mz = ReferenceKernel(kernel, x_m, merge.z);
+  merge.k_nz = ReferenceKernel(kernel, x_n, merge.z);
+  merge.alpha = alpha_m * merge.k_mz + alpha_n * merge.k_nz;
+  const double k_mn = ReferenceKernel(kernel, x_m, x_n);
+  merge.loss = alpha_m * alpha_m + alpha_n * alpha_n + merge.alpha * merge.alpha +
+               2 * alpha_m * alpha_n * k_mn - 2 * alpha_m * merge.alpha * merge.k_mz -
+               2 * alpha_n * merge.alpha * merge.k_nz;
+  return merge;
+}
+
+void ReferenceNorma::MergeSmallest() {
+  // m: the oldest term (terms_ is in insertion order) whose |alpha| is within a relative
+  // 1e-9 of the smallest.
+  double smallest = std::abs(terms_[0].alpha);
+  for (const Term& term : terms_) smallest = std::min(smallest, std::abs(term.alpha));
+  size_t m = 0;
+  while (std::abs(terms_[m].alpha) > smallest * (1 + 1e-9)) ++m;
+  size_t partner = terms_.size();
+  ReferenceMerge best;
+  for (size_t n = 0; n < terms_.size(); ++n) {
+    if (n == m || !(terms_[m].alpha * terms_[n].alpha > 0)) continue;
+    ReferenceMerge merge = ReferenceMergePair(config_.kernel, terms_[m].x, terms_[m].alpha,
+                                              terms_[n].x, terms_[n].alpha);
+    if (partner == terms_.size() || merge.loss < best.loss) {
+      partner = n;
+      best = std::move(merge);
+    }
+  }
+  if (partner == terms_.size()) {
+    terms_.erase(terms_.begin() + static_cast<std::ptrdiff_t>(m));
+    return;
+  }
+  // The merged term takes the place of the newer of the two.
+  Term& merged = terms_[std::max(m, partner)];
+  const Term& term_m = terms_[m];
+  const Term& term_n = terms_[partner];
+  const double alpha_sum = term_m.alpha_sum * best.k_mz + term_n.alpha_sum * best.k_nz;
+  merged = Term{.x = best.z, .alpha = best.alpha, .alpha_sum = alpha_sum};
+  terms_.erase(terms_.begin() + static_cast<std::ptrdiff_t>(std::min(m, partner)));
 }
 
 void ReferenceNorma::Evaluate(absl::Span<const double> x, bool averaged, double* sum,

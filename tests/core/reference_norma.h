@@ -44,6 +44,22 @@ ReferenceLossPoint ReferenceLoss(const LossConfig& config, double y, double f, d
 // eta_t, t >= 1.
 double ReferenceLearningRate(const LearningRateConfig& config, uint64_t t);
 
+// The MERGE policy's merge of alpha_m k(x_m, .) and alpha_n k(x_n, .) (same sign) into
+// alpha k(z, .), z = h x_m + (1 - h) x_n, found from the vectors themselves: h on all of
+// [0, 1] maximising |alpha|, alpha = alpha_m k(x_m, z) + alpha_n k(x_n, z), and `loss`
+// the squared RKHS distance between the two terms and the merged one.
+struct ReferenceMerge {
+  double h = 0.0;
+  std::vector<double> z;
+  double alpha = 0.0;
+  double k_mz = 0.0;
+  double k_nz = 0.0;
+  double loss = 0.0;
+};
+ReferenceMerge ReferenceMergePair(const KernelConfig& kernel, const std::vector<double>& x_m,
+                                  double alpha_m, const std::vector<double>& x_n,
+                                  double alpha_n);
+
 // What one ReferenceNorma::Observe reports.
 struct ReferenceObservation {
   double prediction = 0.0;  // p_t = f_t(x_t), before the update
@@ -91,6 +107,9 @@ class ReferenceNorma {
   void Evaluate(absl::Span<const double> x, bool averaged, double* sum,
                 double* magnitude) const;
   void EnforceBudget();
+  // MERGE: merges the smallest |alpha| into the same-sign term whose merge loses least
+  // (removes it if there is none).
+  void MergeSmallest();
 
   ModelConfig config_;
   std::deque<Term> terms_;  // in the order they were added: the oldest first

@@ -1,0 +1,165 @@
+#include "core/merge.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+namespace okl {
+namespace {
+
+constexpr int kGridIntervals = 16;  // MergeGaussianPair's grid on [0, 1/2]
+// The estimate's table: max_h g over a in [0, 1/2] x k_mn in [0, 1].
+constexpr int kTableA = 64;   // intervals of a
+constexpr int kTableK = 128;  // intervals of k_mn
+
+// g(h) = a k^((1-h)^2) + (1 - a) k^(h^2), with log_k = ln k_mn < 0.
+double MergedFraction(double a, double log_k, double h) {
+  return a * std::exp(log_k * (1 - h) * (1 - h)) + (1 - a) * std::exp(log_k * h * h);
+}
+
+// s(h) = g'(h) / (2 ln(1/k)) = a (1 - h) k^((1-h)^2) - (1 - a) h k^(h^2) has g's sign.
+// argmax of g on [0, 1/2], for a in (0, 1/2] and k in (0, 1). g rises at h = 0 and does
+// not rise at h = 1/2, so every maximum is a root of s: the one beside the best point of
+// the grid, found to the last bit.
+double BestPosition(double a, double log_k) {
+  int best = 0;
+  double best_value = MergedFraction(a, log_k, 0.0);
+  for (int i = 1; i <= kGridIntervals; ++i) {
+    const double value = MergedFraction(a, log_k, 0.5 * i / kGridIntervals);
+    if (value > best_value) {
+      best = i;
+      best_value = value;
+    }
+  }
+  const double at_best = 0.5 * best / kGridIntervals;
+  const double slope = a * (1 - at_best) * std::exp(log_k * (1 - at_best) * (1 - at_best)) -
+                       (1 - a) * at_best * std::exp(log_k * at_best * at_best);
+  if (slope == 0) return at_best;
+  // Rising at the best grid point: the peak lies before the next one; else before it.
+  // Newton's method on the slope, kept inside the bracket (bisecting where a step would
+  // leave it), until the bracket or the step vanishes.
+  double lo = slope > 0 ? at_best : 0.5 * (best - 1) / kGridIntervals;
+  double hi = slope > 0 ? 0.5 * (best + 1) / kGridIntervals : at_best;
+  double h = at_best;
+  for (int iteration = 0; iteration < 100; ++iteration) {
+    const double e1 = std::exp(log_k * (1 - h) * (1 - h));
+    const double e2 = std::exp(log_k * h * h);
+    const double s = a * (1 - h) * e1 - (1 - a) * h * e2;
+    if (s == 0) return h;
+    (s > 0 ? lo : hi) = h;
+    const double ds = -a * e1 * (1 + 2 * log_k * (1 - h) * (1 - h)) -
+                      (1 - a) * e2 * (1 + 2 * log_k * h * h);
+    double next = ds < 0 ? h - s / ds : 0.5 * (lo + hi);
+    if (!(next > lo && next < hi)) next = 0.5 * (lo + hi);
+    if (next == h || next <= lo || next >= hi) break;
+    h = next;
+  }
+  return h;
+}
+
+// max_h g(h) for a in (0, 1/2], k in [0, 1].
+double BestFraction(double a, double k) {
+  if (k <= 0) return 1 - a;  // z = x_n: the term m contributes nothing there
+  if (k >= 1) return 1.0;    // the points coincide
+  const double log_k = std::log(k);
+  return MergedFraction(a, log_k, BestPosition(a, log_k));
+}
+
+// The merge loss in units of alpha_m^2, a function of a and k alone:
+//   Q(a, k) = (a^2 + (1 - a)^2 + 2 a (1 - a) k - max_h g(h)^2) / a^2, in [0, 1 - k^2].
+// Tabulating Q rather than max_h g keeps the estimate's error proportional to alpha_m^2,
+// the size of the loss, however small alpha_m is beside alpha_n. As a -> 0, h* -> a k and
+// max_h g = 1 - a + a k + a^2 k^2 ln(1/k) + O(a^3), so Q(0, k) = 1 - k^2 (1 + 2 ln(1/k)).
+double RelativeLoss(double a, double k) {
+  if (a <= 0) return k <= 0 ? 1.0 : 1 - k * k * (1 - 2 * std::log(k));
+  const double g = BestFraction(a, k);
+  return std::max(0.0, (a * a + (1 - a) * (1 - a) + 2 * a * (1 - a) * k - g * g) / (a * a));
+}
+
+// Q on a grid, interpolated bilinearly, with a bound on the interpolation error per cell:
+// Q bends sharply only in a few cells (where the best h jumps between g's two peaks), and a
+// bound that is tight elsewhere rules out more candidates.
+struct RelativeLossTable {
+  std::array<std::array<double, kTableK + 1>, kTableA + 1> values;
+  std::array<std::array<double, kTableK>, kTableA> errors;
+
+  struct Cell {
+    int i, j;
+    double s, t;  // the position within the cell, in [0, 1]
+  };
+  static Cell Locate(double a, double k) {
+    const double u = std::clamp(a, 0.0, 0.5) * (2 * kTableA);
+    const double v = std::clamp(k, 0.0, 1.0) * kTableK;
+    const int i = std::min(static_cast<int>(u), kTableA - 1);
+    const int j = std::min(static_cast<int>(v), kTableK - 1);
+    return {i, j, u - i, v - j};
+  }
+  double Interpolate(const Cell& c) const {
+    return (1 - c.s) * ((1 - c.t) * values[c.i][c.j] + c.t * values[c.i][c.j + 1]) +
+           c.s * ((1 - c.t) * values[c.i + 1][c.j] + c.t * values[c.i + 1][c.j + 1]);
+  }
+};
+
+const RelativeLossTable& Table() {
+  static const RelativeLossTable* const table = [] {
+    auto* t = new RelativeLossTable;
+    for (int i = 0; i <= kTableA; ++i) {
+      for (int j = 0; j <= kTableK; ++j) {
+        t->values[i][j] = RelativeLoss(0.5 * i / kTableA, static_cast<double>(j) / kTableK);
+      }
+    }
+    // Each cell's interpolation error, measured on a 4 x 4 grid inside it, with a factor
+    // of 4 for what lies between the samples, plus rounding.
+    for (int i = 0; i < kTableA; ++i) {
+      for (int j = 0; j < kTableK; ++j) {
+        double error = 0;
+        for (int p = 1; p < 4; ++p) {
+          for (int q = 0; q < 4; ++q) {
+            const RelativeLossTable::Cell cell{i, j, p / 4.0, q / 4.0};
+            const double a = 0.5 * (i + cell.s) / kTableA;
+            const double k = (j + cell.t) / kTableK;
+            error = std::max(error, std::abs(t->Interpolate(cell) - RelativeLoss(a, k)));
+          }
+        }
+        t->errors[i][j] = 4 * error + 1e-12;
+      }
+    }
+    return t;
+  }();
+  return *table;
+}
+
+// alpha_m^2 + alpha_n^2 + 2 alpha_m alpha_n k - alpha_z^2, clamped at 0 (rounding).
+double LostNorm(double alpha_m, double alpha_n, double k, double alpha_z) {
+  return std::max(0.0, alpha_m * alpha_m + alpha_n * alpha_n + 2 * alpha_m * alpha_n * k -
+                           alpha_z * alpha_z);
+}
+
+}  // namespace
+
+GaussianMerge MergeGaussianPair(double alpha_m, double alpha_n, double k_mn) {
+  GaussianMerge merge;
+  if (k_mn <= 0) {
+    merge = {.h = 0.0, .k_mz = 0.0, .k_nz = 1.0};  // z = x_n
+  } else if (k_mn >= 1) {
+    merge = {.h = 0.0, .k_mz = 1.0, .k_nz = 1.0};  // the points coincide
+  } else {
+    const double log_k = std::log(k_mn);
+    merge.h = BestPosition(alpha_m / (alpha_m + alpha_n), log_k);
+    merge.k_mz = std::exp(log_k * (1 - merge.h) * (1 - merge.h));
+    merge.k_nz = std::exp(log_k * merge.h * merge.h);
+  }
+  merge.coefficient = alpha_m * merge.k_mz + alpha_n * merge.k_nz;
+  merge.loss = LostNorm(alpha_m, alpha_n, k_mn, merge.coefficient);
+  return merge;
+}
+
+MergeLossEstimate EstimateGaussianMergeLoss(double alpha_m, double alpha_n, double k_mn) {
+  const RelativeLossTable& table = Table();
+  const RelativeLossTable::Cell cell =
+      RelativeLossTable::Locate(alpha_m / (alpha_m + alpha_n), k_mn);
+  const double scale = alpha_m * alpha_m;
+  return {.loss = scale * table.Interpolate(cell), .error = scale * table.errors[cell.i][cell.j]};
+}
+
+}  // namespace okl
