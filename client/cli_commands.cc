@@ -60,6 +60,22 @@ double MeanLoss(const ModelStats& stats) {
   return stats.steps > 0 ? stats.cumulative_loss / static_cast<double>(stats.steps) : 0.0;
 }
 
+// What the loss calls its margin ("rho", "epsilon"), or "" for a loss without one.
+absl::string_view MarginName(LossType loss) {
+  switch (loss) {
+    case LossType::kHinge:
+    case LossType::kNovelty:
+      return "rho";
+    case LossType::kEpsilonInsensitive:
+      return "epsilon";
+    case LossType::kSquared:
+    case LossType::kLogistic:
+    case LossType::kHuber:
+      break;
+  }
+  return "";
+}
+
 std::string StatsJson(const ModelSummary& summary) {
   const ModelStats& stats = summary.stats;
   JsonObject json;
@@ -68,6 +84,11 @@ std::string StatsJson(const ModelSummary& summary) {
       .AddDouble("cumulative_loss", stats.cumulative_loss)
       .AddDouble("mean_loss", MeanLoss(stats));
   if (IsClassificationLoss(summary.config.loss.type)) json.AddUint("mistakes", stats.mistakes);
+  if (const absl::string_view margin = MarginName(summary.config.loss.type); !margin.empty()) {
+    json.AddDouble(margin, stats.margin);
+  }
+  if (summary.config.offset) json.AddDouble("offset", stats.offset);
+  json.AddUint("terms_removed", stats.terms_removed);
   if (stats.truncation_error_bound.has_value()) {
     json.AddDouble("truncation_error_bound", *stats.truncation_error_bound);
   }
@@ -75,7 +96,8 @@ std::string StatsJson(const ModelSummary& summary) {
     JsonObject regret;
     regret.AddDouble("regret", stats.regret->regret)
         .AddUint("window", stats.regret->window)
-        .AddUint("at_step", stats.regret->last_step);
+        .AddUint("at_step", stats.regret->last_step)
+        .AddDouble("duality_gap", stats.regret->duality_gap);
     json.AddRaw("regret", regret.str());
   }
   return json.str();
@@ -140,12 +162,23 @@ std::string SummaryText(const ModelSummary& summary) {
                                         : 0.0;
     absl::StrAppendFormat(&text, "mistakes         %d (%.2f%%)\n", stats.mistakes, rate);
   }
+  if (const absl::string_view margin = MarginName(summary.config.loss.type); !margin.empty()) {
+    absl::StrAppendFormat(&text, "%-16s %.6g%s\n", margin, stats.margin,
+                          summary.config.loss.nu > 0 ? " (learned)" : "");
+  }
+  if (summary.config.offset) {
+    absl::StrAppendFormat(&text, "offset           %.6g\n", stats.offset);
+  }
+  absl::StrAppendFormat(&text, "terms removed    %d\n", stats.terms_removed);
   if (stats.truncation_error_bound.has_value()) {
     absl::StrAppendFormat(&text, "truncation bound %.6g\n", *stats.truncation_error_bound);
   }
   if (stats.regret.has_value()) {
-    absl::StrAppendFormat(&text, "regret           %.6g over %d examples, at step %d\n",
-                          stats.regret->regret, stats.regret->window, stats.regret->last_step);
+    absl::StrAppendFormat(
+        &text,
+        "regret           %.6g over %d examples, at step %d (comparator duality gap %.3g)\n",
+        stats.regret->regret, stats.regret->window, stats.regret->last_step,
+        stats.regret->duality_gap);
   }
   absl::StrAppend(&text, "config\n", ConfigText(summary.config));
   return text;

@@ -1,8 +1,7 @@
 // client/client.cc
 //
-// okl::Client and okl::ObserveWriter over the generated okl.v1 stub. Conversions of
-// configs go through proto/convert.h; the wire's ModelInfo is read back here, since the
-// server only ever writes it.
+// okl::Client and okl::ObserveWriter over the generated okl.v1 stub. Every conversion
+// between the wire and core's types goes through proto/convert.h.
 
 #include "client/client.h"
 
@@ -102,44 +101,14 @@ absl::Status Call(const ClientOptions& options, absl::string_view tenant, Retry 
   }
 }
 
-v1::ModelRef ToRef(const ModelId& id) {
-  v1::ModelRef ref;
-  ref.set_tenant(id.tenant);
-  ref.set_model(id.model);
-  return ref;
-}
-
-// The inverse of proto/convert's ToProto(const ModelStats&), for what the wire carries.
-ModelStats StatsFromProto(const v1::ModelStats& proto) {
-  ModelStats stats;
-  stats.steps = proto.steps();
-  stats.expansion_size = proto.expansion_size();
-  stats.cumulative_loss = proto.cumulative_loss();
-  stats.mistakes = proto.mistakes();
-  if (proto.truncation_error_bound() != 0) {
-    stats.truncation_error_bound = proto.truncation_error_bound();
+// A ModelInfo the server sent. A config this client cannot read is the server's doing
+// (a newer server, say), not the caller's: Internal, not InvalidArgument.
+absl::StatusOr<ModelSummary> SummaryFromServer(const v1::ModelInfo& info) {
+  absl::StatusOr<ModelSummary> summary = FromProto(info);
+  if (!summary.ok()) {
+    return absl::InternalError(absl::StrCat("the server sent a model the client cannot read: ",
+                                            summary.status().message()));
   }
-  if (proto.regret_at_step() > 0) {  // 0 until the server's first computation
-    RegretResult regret;
-    regret.regret = proto.regret();
-    regret.window = proto.regret_examples();
-    regret.last_step = proto.regret_at_step();
-    stats.regret = regret;
-  }
-  return stats;
-}
-
-absl::StatusOr<ModelSummary> SummaryFromProto(const v1::ModelInfo& info) {
-  absl::StatusOr<ModelConfig> config = FromProto(info.config());
-  if (!config.ok()) {
-    return absl::InternalError(absl::StrCat("the server sent a config the client cannot read: ",
-                                            config.status().message()));
-  }
-  ModelSummary summary;
-  summary.tenant = info.ref().tenant();
-  summary.model = info.ref().model();
-  summary.config = *std::move(config);
-  summary.stats = StatsFromProto(info.stats());
   return summary;
 }
 
@@ -324,25 +293,25 @@ Client Client::WithDeadline(absl::Duration deadline) const {
 absl::StatusOr<ModelSummary> Client::CreateModel(const ModelId& id,
                                                  const ModelConfig& config) const {
   v1::CreateModelRequest request;
-  *request.mutable_ref() = ToRef(id);
+  *request.mutable_ref() = ModelRefToProto(id.tenant, id.model);
   *request.mutable_config() = ToProto(config);
   v1::ModelInfo info;
   OKL_RETURN_IF_ERROR(
       Call(options_, id.tenant, Retry::kNever, [&](grpc::ClientContext* context) {
         return stub_->okl->CreateModel(context, request, &info);
       }));
-  return SummaryFromProto(info);
+  return SummaryFromServer(info);
 }
 
 absl::StatusOr<ModelSummary> Client::GetModel(const ModelId& id) const {
-  const v1::ModelRef request = ToRef(id);
+  const v1::ModelRef request = ModelRefToProto(id.tenant, id.model);
   v1::ModelInfo info;
   OKL_RETURN_IF_ERROR(
       Call(options_, id.tenant, Retry::kOnUnavailable, [&](grpc::ClientContext* context) {
         info.Clear();
         return stub_->okl->GetModel(context, request, &info);
       }));
-  return SummaryFromProto(info);
+  return SummaryFromServer(info);
 }
 
 absl::StatusOr<std::vector<ModelSummary>> Client::ListModels(absl::string_view tenant) const {
@@ -357,14 +326,14 @@ absl::StatusOr<std::vector<ModelSummary>> Client::ListModels(absl::string_view t
   std::vector<ModelSummary> summaries;
   summaries.reserve(response.models_size());
   for (const v1::ModelInfo& info : response.models()) {
-    OKL_ASSIGN_OR_RETURN(ModelSummary summary, SummaryFromProto(info));
+    OKL_ASSIGN_OR_RETURN(ModelSummary summary, SummaryFromServer(info));
     summaries.push_back(std::move(summary));
   }
   return summaries;
 }
 
 absl::Status Client::DeleteModel(const ModelId& id) const {
-  const v1::ModelRef request = ToRef(id);
+  const v1::ModelRef request = ModelRefToProto(id.tenant, id.model);
   v1::DeleteModelResponse response;
   return Call(options_, id.tenant, Retry::kNever, [&](grpc::ClientContext* context) {
     return stub_->okl->DeleteModel(context, request, &response);
@@ -379,7 +348,7 @@ absl::StatusOr<ObserveResult> Client::Observe(const ModelId& id, absl::Span<cons
                                                    " labels in ys"));
   }
   v1::ObserveRequest request;
-  *request.mutable_ref() = ToRef(id);
+  *request.mutable_ref() = ModelRefToProto(id.tenant, id.model);
   if (!ys.empty()) {
     const size_t dim = xs.size() / ys.size();
     request.mutable_examples()->Reserve(static_cast<int>(ys.size()));
@@ -417,7 +386,7 @@ absl::StatusOr<std::vector<double>> Client::Predict(const ModelId& id,
         absl::StrCat("Predict: xs has ", xs.size(), " values, not a multiple of dim ", dim));
   }
   v1::PredictRequest request;
-  *request.mutable_ref() = ToRef(id);
+  *request.mutable_ref() = ModelRefToProto(id.tenant, id.model);
   AppendDense(xs, dim, request.mutable_inputs());
   v1::PredictResponse response;
   OKL_RETURN_IF_ERROR(
@@ -439,7 +408,7 @@ namespace {
 template <typename Restart, typename Sink>
 absl::Status ReadSnapshot(const ClientOptions& options, v1::OnlineKernelLearning::Stub& stub,
                           const ModelId& id, Restart restart, Sink sink) {
-  const v1::ModelRef request = ToRef(id);
+  const v1::ModelRef request = ModelRefToProto(id.tenant, id.model);
   absl::Status sink_status;
   absl::Status status =
       Call(options, id.tenant, Retry::kOnUnavailable, [&](grpc::ClientContext* context) {
@@ -504,7 +473,7 @@ absl::StatusOr<ModelSummary> WriteRestore(const ClientOptions& options,
         std::unique_ptr<grpc::ClientWriter<v1::RestoreChunk>> writer =
             stub.Restore(context, &info);
         v1::RestoreChunk chunk;
-        *chunk.mutable_ref() = ToRef(id);
+        *chunk.mutable_ref() = ModelRefToProto(id.tenant, id.model);
         chunk.set_snapshot_bytes(total_bytes);
         for (;;) {
           absl::StatusOr<bool> last = next(chunk.mutable_data());
@@ -523,7 +492,7 @@ absl::StatusOr<ModelSummary> WriteRestore(const ClientOptions& options,
       });
   if (!source_status.ok()) return source_status;
   OKL_RETURN_IF_ERROR(status);
-  return SummaryFromProto(info);
+  return SummaryFromServer(info);
 }
 
 }  // namespace
@@ -694,7 +663,8 @@ absl::Status ObserveWriter::SendBatch() {
     state.first = sent_;
     state.count = 0;
     state.messages = 0;
-    *state.batch.mutable_ref() = ToRef(id_);  // the first message names the model
+    // The first message names the model.
+    *state.batch.mutable_ref() = ModelRefToProto(id_.tenant, id_.model);
   }
   const bool written = state.writer->Write(state.batch);
   state.batch.clear_ref();

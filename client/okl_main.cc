@@ -83,7 +83,7 @@ ABSL_FLAG(double, epsilon, 0.1,
           "epsilon_insensitive: the tube's half-width (with --nu > 0, its start value)");
 ABSL_FLAG(double, delta, 1.0, "huber: where the loss turns from quadratic to linear");
 ABSL_FLAG(double, nu, 0.0, "hinge, novelty, epsilon_insensitive: > 0 learns rho or epsilon");
-ABSL_FLAG(double, eta0, 0.1, "the learning rate eta0 > 0 (eta0 * lambda < 1)");
+ABSL_FLAG(double, eta0, 0.1, "the learning rate eta0 > 0 (eta0 * lambda < 1; <= 1 for INVERSE_SQRT, POWER)");
 ABSL_FLAG(std::string, schedule, "constant",
           "constant (eta0), inverse_sqrt (eta0/sqrt(t)) or power (eta0 t^-theta)");
 ABSL_FLAG(double, theta, 0.5, "power schedule: the exponent, in (0, 1]");
@@ -92,7 +92,8 @@ ABSL_FLAG(
     int64_t, max_terms, 1000,
     "the budget: at most this many terms (okl_server requires one, up to its --max_terms)");
 ABSL_FLAG(std::string, policy, "oldest",
-          "which term the budget removes: oldest, or smallest |alpha|");
+          "which term the budget removes: oldest, smallest |alpha|, or merge (the smallest "
+          "into its best same-sign partner; gaussian kernel only)");
 ABSL_FLAG(double, drop_below, 0.0, "> 0: remove every term whose |alpha| falls below it");
 ABSL_FLAG(bool, offset, false, "learn an unregularised offset b");
 ABSL_FLAG(bool, averaged, false, "predict with the averaged hypothesis (1/T) sum_t f_t");
@@ -361,8 +362,9 @@ absl::StatusOr<okl::BudgetPolicy> ParsePolicy(absl::string_view name) {
   const std::string lower = absl::AsciiStrToLower(name);
   if (lower == "oldest") return okl::BudgetPolicy::kOldest;
   if (lower == "smallest") return okl::BudgetPolicy::kSmallest;
+  if (lower == "merge") return okl::BudgetPolicy::kMerge;
   return absl::InvalidArgumentError(
-      absl::StrCat("--policy=", name, ": expected oldest or smallest"));
+      absl::StrCat("--policy=", name, ": expected oldest, smallest or merge"));
 }
 
 absl::StatusOr<uint32_t> NonNegative32(absl::string_view name, int64_t value) {

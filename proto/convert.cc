@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -122,12 +123,15 @@ absl::StatusOr<BudgetConfig> BudgetFromProto(const v1::Budget& proto) {
     case v1::Budget::SMALLEST:
       budget.policy = BudgetPolicy::kSmallest;
       return budget;
+    case v1::Budget::MERGE:
+      budget.policy = BudgetPolicy::kMerge;
+      return budget;
     default:
       break;
   }
-  return absl::InvalidArgumentError(absl::StrCat("budget.policy ",
-                                                 static_cast<int>(proto.policy()),
-                                                 " is not one of OLDEST (1), SMALLEST (2)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("budget.policy ", static_cast<int>(proto.policy()),
+                   " is not one of OLDEST (1), SMALLEST (2), MERGE (3)"));
 }
 
 v1::KernelConfig KernelToProto(const KernelConfig& kernel) {
@@ -200,6 +204,8 @@ v1::Budget::Policy PolicyToProto(BudgetPolicy policy) {
       return v1::Budget::OLDEST;
     case BudgetPolicy::kSmallest:
       return v1::Budget::SMALLEST;
+    case BudgetPolicy::kMerge:
+      return v1::Budget::MERGE;
   }
   return v1::Budget::POLICY_UNSPECIFIED;
 }
@@ -348,7 +354,29 @@ absl::StatusOr<ModelState> FromProto(const v1::ModelSnapshot& proto) {
   return state;
 }
 
-v1::ModelStats ToProto(const ModelStats& stats) {
+namespace {
+
+// Where a loss keeps its margin on the wire; ModelStats has one margin for all of them.
+enum class MarginField { kNone, kRho, kEpsilon };
+
+MarginField MarginFieldOf(LossType loss) {
+  switch (loss) {
+    case LossType::kHinge:
+    case LossType::kNovelty:
+      return MarginField::kRho;
+    case LossType::kEpsilonInsensitive:
+      return MarginField::kEpsilon;
+    case LossType::kSquared:
+    case LossType::kLogistic:
+    case LossType::kHuber:
+      break;
+  }
+  return MarginField::kNone;
+}
+
+}  // namespace
+
+v1::ModelStats ToProto(const ModelStats& stats, LossType loss) {
   v1::ModelStats proto;
   proto.set_steps(stats.steps);
   proto.set_expansion_size(stats.expansion_size);
@@ -359,17 +387,81 @@ v1::ModelStats ToProto(const ModelStats& stats) {
     proto.set_regret(stats.regret->regret);
     proto.set_regret_examples(static_cast<uint32_t>(stats.regret->window));
     proto.set_regret_at_step(stats.regret->last_step);
+    proto.set_regret_duality_gap(stats.regret->duality_gap);
   }
+  switch (MarginFieldOf(loss)) {
+    case MarginField::kRho:
+      proto.set_rho(stats.margin);
+      break;
+    case MarginField::kEpsilon:
+      proto.set_epsilon(stats.margin);
+      break;
+    case MarginField::kNone:
+      break;
+  }
+  proto.set_offset(stats.offset);
+  proto.set_terms_removed(stats.terms_removed);
+  return proto;
+}
+
+ModelStats FromProto(const v1::ModelStats& proto, LossType loss) {
+  ModelStats stats;
+  stats.steps = proto.steps();
+  stats.expansion_size = proto.expansion_size();
+  stats.cumulative_loss = proto.cumulative_loss();
+  stats.mistakes = proto.mistakes();
+  stats.terms_removed = proto.terms_removed();
+  stats.offset = proto.offset();
+  switch (MarginFieldOf(loss)) {
+    case MarginField::kRho:
+      stats.margin = proto.rho();
+      break;
+    case MarginField::kEpsilon:
+      stats.margin = proto.epsilon();
+      break;
+    case MarginField::kNone:
+      break;
+  }
+  if (proto.truncation_error_bound() != 0) {
+    stats.truncation_error_bound = proto.truncation_error_bound();
+  }
+  if (proto.regret_at_step() > 0) {  // 0 until the server's first computation
+    RegretResult regret;
+    regret.regret = proto.regret();
+    regret.duality_gap = proto.regret_duality_gap();
+    regret.window = proto.regret_examples();
+    regret.last_step = proto.regret_at_step();
+    stats.regret = regret;
+  }
+  return stats;
+}
+
+v1::ModelRef ModelRefToProto(absl::string_view tenant, absl::string_view model) {
+  v1::ModelRef proto;
+  proto.set_tenant(std::string(tenant));
+  proto.set_model(std::string(model));
   return proto;
 }
 
 v1::ModelInfo ToProto(const ModelSummary& summary) {
   v1::ModelInfo proto;
-  proto.mutable_ref()->set_tenant(summary.tenant);
-  proto.mutable_ref()->set_model(summary.model);
+  *proto.mutable_ref() = ModelRefToProto(summary.tenant, summary.model);
   *proto.mutable_config() = ToProto(summary.config);
-  *proto.mutable_stats() = ToProto(summary.stats);
+  *proto.mutable_stats() = ToProto(summary.stats, summary.config.loss.type);
   return proto;
+}
+
+absl::StatusOr<ModelSummary> FromProto(const v1::ModelInfo& proto) {
+  absl::StatusOr<ModelConfig> config = FromProto(proto.config());
+  if (!config.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("config: ", config.status().message()));
+  }
+  ModelSummary summary;
+  summary.tenant = proto.ref().tenant();
+  summary.model = proto.ref().model();
+  summary.config = *std::move(config);
+  summary.stats = FromProto(proto.stats(), summary.config.loss.type);
+  return summary;
 }
 
 absl::Status CheckVector(const v1::Vector& vector, uint32_t dim) {

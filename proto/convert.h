@@ -79,11 +79,29 @@ v1::ModelSnapshot ToProto(const ModelState& state);
 // snapshot bytes reports these errors as DATA_LOSS.
 absl::StatusOr<ModelState> FromProto(const v1::ModelSnapshot& proto);
 
-// The wire statistics; an absent truncation bound or regret is 0.
-v1::ModelStats ToProto(const ModelStats& stats);
+// The wire statistics of a model whose loss is `loss`, which says where the margin
+// goes: rho for hinge and novelty, epsilon for epsilon-insensitive, nowhere for the
+// other losses (their margin is 0). An absent truncation bound or regret is 0.
+v1::ModelStats ToProto(const ModelStats& stats, LossType loss);
+
+// The inverse of ToProto above, for what the wire carries: the margin is read from rho
+// or epsilon as `loss` says; a truncation bound of 0 is absent; the regret is absent
+// while regret_at_step is 0 (no computation yet), and its online and comparator loss
+// sums, which the wire does not carry, are 0. So FromProto(ToProto(s, loss), loss)
+// gives back every field of the statistics a model of that loss reports but those two
+// sums.
+ModelStats FromProto(const v1::ModelStats& proto, LossType loss);
+
+// The wire name of a model. No validation: the server checks names.
+v1::ModelRef ModelRefToProto(absl::string_view tenant, absl::string_view model);
 
 // The wire view of a model: ref, config and statistics.
 v1::ModelInfo ToProto(const ModelSummary& summary);
+
+// The inverse of ToProto above. InvalidArgument "config: ..." if the config does not
+// convert (as FromProto of a ModelConfig); the names are not checked. memory_bytes is
+// not on the wire: 0.
+absl::StatusOr<ModelSummary> FromProto(const v1::ModelInfo& proto);
 
 // --- Inputs -------------------------------------------------------------------------
 

@@ -477,16 +477,28 @@ absl::Status OklService::DoPredict(const ActiveCall& call, grpc::ServerContextBa
       request.ref().tenant(), request.ref().model(), &entry,
       [&](ModelEntry& model) -> absl::Status {
         const uint32_t dim = model.config().dim;
+        const bool novelty = model.config().loss.type == LossType::kNovelty;
         OKL_RETURN_IF_ERROR(FromProto(request, dim, &xs, options_.max_request_bytes));
+        // WithModel may run this again on a model that replaced the one found: every flag
+        // is written again, as every prediction is.
+        response->clear_novel();
+        if (novelty) response->mutable_novel()->Resize(request.inputs_size(), false);
         for (size_t begin = 0; begin < out.size(); begin += kPredictChunk) {
           const size_t count = std::min(kPredictChunk, out.size() - begin);
           if (begin > 0) {
             OKL_RETURN_IF_ERROR(CheckNotCancelled(
                 context, absl::StrCat("after ", begin, " of ", out.size(), " inputs")));
           }
-          OKL_RETURN_IF_ERROR(model.PredictBatch(
-              absl::MakeConstSpan(xs).subspan(begin * dim, count * dim),
-              out.subspan(begin, count)));
+          const absl::Span<double> chunk_out = out.subspan(begin, count);
+          // Each chunk is predicted under its own read of the model, with that model's rho.
+          double rho = 0;
+          OKL_RETURN_IF_ERROR(
+              model.PredictBatch(absl::MakeConstSpan(xs).subspan(begin * dim, count * dim),
+                                 chunk_out, PredictionMode::kConfigured, &rho));
+          if (!novelty) continue;
+          for (size_t i = 0; i < count; ++i) {
+            response->set_novel(static_cast<int>(begin + i), chunk_out[i] < rho);
+          }
         }
         return absl::OkStatus();
       }));

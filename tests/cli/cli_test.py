@@ -324,6 +324,32 @@ class OklCliTest(unittest.TestCase):
 
     # --- Learning curves ---------------------------------------------------------------
 
+    def test_get_shows_merge_the_learned_margin_the_offset_and_terms_removed(self):
+        base = ["--tenant=stats", "--model=m"]
+        self.okl("create", *base, "--dim=7", "--kernel=gaussian", "--gamma=1",
+                 "--loss=epsilon_insensitive", "--epsilon=0.1", "--nu=0.3", "--eta0=0.5",
+                 "--lambda=0.001", "--offset", "--max_terms=32", "--policy=merge", expect=0)
+        self.okl("observe", *base, "--limit=300", self.mg_csv, expect=0)
+        _, text, _ = self.okl("get", *base, expect=0)
+        _, out, _ = self.okl("get", *base, "--json", expect=0)
+        got = json.loads(out)
+        self.assertEqual(got["config"]["budget"]["policy"], "MERGE")
+        stats = got["stats"]
+        self.assertEqual(stats["expansion_size"], 32)
+        self.assertGreater(stats["terms_removed"], 0)
+        self.assertNotEqual(stats["epsilon"], 0.1)  # learned by the nu-trick
+        self.assertNotIn("rho", stats)
+        self.assertIn("offset", stats)
+        self.assertIn("\nterms removed    %d\n" % stats["terms_removed"], text)
+        self.assertRegex(text, r"\nepsilon +\S+ \(learned\)\n")
+        self.assertRegex(text, r"\noffset +\S+\n")
+        self.assertIn("policy: MERGE", text)
+        # MERGE merges points, which only the gaussian kernel's form allows.
+        code, out, err = self.okl("create", "--tenant=stats", "--model=laplacian", "--dim=2",
+                                  "--kernel=laplacian", "--policy=merge")
+        self.assertEqual((code, out), (2, ""))
+        self.assertIn("MERGE", err)
+
     def test_observe_curve_matches_replay_bit_for_bit(self):
         self.okl("create", "--tenant=curve", "--model=mg", *MG_FLAGS, expect=0)
         curve = self.path("observe-curve.csv")

@@ -239,6 +239,58 @@ TEST(JsonTest, EscapesStringsAndRoundTripsNumbers) {
   EXPECT_EQ(std::strtod(JsonNumber(1.0 / 3).c_str(), nullptr), 1.0 / 3);
 }
 
+ModelSummary SummaryWithStats(LossType loss, bool offset) {
+  ModelSummary summary;
+  summary.tenant = "acme";
+  summary.model = "m";
+  summary.config.dim = 2;
+  summary.config.loss = {.type = loss, .nu = 0.2};
+  summary.config.offset = offset;
+  summary.config.budget = {.max_terms = 10, .policy = BudgetPolicy::kMerge};
+  summary.stats.steps = 100;
+  summary.stats.expansion_size = 10;
+  summary.stats.terms_removed = 37;
+  summary.stats.offset = -0.25;
+  summary.stats.margin = 0.625;
+  summary.stats.regret =
+      RegretResult{.regret = 1.5, .duality_gap = 2e-7, .window = 50, .last_step = 90};
+  return summary;
+}
+
+TEST(SummaryTest, TextShowsTheMarginTheOffsetTermsRemovedAndTheDualityGap) {
+  const std::string hinge = SummaryText(SummaryWithStats(LossType::kHinge, true));
+  EXPECT_THAT(hinge, HasSubstr("\nrho              0.625 (learned)\n"));
+  EXPECT_THAT(hinge, HasSubstr("\noffset           -0.25\n"));
+  EXPECT_THAT(hinge, HasSubstr("\nterms removed    37\n"));
+  EXPECT_THAT(hinge, HasSubstr("at step 90 (comparator duality gap 2e-07)\n"));
+  EXPECT_THAT(hinge, HasSubstr("policy: MERGE"));
+  EXPECT_THAT(hinge, Not(HasSubstr("epsilon ")));
+
+  const std::string tube = SummaryText(SummaryWithStats(LossType::kEpsilonInsensitive, false));
+  EXPECT_THAT(tube, HasSubstr("\nepsilon          0.625 (learned)\n"));
+  EXPECT_THAT(tube, Not(HasSubstr("\nrho ")));
+  EXPECT_THAT(tube, Not(HasSubstr("\noffset ")));  // b is 0 without an offset
+
+  const std::string squared = SummaryText(SummaryWithStats(LossType::kSquared, false));
+  EXPECT_THAT(squared, Not(HasSubstr("\nrho ")));
+  EXPECT_THAT(squared, Not(HasSubstr("\nepsilon ")));
+  EXPECT_THAT(squared, HasSubstr("\nterms removed    37\n"));
+}
+
+TEST(SummaryTest, JsonHasTheMarginUnderItsNameTheOffsetTermsRemovedAndTheDualityGap) {
+  const std::string novelty = SummaryJson(SummaryWithStats(LossType::kNovelty, false));
+  EXPECT_THAT(novelty, HasSubstr("\"rho\":0.625"));
+  EXPECT_THAT(novelty, Not(HasSubstr("\"epsilon\"")));
+  EXPECT_THAT(novelty, Not(HasSubstr("\"offset\"")));
+  EXPECT_THAT(novelty, HasSubstr("\"terms_removed\":37"));
+  EXPECT_THAT(novelty, HasSubstr("\"duality_gap\":2e-07"));
+
+  const std::string tube = SummaryJson(SummaryWithStats(LossType::kEpsilonInsensitive, true));
+  EXPECT_THAT(tube, HasSubstr("\"epsilon\":0.625"));
+  EXPECT_THAT(tube, Not(HasSubstr("\"rho\"")));
+  EXPECT_THAT(tube, HasSubstr("\"offset\":-0.25"));
+}
+
 // What RunTokenNew writes, through a temporary FILE*.
 std::string TokenNewOutput(const Grant& grant, bool json) {
   std::FILE* out = std::tmpfile();

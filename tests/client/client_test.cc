@@ -225,6 +225,43 @@ TEST_F(ClientTest, ObserveAndPredictMatchCoreBitForBit) {
   ASSERT_TRUE(core.truncation_error_bound.has_value());
   ASSERT_TRUE(summary->stats.truncation_error_bound.has_value());
   EXPECT_EQ(*summary->stats.truncation_error_bound, *core.truncation_error_bound);
+  EXPECT_EQ(summary->stats.terms_removed, core.terms_removed);
+  EXPECT_GT(summary->stats.terms_removed, 0u);
+  EXPECT_EQ(summary->stats.offset, core.offset);
+  EXPECT_EQ(summary->stats.margin, 0.0);  // Huber has no margin
+}
+
+TEST_F(ClientTest, TheLearnedMarginAndTheOffsetAreReadIntoTheStats) {
+  const Client client = MakeClient();
+  ModelConfig hinge = TestConfig();
+  hinge.loss = {.type = LossType::kHinge, .rho = 1.0, .nu = 0.2};
+  hinge.offset = true;
+  ModelConfig tube = TestConfig();
+  tube.loss = {.type = LossType::kEpsilonInsensitive, .epsilon = 0.1, .nu = 0.3};
+  ModelConfig novelty = TestConfig();
+  novelty.loss = {.type = LossType::kNovelty, .rho = 0.5, .nu = 0.1};
+  int n = 0;
+  for (const ModelConfig& config : {hinge, tube, novelty}) {
+    SCOPED_TRACE(LossTypeName(config.loss.type));
+    const ModelId id{"acme", absl::StrCat("margin-", n++)};
+    ASSERT_TRUE(client.CreateModel(id, config).ok());
+    Data data = MakeData(300, kDim, /*seed=*/9);
+    if (config.loss.type == LossType::kHinge) {
+      for (double& y : data.ys) y = y >= 0 ? 1.0 : -1.0;
+    }
+    ASSERT_TRUE(client.Observe(id, data.xs, data.ys).ok());
+    CoreTwin twin(config);
+    twin.Observe(data, 0, data.size());
+    absl::StatusOr<ModelSummary> summary = client.GetModel(id);
+    ASSERT_TRUE(summary.ok()) << summary.status();
+    const ModelStats core = twin.model->stats();
+    EXPECT_EQ(summary->stats.margin, core.margin);
+    EXPECT_NE(summary->stats.margin, config.loss.type == LossType::kEpsilonInsensitive
+                                         ? config.loss.epsilon
+                                         : config.loss.rho);  // learned
+    EXPECT_EQ(summary->stats.offset, core.offset);
+    EXPECT_EQ(summary->stats.terms_removed, core.terms_removed);
+  }
 }
 
 TEST_F(ClientTest, ChecksSizesLocallyBeforeCallingTheServer) {
@@ -451,6 +488,9 @@ TEST_F(ClientTest, RegretIsReadIntoTheStats) {
   EXPECT_EQ(summary->stats.regret->window, 64u);
   EXPECT_EQ(summary->stats.regret->last_step, 100u);
   EXPECT_TRUE(std::isfinite(summary->stats.regret->regret));
+  // Squared loss: the comparator is solved directly, so the gap is rounding error.
+  EXPECT_GE(summary->stats.regret->duality_gap, 0.0);
+  EXPECT_LT(summary->stats.regret->duality_gap, 1e-6);
   EXPECT_EQ(summary->config.regret_window, 64u);
 }
 

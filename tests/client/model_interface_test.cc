@@ -77,6 +77,9 @@ void ExpectSameTrace(const Trace& local, const Trace& remote) {
   EXPECT_EQ(Bits({a.cumulative_loss}), Bits({b.cumulative_loss}));
   EXPECT_EQ(a.mistakes, b.mistakes);
   EXPECT_EQ(a.truncation_error_bound.value_or(0), b.truncation_error_bound.value_or(0));
+  EXPECT_EQ(a.terms_removed, b.terms_removed);
+  EXPECT_EQ(Bits({a.offset}), Bits({b.offset}));
+  EXPECT_EQ(Bits({a.margin}), Bits({b.margin}));
 }
 
 class ModelInterfaceTest : public ::testing::Test {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "core/model_registry.h"
 #include "core/norma.h"
@@ -181,10 +182,32 @@ TEST(ConvertConfigTest, RejectsUnknownScheduleNumber) {
   ExpectInvalid(proto, "learning_rate.schedule 7");
 }
 
-TEST(ConvertConfigTest, RejectsUnknownPolicyNumber) {
+TEST(ConvertConfigTest, RejectsUnknownPolicyNumberNamingTheKnownOnes) {
   v1::ModelConfig proto = ToProto(BaseConfig());
   proto.mutable_budget()->set_policy(static_cast<v1::Budget::Policy>(9));
-  ExpectInvalid(proto, "budget.policy 9");
+  ExpectInvalid(proto, "budget.policy 9 is not one of OLDEST (1), SMALLEST (2), MERGE (3)");
+}
+
+TEST(ConvertConfigTest, MergePolicyRoundTripsBothWays) {
+  ModelConfig config = BaseConfig();  // gaussian: the kernel MERGE needs
+  config.budget = {.max_terms = 20, .policy = BudgetPolicy::kMerge};
+  ExpectConfigRoundTrip(config);
+  EXPECT_EQ(ToProto(config).budget().policy(), v1::Budget::MERGE);
+
+  v1::ModelConfig proto = ToProto(BaseConfig());
+  proto.mutable_budget()->set_max_terms(20);
+  proto.mutable_budget()->set_policy(v1::Budget::MERGE);
+  absl::StatusOr<ModelConfig> back = FromProto(proto);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->budget.policy, BudgetPolicy::kMerge);
+}
+
+TEST(ConvertConfigTest, RejectsMergeWithAKernelOtherThanGaussian) {
+  v1::ModelConfig proto = ToProto(BaseConfig());
+  proto.mutable_kernel()->mutable_laplacian()->set_gamma(0.5);
+  proto.mutable_budget()->set_max_terms(20);
+  proto.mutable_budget()->set_policy(v1::Budget::MERGE);
+  ExpectInvalid(proto, "MERGE");
 }
 
 TEST(ConvertConfigTest, RunsValidateConfig) {
@@ -313,7 +336,7 @@ TEST(ConvertStatsTest, CopiesEveryFieldAndZeroForAnAbsentBound) {
   stats.expansion_size = 4;
   stats.cumulative_loss = 2.5;
   stats.mistakes = 3;
-  v1::ModelStats proto = ToProto(stats);
+  v1::ModelStats proto = ToProto(stats, LossType::kSquared);
   EXPECT_EQ(proto.steps(), 10u);
   EXPECT_EQ(proto.expansion_size(), 4u);
   EXPECT_EQ(proto.cumulative_loss(), 2.5);
@@ -322,13 +345,113 @@ TEST(ConvertStatsTest, CopiesEveryFieldAndZeroForAnAbsentBound) {
   EXPECT_EQ(proto.regret(), 0.0);
   EXPECT_EQ(proto.regret_examples(), 0u);
   EXPECT_EQ(proto.regret_at_step(), 0u);
+  EXPECT_EQ(proto.regret_duality_gap(), 0.0);
   stats.truncation_error_bound = 0.75;
-  EXPECT_EQ(ToProto(stats).truncation_error_bound(), 0.75);
-  stats.regret = RegretResult{.regret = -0.375, .window = 7, .last_step = 9};
-  proto = ToProto(stats);
+  EXPECT_EQ(ToProto(stats, LossType::kSquared).truncation_error_bound(), 0.75);
+  stats.regret =
+      RegretResult{.regret = -0.375, .duality_gap = 1e-7, .window = 7, .last_step = 9};
+  proto = ToProto(stats, LossType::kSquared);
   EXPECT_EQ(proto.regret(), -0.375);
   EXPECT_EQ(proto.regret_examples(), 7u);
   EXPECT_EQ(proto.regret_at_step(), 9u);
+  EXPECT_EQ(proto.regret_duality_gap(), 1e-7);
+}
+
+// Statistics with every field the wire carries set to a distinct value that is not a
+// short decimal, as a model of `loss` reports them (the margin is 0 for a loss without
+// one). The regret's online and comparator losses stay 0: the wire does not carry them.
+ModelStats SampleStats(LossType loss, bool with_bound_and_regret) {
+  ModelStats stats;
+  stats.steps = 1234567;
+  stats.expansion_size = 321;
+  stats.cumulative_loss = 98.0 / 7;
+  stats.mistakes = 4321;
+  stats.terms_removed = 1234246;
+  stats.offset = -1.0 / 3;
+  const bool has_margin = loss == LossType::kHinge || loss == LossType::kNovelty ||
+                          loss == LossType::kEpsilonInsensitive;
+  stats.margin = has_margin ? 2.0 / 3 : 0.0;
+  if (with_bound_and_regret) {
+    stats.truncation_error_bound = 1.0 / 11;
+    stats.regret = RegretResult{.regret = -5.0 / 13,
+                                .duality_gap = 1.0 / 1024 / 3,
+                                .window = 4096,
+                                .last_step = 1234500};
+  }
+  return stats;
+}
+
+void ExpectSameStats(const ModelStats& actual, const ModelStats& expected) {
+  EXPECT_EQ(actual.steps, expected.steps);
+  EXPECT_EQ(actual.expansion_size, expected.expansion_size);
+  EXPECT_EQ(actual.cumulative_loss, expected.cumulative_loss);
+  EXPECT_EQ(actual.mistakes, expected.mistakes);
+  EXPECT_EQ(actual.terms_removed, expected.terms_removed);
+  EXPECT_EQ(actual.offset, expected.offset);
+  EXPECT_EQ(actual.margin, expected.margin);
+  EXPECT_EQ(actual.truncation_error_bound, expected.truncation_error_bound);
+  ASSERT_EQ(actual.regret.has_value(), expected.regret.has_value());
+  if (expected.regret.has_value()) {
+    EXPECT_EQ(actual.regret->regret, expected.regret->regret);
+    EXPECT_EQ(actual.regret->online_loss, expected.regret->online_loss);
+    EXPECT_EQ(actual.regret->comparator_loss, expected.regret->comparator_loss);
+    EXPECT_EQ(actual.regret->duality_gap, expected.regret->duality_gap);
+    EXPECT_EQ(actual.regret->window, expected.regret->window);
+    EXPECT_EQ(actual.regret->last_step, expected.regret->last_step);
+  }
+}
+
+TEST(ConvertStatsTest, RoundTripsForEveryKindOfMargin) {
+  for (const LossType loss : {LossType::kHinge, LossType::kNovelty,
+                              LossType::kEpsilonInsensitive, LossType::kSquared}) {
+    for (const bool with_bound_and_regret : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(LossTypeName(loss),
+                                with_bound_and_regret ? " with" : " without",
+                                " bound and regret"));
+      const ModelStats stats = SampleStats(loss, with_bound_and_regret);
+      ExpectSameStats(FromProto(ToProto(stats, loss), loss), stats);
+    }
+  }
+}
+
+TEST(ConvertStatsTest, TheMarginIsRhoOrEpsilonAsTheLossNamesIt) {
+  ModelStats stats;
+  stats.margin = 0.625;
+  stats.offset = 0.25;
+  stats.terms_removed = 17;
+
+  v1::ModelStats hinge = ToProto(stats, LossType::kHinge);
+  EXPECT_EQ(hinge.rho(), 0.625);
+  EXPECT_EQ(hinge.epsilon(), 0.0);
+  v1::ModelStats novelty = ToProto(stats, LossType::kNovelty);
+  EXPECT_EQ(novelty.rho(), 0.625);
+  EXPECT_EQ(novelty.epsilon(), 0.0);
+  v1::ModelStats tube = ToProto(stats, LossType::kEpsilonInsensitive);
+  EXPECT_EQ(tube.rho(), 0.0);
+  EXPECT_EQ(tube.epsilon(), 0.625);
+  for (const LossType loss : {LossType::kSquared, LossType::kLogistic, LossType::kHuber}) {
+    SCOPED_TRACE(LossTypeName(loss));
+    const v1::ModelStats proto = ToProto(stats, loss);
+    EXPECT_EQ(proto.rho(), 0.0);
+    EXPECT_EQ(proto.epsilon(), 0.0);
+    EXPECT_EQ(proto.offset(), 0.25);
+    EXPECT_EQ(proto.terms_removed(), 17u);
+  }
+
+  // Reading back, the field the loss does not use is ignored.
+  hinge.set_epsilon(9);
+  EXPECT_EQ(FromProto(hinge, LossType::kHinge).margin, 0.625);
+  tube.set_rho(9);
+  EXPECT_EQ(FromProto(tube, LossType::kEpsilonInsensitive).margin, 0.625);
+  EXPECT_EQ(FromProto(tube, LossType::kSquared).margin, 0.0);
+}
+
+TEST(ConvertStatsTest, NoRegretUntilTheFirstComputation) {
+  v1::ModelStats proto;
+  proto.set_steps(5);
+  proto.set_regret_examples(3);  // inconsistent without regret_at_step: still no regret
+  EXPECT_FALSE(FromProto(proto, LossType::kSquared).regret.has_value());
+  EXPECT_FALSE(FromProto(proto, LossType::kSquared).truncation_error_bound.has_value());
 }
 
 TEST(ParseModelConfigTextTest, ParsesTheDocumentedExample) {
@@ -521,6 +644,42 @@ TEST(ConvertModelInfoTest, CarriesRefConfigAndStats) {
   EXPECT_EQ(info.stats().expansion_size(), 5u);
   EXPECT_EQ(info.stats().truncation_error_bound(), 0.125);
   EXPECT_EQ(info.stats().regret(), 0.0);
+}
+
+TEST(ConvertModelInfoTest, RoundTripsTheSummaryButItsMemoryBytes) {
+  ModelSummary summary;
+  summary.tenant = "acme";
+  summary.model = "door-sensor";
+  summary.config = BaseConfig();
+  summary.config.loss = {.type = LossType::kNovelty, .rho = 0.5, .nu = 0.1};
+  summary.stats = SampleStats(LossType::kNovelty, /*with_bound_and_regret=*/true);
+  summary.memory_bytes = 4096;  // not on the wire
+  absl::StatusOr<ModelSummary> back = FromProto(ToProto(summary));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->tenant, "acme");
+  EXPECT_EQ(back->model, "door-sensor");
+  EXPECT_EQ(back->config, summary.config);
+  ExpectSameStats(back->stats, summary.stats);
+  EXPECT_EQ(back->memory_bytes, 0u);
+}
+
+TEST(ConvertModelInfoTest, RejectsAnInvalidConfigNamingIt) {
+  ModelSummary summary;
+  summary.tenant = "acme";
+  summary.model = "m";
+  summary.config = BaseConfig();
+  v1::ModelInfo info = ToProto(summary);
+  info.mutable_config()->mutable_budget()->set_policy(static_cast<v1::Budget::Policy>(4));
+  absl::StatusOr<ModelSummary> back = FromProto(info);
+  ASSERT_FALSE(back.ok());
+  EXPECT_EQ(back.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(back.status().message(), HasSubstr("config: budget.policy 4"));
+}
+
+TEST(ConvertModelRefTest, CarriesBothNames) {
+  const v1::ModelRef ref = ModelRefToProto("acme", "churn");
+  EXPECT_EQ(ref.tenant(), "acme");
+  EXPECT_EQ(ref.model(), "churn");
 }
 
 TEST(Fnv1a64Test, MatchesPublishedValues) {

@@ -182,7 +182,7 @@ v1::ModelConfig SparseTubeConfig() {
     return ::testing::AssertionFailure()
            << "GetModel " << RefName(ref) << ": " << Describe(status);
   }
-  const v1::ModelStats expected_stats = ToProto(twin.model().stats());
+  const v1::ModelStats expected_stats = twin.WireStats();
   if (info.stats().SerializeAsString() != expected_stats.SerializeAsString()) {
     return ::testing::AssertionFailure()
            << RefName(ref) << ": stats {" << info.stats().ShortDebugString() << "}, core's {"

@@ -214,17 +214,23 @@ grpc::Status ObserveStream(Stub& stub, const v1::ModelRef& ref,
 
 grpc::Status Predict(Stub& stub, const v1::ModelRef& ref, absl::Span<const v1::Vector> inputs,
                      std::vector<double>* predictions) {
+  v1::PredictResponse response;
+  grpc::Status status = Predict(stub, ref, inputs, &response);
+  if (predictions != nullptr) {
+    predictions->assign(response.predictions().begin(), response.predictions().end());
+  }
+  return status;
+}
+
+grpc::Status Predict(Stub& stub, const v1::ModelRef& ref, absl::Span<const v1::Vector> inputs,
+                     v1::PredictResponse* response) {
   grpc::ClientContext context;
   SetDeadline(&context);
   v1::PredictRequest request;
   *request.mutable_ref() = ref;
   request.mutable_inputs()->Add(inputs.begin(), inputs.end());
-  v1::PredictResponse response;
-  grpc::Status status = stub.Predict(&context, request, &response);
-  if (predictions != nullptr) {
-    predictions->assign(response.predictions().begin(), response.predictions().end());
-  }
-  return status;
+  response->Clear();
+  return stub.Predict(&context, request, response);
 }
 
 grpc::Status Snapshot(Stub& stub, const v1::ModelRef& ref, std::string* bytes,
@@ -369,6 +375,10 @@ std::vector<double> CoreTwin::Predict(absl::Span<const v1::Vector> inputs) const
   absl::Status status = model_->PredictBatch(xs, absl::MakeSpan(out));
   if (!status.ok()) ADD_FAILURE() << "core PredictBatch: " << status;
   return out;
+}
+
+v1::ModelStats CoreTwin::WireStats() const {
+  return ToProto(model_->stats(), model_->config().loss.type);
 }
 
 std::vector<double> PredictionsOf(absl::Span<const Observation> observations) {

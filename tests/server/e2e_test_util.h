@@ -92,6 +92,9 @@ grpc::Status ObserveStream(Stub& stub, const v1::ModelRef& ref,
                            v1::ObserveResponse* response);
 grpc::Status Predict(Stub& stub, const v1::ModelRef& ref, absl::Span<const v1::Vector> inputs,
                      std::vector<double>* predictions);
+// The whole response (a novelty model's flags too).
+grpc::Status Predict(Stub& stub, const v1::ModelRef& ref, absl::Span<const v1::Vector> inputs,
+                     v1::PredictResponse* response);
 // The concatenated chunk data; the chunks' sizes in `chunk_sizes` if not null.
 grpc::Status Snapshot(Stub& stub, const v1::ModelRef& ref, std::string* bytes,
                       std::vector<size_t>* chunk_sizes = nullptr);
@@ -140,6 +143,8 @@ class CoreTwin {
 
   NormaModel& model() { return *model_; }
   uint32_t dim() const { return model_->config().dim; }
+  // The model's statistics as GetModel carries them.
+  v1::ModelStats WireStats() const;
 
  private:
   explicit CoreTwin(std::unique_ptr<NormaModel> model) : model_(std::move(model)) {}

@@ -107,6 +107,7 @@ TEST_P(RegretByLossE2ETest, GetModelReportsTheCoreRegretOfTheLatestWindow) {
   // Same code, same window, same machine: the same bits.
   EXPECT_EQ(info->stats().regret(), expected.regret);
   EXPECT_NE(expected.regret, 0.0);
+  EXPECT_EQ(info->stats().regret_duality_gap(), expected.duality_gap);
 }
 
 INSTANTIATE_TEST_SUITE_P(Losses, RegretByLossE2ETest,

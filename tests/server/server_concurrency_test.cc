@@ -359,5 +359,81 @@ TEST_F(ServerConcurrencyTest, PredictDuringRestoresSeesTheOldModelOrTheNewOneNev
   EXPECT_EQ(Bits(predictions), expected[1]);  // the last restore installed snapshot 1
 }
 
+// A novelty model's rho moves with every step (nu-trick), so a Predict racing Observes
+// must flag each input against the rho of the very model version that made its
+// prediction. An in-process twin fed the same examples one at a time gives every
+// version's predictions at the probes and its rho; each concurrent answer must be one of
+// those versions, flags included.
+TEST_F(ServerConcurrencyTest, NoveltyFlagsUseTheRhoOfTheModelVersionThatPredicted) {
+  constexpr size_t kSteps = 400;
+  const v1::ModelConfig config = ParseConfig(R"pb(
+    dim: 2
+    kernel { gaussian { gamma: 2 } }
+    loss { novelty { rho: 0.2 nu: 0.2 } }
+    learning_rate { eta0: 0.1 }
+    lambda: 0.05
+    budget { max_terms: 100 policy: SMALLEST }
+  )pb");
+  const v1::ModelRef ref = Ref("novelty", "racing");
+  ASSERT_TRUE(IsOk(CreateModel(stub(), ref, config)));
+  const std::vector<v1::Example> stream = MakeStream(config, kSteps, 900);
+  // Fewer than the 256 inputs the server predicts under one read of the model.
+  const std::vector<v1::Vector> probes = MakeProbes(2, 40, 901);
+
+  std::unique_ptr<CoreTwin> twin = CoreTwin::Create(config);
+  ASSERT_NE(twin, nullptr);
+  struct Version {
+    std::vector<uint64_t> prediction_bits;
+    std::vector<bool> novel;
+  };
+  std::vector<Version> versions;
+  for (size_t step = 0; step <= kSteps; ++step) {
+    if (step > 0) twin->Observe({stream[step - 1]});
+    const std::vector<double> predictions = twin->Predict(probes);
+    const double rho = twin->model().stats().margin;
+    std::vector<bool> novel;
+    for (const double p : predictions) novel.push_back(p < rho);
+    versions.push_back({.prediction_bits = Bits(predictions), .novel = std::move(novel)});
+  }
+
+  Failures failures;
+  std::atomic<bool> done{false};
+  std::atomic<size_t> answers{0};
+  std::latch start(4);
+  std::vector<std::thread> threads;
+  threads.emplace_back([&] {
+    start.arrive_and_wait();
+    for (const v1::Example& example : stream) {
+      v1::ObserveResponse response;
+      failures.Check(Observe(stub(), ref, {example}, &response), "Observe");
+    }
+    done = true;
+  });
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&] {
+      start.arrive_and_wait();
+      while (!done) {
+        v1::PredictResponse response;
+        const grpc::Status status = Predict(stub(), ref, probes, &response);
+        failures.Check(status, "Predict");
+        if (!status.ok()) continue;
+        ++answers;
+        const std::vector<uint64_t> bits = Bits(response.predictions());
+        const std::vector<bool> novel(response.novel().begin(), response.novel().end());
+        const bool matches =
+            std::any_of(versions.begin(), versions.end(), [&](const Version& version) {
+              return version.prediction_bits == bits && version.novel == novel;
+            });
+        if (!matches) {
+          failures.Add("Predict: no model version made these predictions and flags");
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  failures.ExpectNone();
+  EXPECT_GT(answers.load(), 0u);
+}
+
 }  // namespace
 }  // namespace okl::testing

@@ -122,6 +122,36 @@ constexpr char kClassifierConfig[] = R"pb(
   budget { max_terms: 1000 }
 )pb";
 
+// One-class novelty detection: rho learned by the nu-trick, or fixed.
+constexpr char kNoveltyConfig[] = R"pb(
+  dim: 2
+  kernel { gaussian { gamma: 2 } }
+  loss { novelty { rho: 0.2 nu: 0.1 } }
+  learning_rate { eta0: 0.2 }
+  lambda: 0.05
+  budget { max_terms: 60 policy: SMALLEST }
+)pb";
+
+constexpr char kFixedRhoNoveltyConfig[] = R"pb(
+  dim: 2
+  kernel { gaussian { gamma: 2 } }
+  loss { novelty { rho: 0.2 } }
+  learning_rate { eta0: 0.2 }
+  lambda: 0.05
+  budget { max_terms: 60 policy: OLDEST }
+)pb";
+
+// A budget small enough that MERGE runs on most steps, with an offset and a learned rho.
+constexpr char kMergeHingeConfig[] = R"pb(
+  dim: 3
+  kernel { gaussian { gamma: 1 } }
+  loss { hinge { rho: 1 nu: 0.3 } }
+  learning_rate { eta0: 0.3 }
+  lambda: 0.02
+  offset: true
+  budget { max_terms: 12 policy: MERGE }
+)pb";
+
 // A squared-loss linear model with a huge rate on growing inputs: every step multiplies
 // the prediction by ~eta x^2, so some step overflows (as in tests/core/norma_test.cc).
 constexpr char kDivergingConfig[] = R"pb(
@@ -296,7 +326,7 @@ TEST_F(ServerE2ETest, GetModelReportsTheConfigAndTheLiveStatsOfTheCore) {
     twin->Observe(batch);
     v1::ModelInfo info;
     ASSERT_TRUE(IsOk(GetModel(stub(), ref, &info)));
-    const v1::ModelStats expected = ToProto(twin->model().stats());
+    const v1::ModelStats expected = twin->WireStats();
     EXPECT_TRUE(MessageDifferencer::Equals(info.stats(), expected))
         << "server: " << info.stats().ShortDebugString()
         << "\ncore:   " << expected.ShortDebugString();
@@ -472,6 +502,125 @@ TEST_F(ServerE2ETest, PredictReturnsOnePredictionPerInputInOrderAndChangesNothin
   ExpectUnchanged(trained, "Predict");
 }
 
+TEST_F(ServerE2ETest, NoveltyPredictFlagsTheInputsBelowTheRhoOfTheModelThatPredicted) {
+  for (const char* text : {kNoveltyConfig, kFixedRhoNoveltyConfig}) {
+    const v1::ModelConfig config = ParseConfig(text);
+    SCOPED_TRACE(config.loss().ShortDebugString());
+    const v1::ModelRef ref =
+        Ref("e2e-novelty", config.loss().novelty().nu() > 0 ? "learned-rho" : "fixed-rho");
+    ASSERT_TRUE(IsOk(CreateModel(stub(), ref, config)));
+    std::unique_ptr<CoreTwin> twin = CoreTwin::Create(config);
+    ASSERT_NE(twin, nullptr);
+    const std::vector<v1::Example> stream = MakeStream(config, 200, 31);
+    v1::ObserveResponse observed;
+    ASSERT_TRUE(IsOk(Observe(stub(), ref, stream, &observed)));
+    twin->Observe(stream);
+
+    // More inputs than the server predicts under one read of the model (256): inside the
+    // data's square [-1, 1]^2, on a ray out of it (where f falls through rho), and far
+    // away, where f is 0 to many digits.
+    std::vector<v1::Vector> inputs = MakeProbes(2, 300, 32);
+    for (double r = 0.0; r <= 3.0; r += 0.25) inputs.push_back(DenseVector({r, r / 2}));
+    for (const double far : {5.0, -6.0, 10.0}) inputs.push_back(DenseVector({far, -far}));
+    v1::PredictResponse response;
+    ASSERT_TRUE(IsOk(Predict(stub(), ref, inputs, &response)));
+    v1::ModelInfo info;
+    ASSERT_TRUE(IsOk(GetModel(stub(), ref, &info)));
+    EXPECT_TRUE(MessageDifferencer::Equals(info.stats(), twin->WireStats()))
+        << "server: " << info.stats().ShortDebugString()
+        << "\ncore:   " << twin->WireStats().ShortDebugString();
+    const double rho = info.stats().rho();
+    EXPECT_EQ(rho, twin->model().stats().margin);
+    EXPECT_GT(rho, 0.0);  // so that the far inputs are novel
+
+    ASSERT_EQ(static_cast<size_t>(response.predictions_size()), inputs.size());
+    ASSERT_EQ(static_cast<size_t>(response.novel_size()), inputs.size());
+    EXPECT_EQ(Bits(response.predictions()), Bits(twin->Predict(inputs)));
+    size_t novel = 0;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      EXPECT_EQ(response.novel(i), response.predictions(i) < rho)
+          << "input " << i << ": f = " << response.predictions(i) << ", rho = " << rho;
+      if (response.novel(i)) ++novel;
+    }
+    for (size_t i = inputs.size() - 3; i < inputs.size(); ++i) EXPECT_TRUE(response.novel(i));
+    EXPECT_GT(novel, 3u);                 // on the ray too
+    EXPECT_LT(novel, inputs.size() / 2);  // but most inputs are near the data
+  }
+
+  // Every other loss answers predictions only.
+  const Trained hinge = Train(Ref("e2e-novelty", "hinge"), kClassifierConfig);
+  v1::PredictResponse response;
+  ASSERT_TRUE(IsOk(Predict(stub(), hinge.ref, hinge.probes, &response)));
+  EXPECT_EQ(static_cast<size_t>(response.predictions_size()), hinge.probes.size());
+  EXPECT_EQ(response.novel_size(), 0);
+}
+
+TEST_F(ServerE2ETest, NoveltyWithAnOffsetAndMergeWithoutTheGaussianKernelAreInvalidArgument) {
+  const v1::ModelRef ref = Ref("e2e-rejected", "m");
+  v1::ModelInfo info;
+
+  v1::ModelConfig novelty = ParseConfig(kNoveltyConfig);
+  novelty.set_offset(true);
+  grpc::Status status = CreateModel(stub(), ref, novelty, &info);
+  EXPECT_TRUE(HasCode(status, Code::INVALID_ARGUMENT));
+  EXPECT_THAT(status.error_message(), HasSubstr("offset"));
+  ExpectAbsent(ref, "novelty with an offset");
+
+  v1::ModelConfig merge = ParseConfig(kMergeHingeConfig);
+  merge.mutable_kernel()->mutable_laplacian()->set_gamma(1);
+  status = CreateModel(stub(), ref, merge, &info);
+  EXPECT_TRUE(HasCode(status, Code::INVALID_ARGUMENT));
+  EXPECT_THAT(status.error_message(), HasSubstr("MERGE"));
+  ExpectAbsent(ref, "MERGE with a laplacian kernel");
+
+  // Either is fine without the other half.
+  novelty.set_offset(false);
+  EXPECT_TRUE(IsOk(CreateModel(stub(), Ref("e2e-rejected", "novelty"), novelty)));
+  merge.mutable_kernel()->mutable_gaussian()->set_gamma(1);
+  EXPECT_TRUE(IsOk(CreateModel(stub(), Ref("e2e-rejected", "merge"), merge)));
+}
+
+TEST_F(ServerE2ETest, StatsCarryTheTermsRemovedTheOffsetAndTheMarginOfTheCore) {
+  const v1::ModelRef ref = Ref("e2e", "merge-stats");
+  const v1::ModelConfig config = ParseConfig(kMergeHingeConfig);
+  ASSERT_TRUE(IsOk(CreateModel(stub(), ref, config)));
+  std::unique_ptr<CoreTwin> twin = CoreTwin::Create(config);
+  ASSERT_NE(twin, nullptr);
+  const std::vector<v1::Example> stream = MakeStream(config, 120, 41);
+  v1::ModelInfo info;
+  for (const auto& batch : SplitIntoBatches(stream, std::vector<size_t>{30})) {
+    v1::ObserveResponse response;
+    ASSERT_TRUE(IsOk(Observe(stub(), ref, batch, &response)));
+    twin->Observe(batch);
+    ASSERT_TRUE(IsOk(GetModel(stub(), ref, &info)));
+    EXPECT_TRUE(MessageDifferencer::Equals(info.stats(), twin->WireStats()))
+        << "server: " << info.stats().ShortDebugString()
+        << "\ncore:   " << twin->WireStats().ShortDebugString();
+  }
+  const ModelStats core = twin->model().stats();
+  EXPECT_EQ(info.stats().expansion_size(), 12u);
+  EXPECT_EQ(info.stats().terms_removed(), core.terms_removed);
+  EXPECT_GT(info.stats().terms_removed(), 0u);
+  EXPECT_EQ(info.stats().offset(), core.offset);
+  EXPECT_NE(info.stats().offset(), 0.0);
+  EXPECT_EQ(info.stats().rho(), core.margin);
+  EXPECT_NE(info.stats().rho(), 1.0);  // learned by the nu-trick
+  EXPECT_EQ(info.stats().epsilon(), 0.0);
+  EXPECT_EQ(info.stats().regret_duality_gap(), 0.0);  // no regret tracking
+
+  // Epsilon-insensitive: the tube, learned here, is epsilon, and rho stays 0.
+  const Trained tube = Train(Ref("e2e", "tube-stats"), kAveragedConfig, 60);
+  std::unique_ptr<CoreTwin> tube_twin = CoreTwin::Create(tube.config);
+  ASSERT_NE(tube_twin, nullptr);
+  tube_twin->Observe(tube.stream);
+  ASSERT_TRUE(IsOk(GetModel(stub(), tube.ref, &info)));
+  EXPECT_TRUE(MessageDifferencer::Equals(info.stats(), tube_twin->WireStats()))
+      << info.stats().ShortDebugString();
+  EXPECT_EQ(info.stats().epsilon(), tube_twin->model().stats().margin);
+  EXPECT_NE(info.stats().epsilon(), 0.05);
+  EXPECT_EQ(info.stats().rho(), 0.0);
+}
+
 // --- The server computes exactly what core computes ------------------------------------
 
 struct EquivalenceCase {
@@ -540,7 +689,7 @@ TEST_P(ServerMatchesCoreTest, PredictionsLossesStatsAndStateEqualTheCoreBitForBi
 
   v1::ModelInfo info;
   ASSERT_TRUE(IsOk(GetModel(stub(), ref, &info)));
-  const v1::ModelStats stats = ToProto(twin->model().stats());
+  const v1::ModelStats stats = twin->WireStats();
   EXPECT_TRUE(MessageDifferencer::Equals(info.stats(), stats))
       << "server: " << info.stats().ShortDebugString()
       << "\ncore:   " << stats.ShortDebugString();
@@ -562,7 +711,9 @@ INSTANTIATE_TEST_SUITE_P(
         EquivalenceCase{"SparseLaplacianNuHingeSmallest", kSparseHingeConfig, true},
         EquivalenceCase{"AveragedEpsilonPowerOldest", kAveragedConfig, false},
         EquivalenceCase{"SparsePolynomialLogisticDropBelow", kSparseLogisticConfig, true},
-        EquivalenceCase{"AveragedHeatHuberSparse", kHeatHuberConfig, true}),
+        EquivalenceCase{"AveragedHeatHuberSparse", kHeatHuberConfig, true},
+        EquivalenceCase{"GaussianNuHingeOffsetMerge", kMergeHingeConfig, false},
+        EquivalenceCase{"GaussianNuNoveltySmallest", kNoveltyConfig, false}),
     [](const ::testing::TestParamInfo<EquivalenceCase>& info) { return info.param.name; });
 
 TEST_F(ServerE2ETest, MackeyGlassReplayOverGrpcEqualsTheCoreBitForBit) {
@@ -1199,7 +1350,7 @@ TEST_F(ServerE2ETest, DivergingBatchKeepsTheExamplesBeforeTheDivergingOne) {
   v1::ModelInfo info;
   ASSERT_TRUE(IsOk(GetModel(stub(), ref, &info)));
   EXPECT_EQ(info.stats().steps(), applied.size());
-  EXPECT_TRUE(MessageDifferencer::Equals(info.stats(), ToProto(twin->model().stats())))
+  EXPECT_TRUE(MessageDifferencer::Equals(info.stats(), twin->WireStats()))
       << info.stats().ShortDebugString();
 }
 
