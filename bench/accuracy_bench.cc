@@ -1,0 +1,446 @@
+// bench/accuracy_bench.cc
+//
+// okl_accuracy_bench: okl's accuracy table, reproduced in one command. Each config (an
+// okl.v1.ModelConfig in protobuf text format) makes a fresh NormaModel in this process,
+// which learns in one pass over the data set its file name selects:
+//   a9a*     one pass over data/a9a_train.txt (LIBSVM), then data/a9a_test.txt. Reports
+//            the prequential accuracy (1 - mistakes / steps, a mistake being
+//            sign(p_t) != y_t, p_t = 0 included), the test accuracy (the same rule on
+//            PredictBatch of the final model, in the config's prediction mode; with
+//            --averaged_too also the current model's), and test predictions/s.
+//   mg30*    one pass over data/mg30.dat, embedded with L = the config's dim lags.
+//            Reports the prequential mean squared error, mean (p_t - y_t)^2 (twice the
+//            mean squared loss), and 10 log10 of it in dB.
+//   lorenz*  the same on data/lorenz.dat.
+// Every row also has the expansion's terms and bytes (NormaModel::MemoryBytes) at the
+// end and the training examples/s: the wall time of the ObserveBatch calls (--chunk
+// examples each) alone. Without --configs it runs every client/examples/*.textproto
+// whose name starts with a9a, mg30 or lorenz. Exits 1, the error on stderr, if a file
+// cannot be read or a model rejects its data (or diverges).
+//
+// Example:
+//   cmake --build build/release --target okl_accuracy_bench
+//   build/release/bench/okl_accuracy_bench                        # the shipped examples
+//   build/release/bench/okl_accuracy_bench --format=markdown      # for README.md
+//   build/release/bench/okl_accuracy_bench --configs=/tmp/lorenz.textproto --format=json
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "client/cli_json.h"
+#include "client/data_reader.h"
+#include "client/replay.h"
+#include "core/config.h"
+#include "core/norma.h"
+#include "core/status_macros.h"
+#include "proto/convert.h"
+
+ABSL_FLAG(std::string, configs, "",
+          "comma-separated config files (text-format okl.v1.ModelConfig); a relative path "
+          "not found from the current directory is looked up in the source tree. Each "
+          "file's name must start with a9a, mg30 or lorenz. Default: every "
+          "client/examples/*.textproto whose name does");
+ABSL_FLAG(std::string, data_dir, OKL_SOURCE_DIR "/data",
+          "the directory holding a9a_train.txt, a9a_test.txt, mg30.dat and lorenz.dat");
+ABSL_FLAG(std::string, format, "table",
+          "table (aligned text), markdown, or json (one object per row)");
+ABSL_FLAG(bool, averaged_too, false,
+          "for a classification config with averaged: true, also report the test accuracy "
+          "of the current model f_{T+1}");
+ABSL_FLAG(int64_t, max_rows, 0, "use at most N rows of each data file (0: all)");
+ABSL_FLAG(int64_t, chunk, 256, "examples per ObserveBatch call");
+
+namespace {
+
+using okl::Dataset;
+using okl::ModelConfig;
+using okl::NormaModel;
+using okl::Observation;
+using Clock = std::chrono::steady_clock;
+
+enum class Task { kClassification, kRegression };
+
+// The data set of every config whose file name starts with `prefix`.
+struct DataSpec {
+  absl::string_view prefix;
+  Task task;
+  absl::string_view train_file;  // the one pass; LIBSVM for classification, else a series
+  absl::string_view test_file;   // classification only
+};
+
+constexpr DataSpec kDataSpecs[] = {
+    {"a9a", Task::kClassification, "a9a_train.txt", "a9a_test.txt"},
+    {"mg30", Task::kRegression, "mg30.dat", ""},
+    {"lorenz", Task::kRegression, "lorenz.dat", ""},
+};
+
+// One config's results: a row of the table.
+struct Row {
+  std::string config_name;  // as given, or client/examples/NAME for the defaults
+  const DataSpec* data = nullptr;
+  ModelConfig config;
+  size_t train_rows = 0;
+  size_t test_rows = 0;
+  double prequential_accuracy = 0.0;            // classification
+  double test_accuracy = 0.0;                   // classification, the config's prediction mode
+  std::optional<double> current_test_accuracy;  // --averaged_too on an averaged config
+  double mse = 0.0;                             // regression, prequential
+  size_t terms = 0;
+  size_t model_bytes = 0;
+  double train_seconds = 0.0;
+  double test_seconds = 0.0;
+};
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double PerSecond(size_t count, double seconds) {
+  return seconds > 0 ? static_cast<double>(count) / seconds : 0.0;
+}
+
+// `name` as a path: as given if it exists (or is absolute), else under the source tree.
+absl::StatusOr<std::string> ResolveConfigPath(const std::string& name) {
+  std::error_code error;
+  const std::filesystem::path path(name);
+  if (path.is_absolute() || std::filesystem::exists(path, error)) return name;
+  const std::filesystem::path in_source = std::filesystem::path(OKL_SOURCE_DIR) / path;
+  if (std::filesystem::exists(in_source, error)) return in_source.string();
+  return absl::NotFoundError(absl::StrCat("config ", name,
+                                          " not found (looked in the current directory and in ",
+                                          OKL_SOURCE_DIR, ")"));
+}
+
+const DataSpec* DataSpecFor(const std::string& config_path) {
+  const std::string file = std::filesystem::path(config_path).filename().string();
+  for (const DataSpec& spec : kDataSpecs) {
+    if (absl::StartsWith(file, spec.prefix)) return &spec;
+  }
+  return nullptr;
+}
+
+// client/examples/*.textproto with a data set, sorted by name.
+absl::StatusOr<std::vector<std::string>> DefaultConfigs() {
+  const std::filesystem::path dir = std::filesystem::path(OKL_SOURCE_DIR) / "client/examples";
+  std::error_code error;
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    const std::string file = entry.path().filename().string();
+    if (entry.path().extension() == ".textproto" && DataSpecFor(file) != nullptr) {
+      names.push_back(absl::StrCat("client/examples/", file));
+    }
+  }
+  if (error) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot list ", dir.string(), ": ", error.message()));
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// The data files, each read once per model dimension (a series is embedded with dim
+// lags), keeping at most `max_rows` rows (0: all).
+class DataFiles {
+ public:
+  DataFiles(std::string dir, size_t max_rows) : dir_(std::move(dir)), max_rows_(max_rows) {}
+
+  absl::StatusOr<const Dataset*> Get(Task task, absl::string_view file, uint32_t dim) {
+    const std::string path = (std::filesystem::path(dir_) / std::string(file)).string();
+    const std::string key = absl::StrCat(path, "#", dim);
+    if (auto it = cache_.find(key); it != cache_.end()) return &it->second;
+    OKL_ASSIGN_OR_RETURN(Dataset data, task == Task::kClassification
+                                           ? okl::ReadLibsvm(path, dim)
+                                           : okl::ReadSeries(path, dim));
+    if (max_rows_ > 0 && data.size() > max_rows_) {
+      data.y.resize(max_rows_);
+      data.x.resize(max_rows_ * data.dim);
+    }
+    if (data.size() == 0) return absl::InvalidArgumentError(absl::StrCat(path, ": no rows"));
+    return &cache_.emplace(key, std::move(data)).first->second;
+  }
+
+ private:
+  const std::string dir_;
+  const size_t max_rows_;
+  std::map<std::string, Dataset> cache_;
+};
+
+// One pass over `data` in chunks; returns the wall time of the ObserveBatch calls.
+absl::StatusOr<double> Train(NormaModel& model, const Dataset& data, size_t chunk,
+                             std::vector<Observation>* observations) {
+  observations->reserve(data.size());
+  const Clock::time_point start = Clock::now();
+  for (size_t begin = 0; begin < data.size(); begin += chunk) {
+    const size_t n = std::min(chunk, data.size() - begin);
+    absl::Status status =
+        model.ObserveBatch(absl::MakeConstSpan(data.x).subspan(begin * data.dim, n * data.dim),
+                           absl::MakeConstSpan(data.y).subspan(begin, n), observations);
+    if (!status.ok()) {
+      return absl::Status(status.code(), absl::StrCat("ObserveBatch of rows ", begin + 1, "-",
+                                                      begin + n, ": ", status.message()));
+    }
+  }
+  return SecondsSince(start);
+}
+
+// The fraction of `predictions` whose sign is the label's (0 is a mistake).
+double Accuracy(absl::Span<const double> predictions, absl::Span<const double> labels) {
+  size_t correct = 0;
+  for (size_t i = 0; i < labels.size(); ++i) correct += predictions[i] * labels[i] > 0;
+  return static_cast<double>(correct) / static_cast<double>(labels.size());
+}
+
+// `status` with its message prefixed by `context`.
+absl::Status Prefixed(absl::string_view context, const absl::Status& status) {
+  return absl::Status(status.code(), absl::StrCat(context, ": ", status.message()));
+}
+
+// Runs the config file `name` on its data set. Errors name the files they concern.
+absl::StatusOr<Row> RunConfig(const std::string& name, DataFiles& files, size_t chunk,
+                              bool averaged_too) {
+  Row row;
+  row.config_name = name;
+  row.data = DataSpecFor(name);
+  if (row.data == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": cannot tell its data set: the file name must start with a9a, mg30 or lorenz"));
+  }
+  OKL_ASSIGN_OR_RETURN(const std::string path, ResolveConfigPath(name));
+  OKL_ASSIGN_OR_RETURN(const std::string text, okl::ReadTextFile(path));
+  OKL_ASSIGN_OR_RETURN(row.config, okl::ParseModelConfigText(text, name));
+  const Task task = row.data->task;
+  absl::StatusOr<const Dataset*> train_data =
+      files.Get(task, row.data->train_file, row.config.dim);
+  if (!train_data.ok()) return Prefixed(name, train_data.status());
+  const Dataset& train = **train_data;
+  OKL_ASSIGN_OR_RETURN(std::unique_ptr<NormaModel> model, NormaModel::Create(row.config));
+
+  std::vector<Observation> observations;
+  absl::StatusOr<double> train_seconds = Train(*model, train, chunk, &observations);
+  if (!train_seconds.ok()) {
+    return Prefixed(absl::StrCat(name, " on ", row.data->train_file), train_seconds.status());
+  }
+  row.train_seconds = *train_seconds;
+  row.train_rows = train.size();
+  row.terms = model->expansion_size();
+  row.model_bytes = model->MemoryBytes();
+
+  std::vector<double> predictions;
+  predictions.reserve(observations.size());
+  for (const Observation& o : observations) predictions.push_back(o.prediction);
+  if (task == Task::kRegression) {
+    double sum = 0.0;
+    for (size_t i = 0; i < predictions.size(); ++i) {
+      const double error = predictions[i] - train.y[i];
+      sum += error * error;
+    }
+    row.mse = sum / static_cast<double>(predictions.size());
+    return row;
+  }
+  row.prequential_accuracy = Accuracy(predictions, train.y);
+
+  absl::StatusOr<const Dataset*> test_data =
+      files.Get(task, row.data->test_file, row.config.dim);
+  if (!test_data.ok()) return Prefixed(name, test_data.status());
+  const Dataset* test = *test_data;
+  row.test_rows = test->size();
+  predictions.assign(test->size(), 0.0);
+  const Clock::time_point start = Clock::now();
+  OKL_RETURN_IF_ERROR(model->PredictBatch(test->x, absl::MakeSpan(predictions)));
+  row.test_seconds = SecondsSince(start);
+  row.test_accuracy = Accuracy(predictions, test->y);
+  if (averaged_too && row.config.averaged) {
+    OKL_RETURN_IF_ERROR(model->PredictBatch(test->x, absl::MakeSpan(predictions),
+                                            okl::PredictionMode::kCurrent));
+    row.current_test_accuracy = Accuracy(predictions, test->y);
+  }
+  return row;
+}
+
+// --- Output -------------------------------------------------------------------------
+
+// 1234567 -> "1,234,567" (rounded; non-negative).
+std::string Grouped(double value) {
+  const std::string digits = absl::StrFormat("%.0f", value);
+  std::string grouped;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) grouped.push_back(',');
+    grouped.push_back(digits[i]);
+  }
+  return grouped;
+}
+
+std::string Percent(double fraction) { return absl::StrFormat("%.2f%%", 100 * fraction); }
+
+std::string DataLabel(const Row& row) {
+  if (row.data->task == Task::kClassification) return std::string(row.data->prefix);
+  return absl::StrCat(row.data->prefix, " (L=", row.config.dim, ")");
+}
+
+// Prints `cells` (the header first) with padded columns: the first two left-aligned, the
+// rest right-aligned; as a Markdown table if `markdown`.
+void PrintTable(const std::vector<std::vector<std::string>>& cells, bool markdown) {
+  std::vector<size_t> widths(cells[0].size(), 0);
+  for (const auto& line : cells) {
+    for (size_t c = 0; c < line.size(); ++c) widths[c] = std::max(widths[c], line[c].size());
+  }
+  auto print_line = [&](const std::vector<std::string>& line) {
+    std::string text = markdown ? "| " : "";
+    for (size_t c = 0; c < line.size(); ++c) {
+      const int width = static_cast<int>(widths[c]);
+      absl::StrAppend(&text, c < 2 ? absl::StrFormat("%-*s", width, line[c])
+                                   : absl::StrFormat("%*s", width, line[c]));
+      if (c + 1 < line.size()) absl::StrAppend(&text, markdown ? " | " : "  ");
+    }
+    std::printf("%s%s\n", text.c_str(), markdown ? " |" : "");
+  };
+  print_line(cells[0]);
+  std::vector<std::string> rule;
+  for (size_t c = 0; c < widths.size(); ++c) {
+    rule.push_back(markdown ? std::string(widths[c] - 1, '-') + (c < 2 ? "-" : ":")
+                            : std::string(widths[c], '-'));
+  }
+  print_line(rule);
+  for (size_t r = 1; r < cells.size(); ++r) print_line(cells[r]);
+}
+
+void PrintTables(const std::vector<Row>& rows, bool markdown) {
+  const bool any_current = std::any_of(rows.begin(), rows.end(), [](const Row& row) {
+    return row.current_test_accuracy.has_value();
+  });
+  std::vector<std::vector<std::string>> classification = {
+      {"config", "data", "steps", "prequential acc", "test acc"}};
+  if (any_current) classification[0].push_back("test acc (current)");
+  for (const char* column : {"terms", "model bytes", "train ex/s", "test pred/s"}) {
+    classification[0].push_back(column);
+  }
+  std::vector<std::vector<std::string>> regression = {
+      {"config", "data", "steps", "MSE", "MSE dB", "terms", "model bytes", "train ex/s"}};
+  for (const Row& row : rows) {
+    if (row.data->task == Task::kClassification) {
+      std::vector<std::string> line = {row.config_name, DataLabel(row), Grouped(row.train_rows),
+                                       Percent(row.prequential_accuracy),
+                                       Percent(row.test_accuracy)};
+      if (any_current) {
+        line.push_back(
+            row.current_test_accuracy.has_value() ? Percent(*row.current_test_accuracy) : "-");
+      }
+      for (const std::string& cell : {Grouped(row.terms), Grouped(row.model_bytes),
+                                      Grouped(PerSecond(row.train_rows, row.train_seconds)),
+                                      Grouped(PerSecond(row.test_rows, row.test_seconds))}) {
+        line.push_back(cell);
+      }
+      classification.push_back(std::move(line));
+    } else {
+      regression.push_back({row.config_name, DataLabel(row), Grouped(row.train_rows),
+                            absl::StrFormat("%.4g", row.mse),
+                            absl::StrFormat("%.1f", 10 * std::log10(row.mse)),
+                            Grouped(row.terms), Grouped(row.model_bytes),
+                            Grouped(PerSecond(row.train_rows, row.train_seconds))});
+    }
+  }
+  const bool both = classification.size() > 1 && regression.size() > 1;
+  if (classification.size() > 1) PrintTable(classification, markdown);
+  if (both) std::printf("\n");
+  if (regression.size() > 1) PrintTable(regression, markdown);
+}
+
+void PrintJson(const std::vector<Row>& rows) {
+  for (const Row& row : rows) {
+    okl::cli::JsonObject json;
+    json.AddString("config", row.config_name)
+        .AddString("data", row.data->prefix)
+        .AddString("task",
+                   row.data->task == Task::kClassification ? "classification" : "regression")
+        .AddUint("dim", row.config.dim)
+        .AddUint("steps", row.train_rows);
+    if (row.data->task == Task::kClassification) {
+      json.AddDouble("prequential_accuracy", row.prequential_accuracy)
+          .AddUint("test_rows", row.test_rows)
+          .AddDouble("test_accuracy", row.test_accuracy);
+      if (row.current_test_accuracy.has_value()) {
+        json.AddDouble("current_test_accuracy", *row.current_test_accuracy);
+      }
+    } else {
+      json.AddDouble("mse", row.mse).AddDouble("mse_db", 10 * std::log10(row.mse));
+    }
+    json.AddUint("terms", row.terms)
+        .AddUint("model_bytes", row.model_bytes)
+        .AddDouble("train_seconds", row.train_seconds)
+        .AddDouble("train_examples_per_second", PerSecond(row.train_rows, row.train_seconds));
+    if (row.data->task == Task::kClassification) {
+      json.AddDouble("test_seconds", row.test_seconds)
+          .AddDouble("test_predictions_per_second", PerSecond(row.test_rows, row.test_seconds));
+    }
+    std::printf("%s\n", json.str().c_str());
+  }
+}
+
+absl::Status Run() {
+  const std::string format = absl::GetFlag(FLAGS_format);
+  if (format != "table" && format != "markdown" && format != "json") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--format=", format, ": expected table, markdown or json"));
+  }
+  if (absl::GetFlag(FLAGS_max_rows) < 0 || absl::GetFlag(FLAGS_chunk) < 1) {
+    return absl::InvalidArgumentError("--max_rows must be >= 0 and --chunk >= 1");
+  }
+  DataFiles files(absl::GetFlag(FLAGS_data_dir),
+                  static_cast<size_t>(absl::GetFlag(FLAGS_max_rows)));
+
+  std::vector<std::string> names =
+      absl::StrSplit(absl::GetFlag(FLAGS_configs), ',', absl::SkipWhitespace());
+  if (names.empty()) {
+    OKL_ASSIGN_OR_RETURN(names, DefaultConfigs());
+    if (names.empty()) return absl::NotFoundError("no config in client/examples to run");
+  }
+
+  const Clock::time_point start = Clock::now();
+  std::vector<Row> rows;
+  for (const std::string& name : names) {
+    OKL_ASSIGN_OR_RETURN(Row row,
+                         RunConfig(name, files, static_cast<size_t>(absl::GetFlag(FLAGS_chunk)),
+                                   absl::GetFlag(FLAGS_averaged_too)));
+    rows.push_back(std::move(row));
+  }
+  if (format == "json") {
+    PrintJson(rows);
+  } else {
+    PrintTables(rows, format == "markdown");
+  }
+  std::fprintf(stderr, "okl_accuracy_bench: %zu config%s in %.1f s (reading data included)\n",
+               rows.size(), rows.size() == 1 ? "" : "s", SecondsSince(start));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  if (absl::Status status = Run(); !status.ok()) {
+    std::fprintf(stderr, "okl_accuracy_bench: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
