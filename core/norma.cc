@@ -470,8 +470,14 @@ void NormaModel::MergeSmallestTerm(absl::Span<const double> x, double coefficien
     }
   }
 
+  // A merged coefficient is at most |a_m| + |a_n|, which overflows only for coefficients
+  // near DBL_MAX (a restored state can hold them): m is removed then too.
+  if (partner <= new_term &&
+      !std::isfinite(std::abs(a_m) + std::abs(coefficient_of(partner)))) {
+    partner = new_term + 1;
+  }
   if (partner > new_term) {
-    // No term of m's sign: m is removed, as SMALLEST would.
+    // No term of m's sign (or no finite merge): m is removed, as SMALLEST would.
     if (!m_is_new) expansion_.Replace(m, x, coefficient, steps_, average_sum_);
     min_abs_coefficient_bound_ = expansion_.MinAbsCoefficient();
     return;
@@ -495,9 +501,10 @@ void NormaModel::MergeSmallestTerm(absl::Span<const double> x, double coefficien
                                expansion_.coefficient(i) *
                                    (average_sum_ - expansion_.average_mark(i));
   };
-  const double summed_z = config_.averaged
-                              ? summed(m) * best.k_mz + summed(partner) * best.k_nz
-                              : 0.0;
+  double summed_z = config_.averaged ? summed(m) * best.k_mz + summed(partner) * best.k_nz
+                                     : 0.0;
+  // The same bound for the averaged sums: a sum that would overflow keeps the larger part.
+  if (!std::isfinite(summed_z)) summed_z = summed(partner) * best.k_nz;
   const uint64_t added_at =
       m_is_new || partner == new_term
           ? steps_

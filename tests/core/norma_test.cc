@@ -945,6 +945,35 @@ ModelConfig DivergingConfig() {
   return config;
 }
 
+// MERGE of two coefficients near DBL_MAX would overflow (|a_z| can reach |a_m| + |a_n|);
+// a restored state can hold such coefficients. The smallest term is removed instead, and
+// the model stays finite and exportable.
+TEST(NormaModelTest, MergeThatWouldOverflowRemovesTheSmallestTermInstead) {
+  ModelState state;
+  state.config.dim = 1;
+  state.config.kernel = {.type = KernelType::kGaussian, .gamma = 1.0};
+  state.config.loss = {.type = LossType::kHinge, .rho = 1.0};
+  state.config.learning_rate = {.schedule = Schedule::kConstant, .eta0 = 1e308};
+  state.config.budget = {.max_terms = 2, .policy = BudgetPolicy::kMerge};
+  state.support = {0.0, 0.5};
+  state.coefficients = {1e308, 1e308};
+  state.added_at = {1, 2};
+  state.steps = 2;
+  state.margin = 1.0;  // rho
+  absl::StatusOr<std::unique_ptr<NormaModel>> model = NormaModel::FromState(state);
+  ASSERT_TRUE(model.ok()) << model.status();
+  // Far from both terms: f = 0 < rho, so a term of alpha = 1e308 joins, and the three tie.
+  const std::vector<double> far = {100.0};
+  ASSERT_TRUE((*model)->Observe(far, 1.0).ok());
+  const ModelState after = (*model)->ExportState();
+  EXPECT_EQ(after.coefficients.size(), 2u);
+  for (double c : after.coefficients) EXPECT_TRUE(std::isfinite(c)) << c;
+  EXPECT_EQ(after.terms_removed, 1u);
+  // The oldest of the tied terms (at 0) went; the new one took its place.
+  EXPECT_THAT(after.support, ::testing::UnorderedElementsAre(0.5, 100.0));
+  EXPECT_TRUE(NormaModel::FromState(after).ok());
+}
+
 TEST(NormaModelTest, DivergenceIsFailedPreconditionAndChangesNothing) {
   auto model = Make(DivergingConfig());
   ASSERT_NE(model, nullptr);
