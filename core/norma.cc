@@ -470,10 +470,13 @@ void NormaModel::MergeSmallestTerm(absl::Span<const double> x, double coefficien
     }
   }
 
-  // A merged coefficient is at most |a_m| + |a_n|, which overflows only for coefficients
-  // near DBL_MAX (a restored state can hold them): m is removed then too.
+  // A merged coefficient lies between |a_m| and |a_m| + |a_n|: the sum overflows only for
+  // coefficients near DBL_MAX, and the rounded products could underflow to 0 only for
+  // subnormal ones (a restored state can hold both). m is removed then too: a stored
+  // coefficient is finite and never 0.
   if (partner <= new_term &&
-      !std::isfinite(std::abs(a_m) + std::abs(coefficient_of(partner)))) {
+      (!std::isfinite(std::abs(a_m) + std::abs(coefficient_of(partner))) ||
+       !(best.coefficient > 0))) {
     partner = new_term + 1;
   }
   if (partner > new_term) {
