@@ -60,22 +60,6 @@ double MeanLoss(const ModelStats& stats) {
   return stats.steps > 0 ? stats.cumulative_loss / static_cast<double>(stats.steps) : 0.0;
 }
 
-// What the loss calls its margin ("rho", "epsilon"), or "" for a loss without one.
-absl::string_view MarginName(LossType loss) {
-  switch (loss) {
-    case LossType::kHinge:
-    case LossType::kNovelty:
-      return "rho";
-    case LossType::kEpsilonInsensitive:
-      return "epsilon";
-    case LossType::kSquared:
-    case LossType::kLogistic:
-    case LossType::kHuber:
-      break;
-  }
-  return "";
-}
-
 std::string StatsJson(const ModelSummary& summary) {
   const ModelStats& stats = summary.stats;
   JsonObject json;
@@ -84,7 +68,7 @@ std::string StatsJson(const ModelSummary& summary) {
       .AddDouble("cumulative_loss", stats.cumulative_loss)
       .AddDouble("mean_loss", MeanLoss(stats));
   if (IsClassificationLoss(summary.config.loss.type)) json.AddUint("mistakes", stats.mistakes);
-  if (const absl::string_view margin = MarginName(summary.config.loss.type); !margin.empty()) {
+  if (const absl::string_view margin = MarginName(MarginKindOf(summary.config.loss.type)); !margin.empty()) {
     json.AddDouble(margin, stats.margin);
   }
   if (summary.config.offset) json.AddDouble("offset", stats.offset);
@@ -162,7 +146,7 @@ std::string SummaryText(const ModelSummary& summary) {
                                         : 0.0;
     absl::StrAppendFormat(&text, "mistakes         %d (%.2f%%)\n", stats.mistakes, rate);
   }
-  if (const absl::string_view margin = MarginName(summary.config.loss.type); !margin.empty()) {
+  if (const absl::string_view margin = MarginName(MarginKindOf(summary.config.loss.type)); !margin.empty()) {
     absl::StrAppendFormat(&text, "%-16s %.6g%s\n", margin, stats.margin,
                           summary.config.loss.nu > 0 ? " (learned)" : "");
   }

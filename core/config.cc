@@ -205,6 +205,30 @@ absl::Status ValidateConfig(const ModelConfig& config) {
   return absl::OkStatus();
 }
 
+MarginKind MarginKindOf(LossType type) {
+  switch (type) {
+    case LossType::kHinge:
+    case LossType::kNovelty:
+      return MarginKind::kRho;
+    case LossType::kEpsilonInsensitive:
+      return MarginKind::kEpsilon;
+    case LossType::kSquared:
+    case LossType::kLogistic:
+    case LossType::kHuber:
+      break;
+  }
+  return MarginKind::kNone;
+}
+
+absl::string_view MarginName(MarginKind kind) {
+  switch (kind) {
+    case MarginKind::kRho: return "rho";
+    case MarginKind::kEpsilon: return "epsilon";
+    case MarginKind::kNone: break;
+  }
+  return "";
+}
+
 bool IsClassificationLoss(LossType type) {
   return type == LossType::kHinge || type == LossType::kLogistic;
 }

@@ -123,6 +123,13 @@ struct ModelConfig {
 // when `config` cannot be run; OK otherwise.
 absl::Status ValidateConfig(const ModelConfig& config);
 
+// The margin a loss has: rho (hinge, novelty), epsilon (epsilon-insensitive) or none.
+// ModelStats::margin holds it whatever its kind; the wire and the tools name it by kind.
+enum class MarginKind { kNone, kRho, kEpsilon };
+MarginKind MarginKindOf(LossType type);
+// "rho", "epsilon", or "" for kNone.
+absl::string_view MarginName(MarginKind kind);
+
 // True for the losses whose labels must be -1 or +1 and for which mistakes are counted.
 bool IsClassificationLoss(LossType type);
 

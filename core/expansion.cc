@@ -183,7 +183,7 @@ void Expansion::ScaleCoefficients(double factor) {
 
 void Expansion::FoldAverage(double average_sum) {
   for (size_t i = 0; i < size_; ++i) {
-    average_base_[i] += coefficients_[i] * (average_sum - average_mark_[i]);
+    average_base_[i] = SummedCoefficient(i, average_sum);
     average_mark_[i] = 0.0;
   }
 }

@@ -88,6 +88,11 @@ class Expansion {
   uint64_t added_at(size_t slot) const { return added_at_[slot]; }
   double average_base(size_t slot) const { return average_base_[slot]; }
   double average_mark(size_t slot) const { return average_mark_[slot]; }
+  // base_i + a_i (average_sum - mark_i): the term's coefficient summed over the
+  // hypotheses so far, at running sum `average_sum`. Requires tracks_average().
+  double SummedCoefficient(size_t slot, double average_sum) const {
+    return average_base_[slot] + coefficients_[slot] * (average_sum - average_mark_[slot]);
+  }
   // Restores a term's averaged base (Append starts it at 0). Requires tracks_average().
   void set_average_base(size_t slot, double base) { average_base_[slot] = base; }
   // Coordinate j of the term in `slot`.

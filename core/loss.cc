@@ -53,15 +53,15 @@ LossPoint Loss::At(double y, double f, double margin) const {
 }
 
 double Loss::InitialMargin() const {
-  switch (config_.type) {
-    case LossType::kHinge:
-    case LossType::kNovelty:
+  switch (MarginKindOf(config_.type)) {
+    case MarginKind::kRho:
       return config_.rho;
-    case LossType::kEpsilonInsensitive:
+    case MarginKind::kEpsilon:
       return config_.epsilon;
-    default:
-      return 0.0;
+    case MarginKind::kNone:
+      break;
   }
+  return 0.0;
 }
 
 bool Loss::LearnsMargin() const {

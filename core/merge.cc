@@ -108,18 +108,17 @@ const RelativeLossTable& Table() {
         t->values[i][j] = RelativeLoss(0.5 * i / kTableA, static_cast<double>(j) / kTableK);
       }
     }
-    // Each cell's interpolation error, measured on a 4 x 4 grid inside it, with a factor
-    // of 4 for what lies between the samples, plus rounding.
+    // Each cell's interpolation error, measured at its centre and two edge midpoints (where
+    // bilinear interpolation errs most), with a factor of 4 for what lies between the
+    // samples, plus rounding.
     for (int i = 0; i < kTableA; ++i) {
       for (int j = 0; j < kTableK; ++j) {
         double error = 0;
-        for (int p = 1; p < 4; ++p) {
-          for (int q = 0; q < 4; ++q) {
-            const RelativeLossTable::Cell cell{i, j, p / 4.0, q / 4.0};
-            const double a = 0.5 * (i + cell.s) / kTableA;
-            const double k = (j + cell.t) / kTableK;
-            error = std::max(error, std::abs(t->Interpolate(cell) - RelativeLoss(a, k)));
-          }
+        for (const auto& [du, dv] : {std::pair{0.5, 0.5}, {0.5, 0.0}, {0.0, 0.5}}) {
+          const RelativeLossTable::Cell cell{i, j, du, dv};
+          const double a = 0.5 * (i + du) / kTableA;
+          const double k = (j + dv) / kTableK;
+          error = std::max(error, std::abs(t->Interpolate(cell) - RelativeLoss(a, k)));
         }
         t->errors[i][j] = 4 * error + 1e-12;
       }

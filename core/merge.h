@@ -18,7 +18,7 @@
 // on g's slope to the last bit (the paper uses golden-section search): the global maximum
 // whenever g's peaks are further apart than the grid step. EstimateGaussianMergeLoss reads max_h g from a table built once per process, to
 // rank many candidates for the price of a table lookup each (no exp), with an error bound
-// per table cell measured when the table is built (once per process, ~20 ms). All functions are thread-safe.
+// per table cell measured when the table is built (once per process, ~15 ms). All functions are thread-safe.
 //
 // Example:
 //   okl::GaussianMerge merge = okl::MergeGaussianPair(0.1, 0.4, /*k_mn=*/0.8);

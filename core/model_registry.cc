@@ -133,7 +133,7 @@ absl::Status ModelEntry::PredictBatch(absl::Span<const double> xs, absl::Span<do
                                       PredictionMode mode, double* margin) const {
   ReaderLock lock(&mu_);
   OKL_RETURN_IF_ERROR(CheckLive());
-  if (margin != nullptr) *margin = norma_->stats().margin;
+  if (margin != nullptr) *margin = norma_->margin();
   return norma_->PredictBatch(xs, out, mode);
 }
 

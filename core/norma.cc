@@ -427,10 +427,8 @@ void NormaModel::MergeSmallestTerm(absl::Span<const double> x, double coefficien
   const size_t size = expansion_.size();
   const size_t new_term = size;  // the candidate index that stands for the new term
   const double smallest = std::min(expansion_.MinAbsCoefficient(), std::abs(coefficient));
-  const size_t oldest_smallest =
-      expansion_.OldestSlotAtMost(smallest * (1 + kMergeTieTolerance));
-  const bool m_is_new = oldest_smallest == size;
-  const size_t m = oldest_smallest;
+  const size_t m = expansion_.OldestSlotAtMost(smallest * (1 + kMergeTieTolerance));
+  const bool m_is_new = m == new_term;  // no stored term is that small
   absl::Span<const double> x_m = x;
   if (!m_is_new) {
     merge_scratch_.resize(config_.dim);
@@ -499,10 +497,7 @@ void NormaModel::MergeSmallestTerm(absl::Span<const double> x, double coefficien
   // The averaged hypothesis' summed coefficients merge the same way: their best
   // approximation by a multiple of k(z, .), sum_m k(x_m, z) + sum_n k(x_n, z).
   auto summed = [&](size_t i) {
-    return i == new_term ? 0.0
-                         : expansion_.average_base(i) +
-                               expansion_.coefficient(i) *
-                                   (average_sum_ - expansion_.average_mark(i));
+    return i == new_term ? 0.0 : expansion_.SummedCoefficient(i, average_sum_);
   };
   double summed_z = config_.averaged ? summed(m) * best.k_mz + summed(partner) * best.k_nz
                                      : 0.0;

@@ -158,6 +158,8 @@ class NormaModel {
   double SquaredNorm() const;
 
   ModelStats stats() const;
+  // rho or epsilon as learned by the nu-trick, else the config's (ModelStats::margin).
+  double margin() const { return margin_; }
   const ModelConfig& config() const { return config_; }
   size_t expansion_size() const { return expansion_.size(); }
   uint64_t steps() const { return steps_; }

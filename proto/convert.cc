@@ -356,24 +356,6 @@ absl::StatusOr<ModelState> FromProto(const v1::ModelSnapshot& proto) {
 
 namespace {
 
-// Where a loss keeps its margin on the wire; ModelStats has one margin for all of them.
-enum class MarginField { kNone, kRho, kEpsilon };
-
-MarginField MarginFieldOf(LossType loss) {
-  switch (loss) {
-    case LossType::kHinge:
-    case LossType::kNovelty:
-      return MarginField::kRho;
-    case LossType::kEpsilonInsensitive:
-      return MarginField::kEpsilon;
-    case LossType::kSquared:
-    case LossType::kLogistic:
-    case LossType::kHuber:
-      break;
-  }
-  return MarginField::kNone;
-}
-
 }  // namespace
 
 v1::ModelStats ToProto(const ModelStats& stats, LossType loss) {
@@ -389,14 +371,14 @@ v1::ModelStats ToProto(const ModelStats& stats, LossType loss) {
     proto.set_regret_at_step(stats.regret->last_step);
     proto.set_regret_duality_gap(stats.regret->duality_gap);
   }
-  switch (MarginFieldOf(loss)) {
-    case MarginField::kRho:
+  switch (MarginKindOf(loss)) {
+    case MarginKind::kRho:
       proto.set_rho(stats.margin);
       break;
-    case MarginField::kEpsilon:
+    case MarginKind::kEpsilon:
       proto.set_epsilon(stats.margin);
       break;
-    case MarginField::kNone:
+    case MarginKind::kNone:
       break;
   }
   proto.set_offset(stats.offset);
@@ -412,14 +394,14 @@ ModelStats FromProto(const v1::ModelStats& proto, LossType loss) {
   stats.mistakes = proto.mistakes();
   stats.terms_removed = proto.terms_removed();
   stats.offset = proto.offset();
-  switch (MarginFieldOf(loss)) {
-    case MarginField::kRho:
+  switch (MarginKindOf(loss)) {
+    case MarginKind::kRho:
       stats.margin = proto.rho();
       break;
-    case MarginField::kEpsilon:
+    case MarginKind::kEpsilon:
       stats.margin = proto.epsilon();
       break;
-    case MarginField::kNone:
+    case MarginKind::kNone:
       break;
   }
   if (proto.truncation_error_bound() != 0) {

@@ -494,7 +494,8 @@ absl::Status OklService::DoPredict(const ActiveCall& call, grpc::ServerContextBa
           double rho = 0;
           OKL_RETURN_IF_ERROR(
               model.PredictBatch(absl::MakeConstSpan(xs).subspan(begin * dim, count * dim),
-                                 chunk_out, PredictionMode::kConfigured, &rho));
+                                 chunk_out, PredictionMode::kConfigured,
+                                 novelty ? &rho : nullptr));
           if (!novelty) continue;
           for (size_t i = 0; i < count; ++i) {
             response->set_novel(static_cast<int>(begin + i), chunk_out[i] < rho);
