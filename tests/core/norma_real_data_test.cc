@@ -138,9 +138,9 @@ double A9aTestAccuracy(const ModelConfig& config) {
 
 // The budgeted learners of Wang, Crammer and Vucetic (JMLR 13, 2012, Table 3) at 100
 // terms: client/examples/a9a_pegasos_merge.textproto and a9a_merge.textproto (~0.5 s each;
-// ~10 s under ASan). Measured: Pegasos steps with MERGE 84.99% (published BPegasos with
+// ~10 s under ASan). Measured: Pegasos steps with MERGE 84.94% (published BPegasos with
 // merging: 84.55%); NORMA with MERGE 83.67% against 80.64% with OLDEST at the same
-// budget. Asserted: Pegasos + MERGE at least 84.6% (the target, 0.4 points below
+// budget. Asserted: Pegasos + MERGE at least 84.6% (the target, 0.3 points below
 // the measured figure), and merging at least 2 points ahead of OLDEST for NORMA.
 TEST(NormaRealDataTest, AdultTestAccuracyWithMergingAt100Terms) {
   ModelConfig pegasos;
@@ -151,7 +151,7 @@ TEST(NormaRealDataTest, AdultTestAccuracyWithMergingAt100Terms) {
   pegasos.learning_rate = {
       .schedule = Schedule::kPower, .eta0 = 1 / pegasos.lambda, .theta = 1.0};
   pegasos.budget = {.max_terms = 100, .policy = BudgetPolicy::kMerge};
-  EXPECT_GE(A9aTestAccuracy(pegasos), 0.846) << "measured 0.8499";
+  EXPECT_GE(A9aTestAccuracy(pegasos), 0.846) << "measured 0.8494";
 
   ModelConfig norma;
   norma.dim = 123;
