@@ -1,7 +1,7 @@
 // bench/accuracy_bench.cc
 //
 // okl_accuracy_bench: okl's accuracy table, reproduced in one command. Each config (an
-// okl.v1.ModelConfig in protobuf text format) makes a fresh NormaModel in this process,
+// okl.v1.ModelConfig in protobuf text format) makes a fresh model (okl::CreateModel) in this process,
 // which learns in one pass over the data set its file name selects:
 //   a9a*     one pass over data/a9a_train.txt (LIBSVM), then data/a9a_test.txt. Reports
 //            the prequential accuracy (1 - mistakes / steps, a mistake being
@@ -12,7 +12,7 @@
 //            Reports the prequential mean squared error, mean (p_t - y_t)^2 (twice the
 //            mean squared loss), and 10 log10 of it in dB.
 //   lorenz*  the same on data/lorenz.dat.
-// Every row also has the expansion's terms and bytes (NormaModel::MemoryBytes) at the
+// Every row also has the expansion's terms and bytes (Model::MemoryBytes) at the
 // end and the training examples/s: the wall time of the ObserveBatch calls (--chunk
 // examples each) alone. Without --configs it runs every client/examples/*.textproto
 // whose name starts with a9a, mg30 or lorenz. Exits 1, the error on stderr, if a file
@@ -52,7 +52,7 @@
 #include "client/data_reader.h"
 #include "client/replay.h"
 #include "core/config.h"
-#include "core/norma.h"
+#include "core/model.h"
 #include "core/status_macros.h"
 #include "proto/convert.h"
 
@@ -75,7 +75,7 @@ namespace {
 
 using okl::Dataset;
 using okl::ModelConfig;
-using okl::NormaModel;
+using okl::Model;
 using okl::Observation;
 using Clock = std::chrono::steady_clock;
 
@@ -187,7 +187,7 @@ class DataFiles {
 };
 
 // One pass over `data` in chunks; returns the wall time of the ObserveBatch calls.
-absl::StatusOr<double> Train(NormaModel& model, const Dataset& data, size_t chunk,
+absl::StatusOr<double> Train(Model& model, const Dataset& data, size_t chunk,
                              std::vector<Observation>* observations) {
   observations->reserve(data.size());
   const Clock::time_point start = Clock::now();
@@ -234,7 +234,7 @@ absl::StatusOr<Row> RunConfig(const std::string& name, DataFiles& files, size_t 
       files.Get(task, row.data->train_file, row.config.dim);
   if (!train_data.ok()) return Prefixed(name, train_data.status());
   const Dataset& train = **train_data;
-  OKL_ASSIGN_OR_RETURN(std::unique_ptr<NormaModel> model, NormaModel::Create(row.config));
+  OKL_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, okl::CreateModel(row.config));
 
   std::vector<Observation> observations;
   absl::StatusOr<double> train_seconds = Train(*model, train, chunk, &observations);

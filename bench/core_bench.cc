@@ -11,6 +11,11 @@
 // Each target reads PASS or MISS, but the process exits 0 whatever the numbers: this is a
 // benchmark, not a test (usage errors aside).
 //
+// BM_ObserveRandomFeatures and BM_PredictRandomFeatures time RandomFeatureModel
+// (core/random_features.h) with D features on inputs of dimension d with nnz nonzeros:
+// a9a's shape (d 123, 14 ones) and a dense d = 16. Their items_per_second is examples per
+// second; the target is >= 100,000 for an a9a-like Observe at D = 400 to 1000.
+//
 // Every benchmark is single-threaded and reports real (wall) time per call. The summary
 // uses the fastest repetition of each benchmark: noise from other processes only ever adds
 // time, so the minimum is the best estimate of the code's own cost. On a busy machine
@@ -45,6 +50,7 @@
 #include "absl/types/span.h"
 #include "core/config.h"
 #include "core/norma.h"
+#include "core/random_features.h"
 
 namespace okl {
 namespace {
@@ -289,6 +295,136 @@ void BM_LimitSweep(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+// Random Fourier features: a RandomFeatureModel with D features, the hinge loss with
+// Pegasos steps (the config of tests/core/random_features_test.cc's a9a test), on inputs
+// of dimension d with nnz nonzeros. Its cost depends on D, d and nnz only, not on the
+// state, so a short prefill suffices.
+constexpr int64_t kRandomFeatureCounts[] = {400, 1000, 2000};
+struct RandomFeatureShape {
+  int64_t dim;
+  int64_t nonzeros;
+};
+// a9a: 123 binary inputs, 14 of them 1 (one per one-hot encoded attribute); a dense d = 16.
+constexpr RandomFeatureShape kRandomFeatureShapes[] = {{123, 14}, {16, 16}};
+constexpr double kRandomFeatureLambda = 0.0003;
+constexpr uint64_t kRandomFeatureSeed = 20240604;
+
+// nnz = d: uniform on [-1, 1]^d. Else nnz distinct coordinates set to 1. Labels are the
+// sign of a fixed random linear function of the input.
+Examples MakeSparseExamples(size_t count, size_t dim, size_t nonzeros, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  std::vector<double> direction(dim);
+  for (double& c : direction) c = uniform(rng);
+  std::vector<size_t> coordinates(dim);
+  Examples examples;
+  examples.xs.assign(count * dim, 0.0);
+  examples.ys.resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    double* x = examples.xs.data() + i * dim;
+    if (nonzeros >= dim) {
+      for (size_t j = 0; j < dim; ++j) x[j] = uniform(rng);
+    } else {
+      for (size_t j = 0; j < dim; ++j) coordinates[j] = j;
+      for (size_t j = 0; j < nonzeros; ++j) {  // a partial Fisher-Yates shuffle
+        std::swap(coordinates[j], coordinates[j + rng() % (dim - j)]);
+        x[coordinates[j]] = 1.0;
+      }
+    }
+    double dot = 0.0;
+    for (size_t j = 0; j < dim; ++j) dot += direction[j] * x[j];
+    examples.ys[i] = dot >= 0 ? 1.0 : -1.0;
+  }
+  return examples;
+}
+
+const Examples& SparsePoolFor(int64_t dim, int64_t nonzeros) {
+  static auto* pools = new std::map<std::pair<int64_t, int64_t>, Examples>();
+  const std::pair<int64_t, int64_t> key{dim, nonzeros};
+  auto it = pools->find(key);
+  if (it == pools->end()) {
+    it = pools->emplace(key, MakeSparseExamples(kPoolSize, dim, nonzeros,
+                                                kRandomFeatureSeed + dim * 1000 + nonzeros))
+             .first;
+  }
+  return it->second;
+}
+
+// Built and prefilled (one pass over the pool) once per (D, d, nnz), shared by Observe
+// and Predict.
+RandomFeatureModel* PrefilledRandomFeatureModel(benchmark::State& state, int64_t features,
+                                                int64_t dim, int64_t nonzeros) {
+  using Key = std::tuple<int64_t, int64_t, int64_t>;
+  static auto* models = new std::map<Key, std::unique_ptr<RandomFeatureModel>>();
+  const Key key{features, dim, nonzeros};
+  if (auto it = models->find(key); it != models->end()) return it->second.get();
+
+  ModelConfig config;
+  config.dim = static_cast<uint32_t>(dim);
+  // a9a's gamma for its shape; 1/d (kernel values around 0.5) for the dense inputs.
+  config.kernel = {.type = KernelType::kGaussian,
+                   .gamma = nonzeros < dim ? 0.05 : GammaFor(dim)};
+  config.loss = {.type = LossType::kHinge, .rho = 1.0};
+  config.lambda = kRandomFeatureLambda;
+  config.learning_rate = {
+      .schedule = Schedule::kPower, .eta0 = 1 / kRandomFeatureLambda, .theta = 1.0};
+  config.random_features = {.dimension = static_cast<uint32_t>(features), .seed = 1};
+  absl::StatusOr<std::unique_ptr<RandomFeatureModel>> model = RandomFeatureModel::Create(config);
+  if (!model.ok()) {
+    state.SkipWithError(("Create: " + model.status().ToString()).c_str());
+    return nullptr;
+  }
+  const Examples& pool = SparsePoolFor(dim, nonzeros);
+  for (size_t i = 0; i < kPoolSize; ++i) {
+    absl::StatusOr<Observation> o = (*model)->Observe(PoolInput(pool, dim, i), pool.ys[i]);
+    if (!o.ok()) {
+      state.SkipWithError(("prefill Observe: " + o.status().ToString()).c_str());
+      return nullptr;
+    }
+  }
+  return models->emplace(key, *std::move(model)).first->second.get();
+}
+
+void BM_ObserveRandomFeatures(benchmark::State& state) {
+  const int64_t features = state.range(0);
+  const int64_t dim = state.range(1);
+  const int64_t nonzeros = state.range(2);
+  RandomFeatureModel* model = PrefilledRandomFeatureModel(state, features, dim, nonzeros);
+  if (model == nullptr) return;
+  const Examples& pool = SparsePoolFor(dim, nonzeros);
+  size_t i = 0;
+  for (auto _ : state) {
+    const size_t k = i++ & (kPoolSize - 1);
+    absl::StatusOr<Observation> o = model->Observe(PoolInput(pool, dim, k), pool.ys[k]);
+    if (!o.ok()) {
+      state.SkipWithError(("Observe: " + o.status().ToString()).c_str());
+      break;
+    }
+    benchmark::DoNotOptimize(o->prediction);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_PredictRandomFeatures(benchmark::State& state) {
+  const int64_t features = state.range(0);
+  const int64_t dim = state.range(1);
+  const int64_t nonzeros = state.range(2);
+  const RandomFeatureModel* model =
+      PrefilledRandomFeatureModel(state, features, dim, nonzeros);
+  if (model == nullptr) return;
+  const Examples& pool = SparsePoolFor(dim, nonzeros);
+  size_t i = 0;
+  for (auto _ : state) {
+    absl::StatusOr<double> p = model->Predict(PoolInput(pool, dim, i++ & (kPoolSize - 1)));
+    if (!p.ok()) {
+      state.SkipWithError(("Predict: " + p.status().ToString()).c_str());
+      break;
+    }
+    benchmark::DoNotOptimize(*p);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
 double Minimum(const std::vector<double>& v) {
   return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end());
 }
@@ -499,6 +635,21 @@ void RegisterBenchmarks() {
   }
   configure(benchmark::RegisterBenchmark("BM_ObserveAveraged", BM_ObserveAveraged),
             kVariantTerms, kVariantDimension);
+  for (const RandomFeatureShape& shape : kRandomFeatureShapes) {
+    for (int64_t features : kRandomFeatureCounts) {
+      for (auto* function : {&BM_ObserveRandomFeatures, &BM_PredictRandomFeatures}) {
+        benchmark::RegisterBenchmark(function == &BM_ObserveRandomFeatures
+                                         ? "BM_ObserveRandomFeatures"
+                                         : "BM_PredictRandomFeatures",
+                                     function)
+            ->Args({features, shape.dim, shape.nonzeros})
+            ->ArgNames({"D", "d", "nnz"})
+            ->UseRealTime()
+            ->Unit(benchmark::kNanosecond)
+            ->ComputeStatistics("min", Minimum);
+      }
+    }
+  }
 }
 
 }  // namespace

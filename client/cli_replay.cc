@@ -2,7 +2,7 @@
 //
 // `okl replay`. Without a learning curve it is okl::Replay, unchanged. With one, the
 // same steps run here so that each step's loss and expansion size can be recorded: the
-// config and data are read by the same functions, the model is the same NormaModel fed
+// config and data are read by the same functions, the model is the same core Model fed
 // the same rows in the same order, so predictions and summary are identical.
 
 #include <cerrno>
@@ -20,7 +20,7 @@
 #include "client/cli_json.h"
 #include "client/data_reader.h"
 #include "client/learning_curve.h"
-#include "core/norma.h"
+#include "core/model.h"
 #include "proto/convert.h"
 
 namespace okl::cli {
@@ -115,7 +115,7 @@ absl::StatusOr<ReplaySummary> ReplayWithCurve(const ReplayOptions& options,
     return in_input(absl::InvalidArgumentError(absl::StrCat(
         "the data has dimension ", data->dim, " but the config's dim is ", config->dim)));
   }
-  absl::StatusOr<std::unique_ptr<NormaModel>> model = NormaModel::Create(*config);
+  absl::StatusOr<std::unique_ptr<Model>> model = CreateModel(*config);
   if (!model.ok()) return in_input(model.status());
 
   std::vector<double> predictions;

@@ -12,27 +12,27 @@
 namespace okl {
 namespace {
 
-std::shared_ptr<ModelEntry> MakeEntry(const ModelId& id, std::unique_ptr<NormaModel> norma) {
-  return std::make_shared<ModelEntry>(id.tenant, id.model, std::move(norma));
+std::shared_ptr<ModelEntry> MakeEntry(const ModelId& id, std::unique_ptr<Model> learner) {
+  return std::make_shared<ModelEntry>(id.tenant, id.model, std::move(learner));
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LocalModel>> LocalModel::Create(ModelId id,
                                                                const ModelConfig& config) {
-  OKL_ASSIGN_OR_RETURN(std::unique_ptr<NormaModel> norma, NormaModel::Create(config));
-  return std::make_unique<LocalModel>(MakeEntry(id, std::move(norma)));
+  OKL_ASSIGN_OR_RETURN(std::unique_ptr<Model> learner, CreateModel(config));
+  return std::make_unique<LocalModel>(MakeEntry(id, std::move(learner)));
 }
 
 absl::StatusOr<std::unique_ptr<LocalModel>> LocalModel::FromSnapshot(
     ModelId id, absl::string_view snapshot) {
   OKL_ASSIGN_OR_RETURN(ModelState state, DecodeSnapshot(snapshot));
-  absl::StatusOr<std::unique_ptr<NormaModel>> norma = NormaModel::FromState(state);
-  if (!norma.ok()) {  // as okl_server's Restore reports it
+  absl::StatusOr<std::unique_ptr<Model>> learner = ModelFromState(state);
+  if (!learner.ok()) {  // as okl_server's Restore reports it
     return absl::DataLossError(
-        absl::StrCat("snapshot state is inconsistent: ", norma.status().message()));
+        absl::StrCat("snapshot state is inconsistent: ", learner.status().message()));
   }
-  return std::make_unique<LocalModel>(MakeEntry(id, *std::move(norma)));
+  return std::make_unique<LocalModel>(MakeEntry(id, *std::move(learner)));
 }
 
 LocalModel::LocalModel(std::shared_ptr<ModelEntry> entry)

@@ -83,7 +83,8 @@ ABSL_FLAG(double, epsilon, 0.1,
           "epsilon_insensitive: the tube's half-width (with --nu > 0, its start value)");
 ABSL_FLAG(double, delta, 1.0, "huber: where the loss turns from quadratic to linear");
 ABSL_FLAG(double, nu, 0.0, "hinge, novelty, epsilon_insensitive: > 0 learns rho or epsilon");
-ABSL_FLAG(double, eta0, 0.1, "the learning rate eta0 > 0 (eta0 * lambda < 1; <= 1 for INVERSE_SQRT, POWER)");
+ABSL_FLAG(double, eta0, 0.1,
+          "the learning rate eta0 > 0 (eta0 * lambda < 1; <= 1 for INVERSE_SQRT, POWER)");
 ABSL_FLAG(std::string, schedule, "constant",
           "constant (eta0), inverse_sqrt (eta0/sqrt(t)) or power (eta0 t^-theta)");
 ABSL_FLAG(double, theta, 0.5, "power schedule: the exponent, in (0, 1]");
@@ -96,7 +97,15 @@ ABSL_FLAG(std::string, policy, "oldest",
           "into its best same-sign partner; gaussian kernel only)");
 ABSL_FLAG(double, drop_below, 0.0, "> 0: remove every term whose |alpha| falls below it");
 ABSL_FLAG(bool, offset, false, "learn an unregularised offset b");
-ABSL_FLAG(bool, averaged, false, "predict with the averaged hypothesis (1/T) sum_t f_t");
+ABSL_FLAG(bool, averaged, false,
+          "predict with the averaged hypothesis: the mean of the last W to 2W hypotheses");
+ABSL_FLAG(int64_t, averaging_window, 0,
+          "the averaged hypothesis' block W in steps (0: max_terms; without a budget, every "
+          "step since the first)");
+ABSL_FLAG(int64_t, random_features, 0,
+          "> 0: learn on this many random Fourier features (even, at most 65536) instead of a "
+          "kernel expansion; gaussian or laplacian kernel, no budget");
+ABSL_FLAG(uint64_t, feature_seed, 0, "random features: the seed their frequencies come from");
 ABSL_FLAG(int64_t, regret_window, 0,
           "track the regret over the last N examples (0: no; at most 8192; needs lambda > 0)");
 
@@ -160,9 +169,11 @@ constexpr absl::string_view kConnectionFlags[] = {"server",   "timeout", "tls", 
                                                   "tls_cert", "tls_key", "token", "json"};
 constexpr absl::string_view kModelFlags[] = {"tenant", "model"};
 constexpr absl::string_view kConfigFlags[] = {
-    "dim",    "kernel",    "gamma",  "c",          "degree", "t",        "loss",
-    "rho",    "epsilon",   "delta",  "nu",         "eta0",   "schedule", "theta",
-    "lambda", "max_terms", "policy", "drop_below", "offset", "averaged", "regret_window"};
+    "dim",           "kernel",           "gamma",           "c",           "degree",
+    "t",             "loss",             "rho",             "epsilon",     "delta",
+    "nu",            "eta0",             "schedule",        "theta",       "lambda",
+    "max_terms",     "policy",           "drop_below",      "offset",      "averaged",
+    "regret_window", "averaging_window", "random_features", "feature_seed"};
 
 struct Command {
   absl::string_view name;
@@ -427,6 +438,21 @@ absl::Status ApplyConfigFlags(const CommandLine& line, bool all, okl::ModelConfi
   if (use("drop_below")) config->budget.drop_below = absl::GetFlag(FLAGS_drop_below);
   if (use("offset")) config->offset = absl::GetFlag(FLAGS_offset);
   if (use("averaged")) config->averaged = absl::GetFlag(FLAGS_averaged);
+  if (use("averaging_window")) {
+    absl::StatusOr<uint32_t> window =
+        NonNegative32("averaging_window", absl::GetFlag(FLAGS_averaging_window));
+    if (!window.ok()) return window.status();
+    config->averaging_window = *window;
+  }
+  if (use("random_features")) {
+    absl::StatusOr<uint32_t> features =
+        NonNegative32("random_features", absl::GetFlag(FLAGS_random_features));
+    if (!features.ok()) return features.status();
+    config->random_features.dimension = *features;
+    // A random-feature model takes no budget: --max_terms' default is for expansions.
+    if (*features > 0 && !line.Given("max_terms")) config->budget.max_terms = 0;
+  }
+  if (use("feature_seed")) config->random_features.seed = absl::GetFlag(FLAGS_feature_seed);
   if (use("regret_window")) {
     absl::StatusOr<uint32_t> window =
         NonNegative32("regret_window", absl::GetFlag(FLAGS_regret_window));

@@ -138,7 +138,7 @@ absl::StatusOr<ReplaySummary> ReplayDataset(const ModelConfig& config, const Dat
     return absl::InvalidArgumentError(absl::StrCat("the data has dimension ", data.dim,
                                                    " but the config's dim is ", config.dim));
   }
-  OKL_ASSIGN_OR_RETURN(std::unique_ptr<NormaModel> model, NormaModel::Create(config));
+  OKL_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(config));
   if (predictions != nullptr) predictions->reserve(predictions->size() + data.size());
 
   const Clock::time_point start = Clock::now();

@@ -1,7 +1,7 @@
 // client/replay.h
 //
-// Replay streams a data file through a local NormaModel, prequentially: each example is
-// first predicted, then learned (NormaModel::Observe), exactly as the service would see
+// Replay streams a data file through a local model (core/model.h), prequentially: each example is
+// first predicted, then learned (Model::Observe), exactly as the service would see
 // it. It is the logic of `okl replay`; okl_main.cc only parses flags and prints.
 //
 // Thread-compatible: concurrent calls share nothing.
@@ -28,7 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "client/data_reader.h"
 #include "core/config.h"
-#include "core/norma.h"
+#include "core/model.h"
 
 namespace okl {
 

@@ -147,6 +147,33 @@ absl::Status ValidateBudget(const BudgetConfig& budget) {
   return CheckNonNegative("budget.drop_below", budget.drop_below);
 }
 
+absl::Status ValidateRandomFeatures(const ModelConfig& config) {
+  const uint32_t d = config.random_features.dimension;
+  if (d == 0) return absl::OkStatus();
+  if (d % 2 != 0 || d > kMaxRandomFeatures) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "random_features.dimension must be even and at most ", kMaxRandomFeatures,
+        " (0: exact kernel expansion), got ", d));
+  }
+  if (config.kernel.type != KernelType::kGaussian &&
+      config.kernel.type != KernelType::kLaplacian) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "random_features needs the gaussian or laplacian kernel (features are drawn from "
+        "its spectral density), got ", KernelTypeName(config.kernel.type)));
+  }
+  if (config.budget.max_terms != 0 || config.budget.drop_below != 0) {
+    return absl::InvalidArgumentError(
+        "budget must be unset for random_features: the model's size is fixed at "
+        "random_features.dimension weights");
+  }
+  if (config.averaging_window != 0) {
+    return absl::InvalidArgumentError(
+        "averaging_window must be 0 for random_features: such a model removes nothing, "
+        "so its averaged hypothesis averages every step since the first");
+  }
+  return absl::OkStatus();
+}
+
 // Every number of the config must be finite, including those the chosen kernel, loss or
 // schedule does not read: a stored config is compared and re-validated on every start,
 // and a NaN hidden in an unread field would make it unequal to itself.
@@ -192,6 +219,12 @@ absl::Status ValidateConfig(const ModelConfig& config) {
         "offset must be false for the novelty loss: its margin rho already plays the "
         "offset's role (f(x) < rho flags a novelty), and b and rho would drift together");
   }
+  if (config.averaging_window > kMaxAveragingWindow) {
+    return absl::InvalidArgumentError(absl::StrCat("averaging_window must be at most ",
+                                                   kMaxAveragingWindow, " steps, got ",
+                                                   config.averaging_window));
+  }
+  OKL_RETURN_IF_ERROR(ValidateRandomFeatures(config));
   if (config.regret_window > kMaxRegretWindow) {
     return absl::InvalidArgumentError(absl::StrCat("regret_window must be at most ",
                                                    kMaxRegretWindow, " (0: off), got ",
@@ -227,6 +260,12 @@ absl::string_view MarginName(MarginKind kind) {
     case MarginKind::kNone: break;
   }
   return "";
+}
+
+uint64_t EffectiveAveragingWindow(const ModelConfig& config) {
+  if (!config.averaged) return 0;
+  if (config.averaging_window > 0) return config.averaging_window;
+  return config.budget.max_terms;
 }
 
 bool IsClassificationLoss(LossType type) {

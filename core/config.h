@@ -34,6 +34,10 @@ inline constexpr uint32_t kMaxPolynomialDegree = 64;
 // The regret comparator solves a |W| x |W| system; beyond this it is too slow to be
 // recomputed in the background.
 inline constexpr uint32_t kMaxRegretWindow = 8192;
+// A random-feature model holds D weights and dim * D / 2 frequencies.
+inline constexpr uint32_t kMaxRandomFeatures = 65536;
+// The averaged hypothesis' window, in steps (see ModelConfig::averaging_window).
+inline constexpr uint32_t kMaxAveragingWindow = 1u << 24;
 
 enum class KernelType { kGaussian, kLaplacian, kLinear, kPolynomial, kHeat };
 
@@ -105,6 +109,20 @@ struct BudgetConfig {
   friend bool operator==(const BudgetConfig&, const BudgetConfig&) = default;
 };
 
+// Random Fourier features (Rahimi and Recht 2007; Lu et al. 2016): instead of a kernel
+// expansion, the model learns f(x) = <w, z(x)> + b on D random features
+// z(x) = sqrt(2 / D) [cos(w_j . x), sin(w_j . x)]_{j < D/2}, whose inner product
+// approximates the kernel: <z(x), z(x')> ~ k(x, x'). The frequencies w_j are drawn from
+// the kernel's spectral density by a generator seeded with `seed`, so the model's state is
+// the seed plus D weights. gaussian and laplacian kernels only; no budget (the model's
+// size is fixed at D).
+struct RandomFeaturesConfig {
+  uint32_t dimension = 0;  // D: 0 keeps the exact kernel expansion; else even, <= 65536
+  uint64_t seed = 0;
+
+  friend bool operator==(const RandomFeaturesConfig&, const RandomFeaturesConfig&) = default;
+};
+
 struct ModelConfig {
   uint32_t dim = 0;
   KernelConfig kernel;
@@ -114,7 +132,12 @@ struct ModelConfig {
   bool offset = false;  // learn an unregularised offset b
   BudgetConfig budget;
   bool averaged = false;        // Predict with the averaged hypothesis (seed 002)
+  // The averaged hypothesis averages the hypotheses of the last W to 2W steps (suffix
+  // averaging in blocks of W steps; see NormaModel). 0: W = budget.max_terms with a
+  // budget, else every hypothesis since step 1. Read only when averaged.
+  uint32_t averaging_window = 0;
   uint32_t regret_window = 0;   // 0: no regret tracking
+  RandomFeaturesConfig random_features;
 
   friend bool operator==(const ModelConfig&, const ModelConfig&) = default;
 };
@@ -129,6 +152,10 @@ enum class MarginKind { kNone, kRho, kEpsilon };
 MarginKind MarginKindOf(LossType type);
 // "rho", "epsilon", or "" for kNone.
 absl::string_view MarginName(MarginKind kind);
+
+// The averaged hypothesis' block length W in steps, 0 for "since step 1": the config's
+// averaging_window, or budget.max_terms when that is 0. 0 unless config.averaged.
+uint64_t EffectiveAveragingWindow(const ModelConfig& config);
 
 // True for the losses whose labels must be -1 or +1 and for which mistakes are counted.
 bool IsClassificationLoss(LossType type);

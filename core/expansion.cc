@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
@@ -43,6 +44,7 @@ void Expansion::Grow(size_t min_capacity) {
   if (track_average_) {
     average_base_.resize(capacity);
     average_mark_.resize(capacity);
+    average_previous_.resize(capacity);
   }
   capacity_ = capacity;
 }
@@ -83,7 +85,8 @@ double Expansion::AveragedDot(const Kernel& kernel, absl::Span<const double> x,
     const AlignedConstMap a(coefficients_.data() + first, n);
     const AlignedConstMap base(average_base_.data() + first, n);
     const AlignedConstMap mark(average_mark_.data() + first, n);
-    sum += (k * (base + a * (average_sum - mark))).sum();
+    const AlignedConstMap previous(average_previous_.data() + first, n);
+    sum += (k * (previous + base + a * (average_sum - mark))).sum();
   });
   return sum;
 }
@@ -96,6 +99,7 @@ void Expansion::WriteSlot(size_t slot, absl::Span<const double> x, double coeffi
   if (track_average_) {
     average_base_[slot] = 0.0;
     average_mark_[slot] = average_mark;
+    average_previous_[slot] = 0.0;
   }
 }
 
@@ -146,9 +150,37 @@ void Expansion::Remove(size_t slot) {
     if (track_average_) {
       average_base_[slot] = average_base_[last];
       average_mark_[slot] = average_mark_[last];
+      average_previous_[slot] = average_previous_[last];
     }
   }
   --size_;
+}
+
+void Expansion::RemoveAddedAtMost(uint64_t step) {
+  std::vector<uint32_t> new_slot(size_, UINT32_MAX);
+  size_t kept = 0;
+  for (size_t slot = 0; slot < size_; ++slot) {
+    if (added_at_[slot] <= step) continue;
+    if (kept != slot) {
+      for (size_t j = 0; j < dim_; ++j) {
+        columns_[j * capacity_ + kept] = columns_[j * capacity_ + slot];
+      }
+      coefficients_[kept] = coefficients_[slot];
+      added_at_[kept] = added_at_[slot];
+      if (track_average_) {
+        average_base_[kept] = average_base_[slot];
+        average_mark_[kept] = average_mark_[slot];
+        average_previous_[kept] = average_previous_[slot];
+      }
+    }
+    new_slot[slot] = static_cast<uint32_t>(kept++);
+  }
+  std::deque<uint32_t> by_age;
+  for (const uint32_t slot : by_age_) {
+    if (new_slot[slot] != UINT32_MAX) by_age.push_back(new_slot[slot]);
+  }
+  by_age_ = std::move(by_age);
+  size_ = kept;
 }
 
 size_t Expansion::SmallestSlot() const {
@@ -188,14 +220,17 @@ void Expansion::FoldAverage(double average_sum) {
   }
 }
 
+void Expansion::StartAverageBlock(double average_sum) {
+  for (size_t i = 0; i < size_; ++i) {
+    average_previous_[i] = SummedCoefficient(i, average_sum);
+    average_base_[i] = 0.0;
+    average_mark_[i] = 0.0;
+  }
+}
+
 void Expansion::CopySupport(size_t slot, double* out) const {
   for (size_t j = 0; j < dim_; ++j) out[j] = columns_[j * capacity_ + slot];
 }
 
-size_t Expansion::MemoryBytes() const {
-  const size_t per_term = (dim_ + 1) * sizeof(double) + sizeof(uint64_t) + sizeof(uint32_t) +
-                          (track_average_ ? 2 * sizeof(double) : 0);
-  return capacity_ * per_term;
-}
 
 }  // namespace okl

@@ -3,7 +3,8 @@
 // Expansion stores the terms of a kernel expansion sum_i a_i k(x_i, .): the support
 // vectors x_i, their *unscaled* coefficients a_i (NormaModel keeps the common scale
 // factor), the step each term was added at, and, when the averaged hypothesis is tracked,
-// two numbers per term for its running coefficient sum.
+// three numbers per term for its coefficient summed over the hypotheses of the current
+// and the previous averaging block (see NormaModel).
 //
 // Storage is column-major: coordinate j of every term is one contiguous column, so a
 // kernel sweep over all terms runs down columns with the vector unit. Terms occupy slots
@@ -55,8 +56,8 @@ class Expansion {
   void KernelValues(const Kernel& kernel, absl::Span<const double> x,
                     absl::Span<double> out) const;
 
-  // sum_i (base_i + a_i (average_sum - mark_i)) k(x_i, x): the summed coefficients of the
-  // averaged hypothesis (see NormaModel). Requires tracks_average().
+  // sum_i (previous_i + base_i + a_i (average_sum - mark_i)) k(x_i, x): the summed
+  // coefficients of the averaged hypothesis (see NormaModel). Requires tracks_average().
   double AveragedDot(const Kernel& kernel, absl::Span<const double> x,
                      double average_sum) const;
 
@@ -68,6 +69,9 @@ class Expansion {
                uint64_t added_at, double average_mark);
   // Removes the term in `slot`; the last term moves into it.
   void Remove(size_t slot);
+  // Removes every term with added_at <= step, keeping the others in their slot order.
+  // O(size * dim), however many go.
+  void RemoveAddedAtMost(uint64_t step);
 
   // The slot of the term added earliest, in O(1). Requires size() > 0.
   size_t OldestSlot() const { return by_age_.front(); }
@@ -83,11 +87,16 @@ class Expansion {
   // Folds the averaged sums at running sum `average_sum` into the per-term base:
   // base_i += a_i (average_sum - mark_i), mark_i = 0. Requires tracks_average().
   void FoldAverage(double average_sum);
+  // Starts a new averaging block at running sum `average_sum`: previous_i becomes the
+  // summed coefficient base_i + a_i (average_sum - mark_i), and base_i = mark_i = 0.
+  // Requires tracks_average().
+  void StartAverageBlock(double average_sum);
 
   double coefficient(size_t slot) const { return coefficients_[slot]; }
   uint64_t added_at(size_t slot) const { return added_at_[slot]; }
   double average_base(size_t slot) const { return average_base_[slot]; }
   double average_mark(size_t slot) const { return average_mark_[slot]; }
+  double average_previous(size_t slot) const { return average_previous_[slot]; }
   // base_i + a_i (average_sum - mark_i): the term's coefficient summed over the
   // hypotheses so far, at running sum `average_sum`. Requires tracks_average().
   double SummedCoefficient(size_t slot, double average_sum) const {
@@ -95,13 +104,21 @@ class Expansion {
   }
   // Restores a term's averaged base (Append starts it at 0). Requires tracks_average().
   void set_average_base(size_t slot, double base) { average_base_[slot] = base; }
+  // Restores a term's previous-block sum (Append starts it at 0). Requires tracks_average().
+  void set_average_previous(size_t slot, double previous) { average_previous_[slot] = previous; }
   // Coordinate j of the term in `slot`.
   double support(size_t slot, size_t j) const { return columns_[j * capacity_ + slot]; }
   // Copies the support vector in `slot` to out[0, dim()).
   void CopySupport(size_t slot, double* out) const;
 
   // Bytes held by the term arrays (what a full expansion costs in memory).
-  size_t MemoryBytes() const;
+  size_t MemoryBytes() const { return capacity_ * BytesPerSlot(dim_, track_average_); }
+  // What one slot of an expansion of `dim` costs: its column entries, coefficient, step,
+  // age-order entry and, if averaged, its three sums.
+  static size_t BytesPerSlot(size_t dim, bool track_average) {
+    return (dim + 1) * sizeof(double) + sizeof(uint64_t) + sizeof(uint32_t) +
+           (track_average ? 3 * sizeof(double) : 0);
+  }
 
  private:
   void Grow(size_t min_capacity);
@@ -128,6 +145,7 @@ class Expansion {
   std::vector<uint64_t> added_at_;
   AlignedVector<double> average_base_;  // empty unless track_average_
   AlignedVector<double> average_mark_;  // empty unless track_average_
+  AlignedVector<double> average_previous_;  // empty unless track_average_
   // The occupied slots ordered by added_at, oldest first: the OLDEST budget's victim is
   // the front, with no scan. New terms are the newest, so updates are O(1) except where
   // a term leaves from the middle (drop_below, SMALLEST), which scans anyway.

@@ -31,14 +31,14 @@ absl::Status ValidateName(absl::string_view what, absl::string_view name) {
   return absl::OkStatus();
 }
 
-ModelEntry::ModelEntry(std::string tenant, std::string model, std::unique_ptr<NormaModel> norma,
+ModelEntry::ModelEntry(std::string tenant, std::string model, std::unique_ptr<Model> learner,
                        std::shared_ptr<ModelJournal> journal,
                        RegretScheduler* regret_scheduler)
     : tenant_(std::move(tenant)),
       model_(std::move(model)),
-      config_(norma->config()),
+      config_(learner->config()),
       journal_(std::move(journal)),
-      norma_(std::move(norma)),
+      learner_(std::move(learner)),
       regret_scheduler_(config_.regret_window > 0 ? regret_scheduler : nullptr) {}
 
 absl::Status ModelEntry::CheckLive() const {
@@ -58,19 +58,19 @@ absl::Status ModelEntry::ObserveBatch(absl::Span<const double> xs,
     if (journal_ != nullptr) {
       // Only valid batches are logged; and a batch is logged before it is applied, in the
       // order of application, because both happen under this writer lock.
-      OKL_RETURN_IF_ERROR(norma_->ValidateBatch(xs, ys));
+      OKL_RETURN_IF_ERROR(learner_->ValidateBatch(xs, ys));
       OKL_RETURN_IF_ERROR(journal_->Append(xs, ys));
     }
-    status = norma_->ObserveBatch(xs, ys, out);
+    status = learner_->ObserveBatch(xs, ys, out);
     if (stats_after != nullptr) *stats_after = StatsLocked();
-    regret_due = RegretDue(norma_->steps());
+    regret_due = RegretDue(learner_->steps());
   }
   if (regret_due) ScheduleRegret();
   return status;
 }
 
 ModelStats ModelEntry::StatsLocked() const {
-  ModelStats stats = norma_->stats();
+  ModelStats stats = learner_->stats();
   PlainLock lock(&regret_mu_);
   stats.regret = regret_;
   return stats;
@@ -95,7 +95,7 @@ void ModelEntry::RefreshRegret() {
   if (regret_scheduler_ == nullptr) return;
   {
     WriterLock lock(&mu_);
-    const uint64_t steps = norma_->steps();
+    const uint64_t steps = learner_->steps();
     if (deleted_ || steps == 0 || regret_requested_at_ == steps) return;
     regret_requested_at_ = steps;
   }
@@ -113,8 +113,8 @@ absl::Status ModelEntry::ComputeRegret() {
   {
     ReaderLock lock(&mu_);
     OKL_RETURN_IF_ERROR(CheckLive());
-    window = norma_->RegretWindowCopy();
-    margin = norma_->stats().margin;
+    window = learner_->RegretWindowCopy();
+    margin = learner_->stats().margin;
   }
   if (window.size() == 0) return absl::OkStatus();
   OKL_ASSIGN_OR_RETURN(RegretResult result, okl::ComputeRegret(config_, margin, window));
@@ -126,15 +126,15 @@ absl::Status ModelEntry::ComputeRegret() {
 absl::Status ModelEntry::ValidateBatch(absl::Span<const double> xs,
                                        absl::Span<const double> ys) const {
   ReaderLock lock(&mu_);
-  return norma_->ValidateBatch(xs, ys);
+  return learner_->ValidateBatch(xs, ys);
 }
 
 absl::Status ModelEntry::PredictBatch(absl::Span<const double> xs, absl::Span<double> out,
                                       PredictionMode mode, double* margin) const {
   ReaderLock lock(&mu_);
   OKL_RETURN_IF_ERROR(CheckLive());
-  if (margin != nullptr) *margin = norma_->margin();
-  return norma_->PredictBatch(xs, out, mode);
+  if (margin != nullptr) *margin = learner_->margin();
+  return learner_->PredictBatch(xs, out, mode);
 }
 
 absl::StatusOr<ModelSummary> ModelEntry::Summary() const {
@@ -142,15 +142,15 @@ absl::StatusOr<ModelSummary> ModelEntry::Summary() const {
   OKL_RETURN_IF_ERROR(CheckLive());
   return ModelSummary{.tenant = tenant_,
                       .model = model_,
-                      .config = norma_->config(),
+                      .config = learner_->config(),
                       .stats = StatsLocked(),
-                      .memory_bytes = norma_->MemoryBytes()};
+                      .memory_bytes = learner_->MemoryBytes()};
 }
 
 absl::StatusOr<ModelState> ModelEntry::ExportState() const {
   ReaderLock lock(&mu_);
   OKL_RETURN_IF_ERROR(CheckLive());
-  return norma_->ExportState();
+  return learner_->ExportState();
 }
 
 absl::StatusOr<ModelState> ModelEntry::ExportState(
@@ -158,7 +158,7 @@ absl::StatusOr<ModelState> ModelEntry::ExportState(
   ReaderLock lock(&mu_);
   OKL_RETURN_IF_ERROR(CheckLive());
   under_lock();
-  return norma_->ExportState();
+  return learner_->ExportState();
 }
 
 void ModelEntry::MarkDeleted() {
@@ -173,9 +173,9 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Create(
     std::shared_ptr<ModelJournal> journal) {
   OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
   OKL_RETURN_IF_ERROR(ValidateName("model", model));
-  OKL_ASSIGN_OR_RETURN(std::unique_ptr<NormaModel> norma, NormaModel::Create(config));
+  OKL_ASSIGN_OR_RETURN(std::unique_ptr<Model> learner, CreateModel(config));
   Key key(tenant, model);
-  auto entry = std::make_shared<ModelEntry>(key.first, key.second, std::move(norma),
+  auto entry = std::make_shared<ModelEntry>(key.first, key.second, std::move(learner),
                                             std::move(journal), options_.regret_scheduler);
   WriterLock lock(&mu_);
   if (models_.contains(key)) {
@@ -192,12 +192,12 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Create(
 }
 
 absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Put(
-    absl::string_view tenant, absl::string_view model, std::unique_ptr<NormaModel> norma,
+    absl::string_view tenant, absl::string_view model, std::unique_ptr<Model> learner,
     std::shared_ptr<ModelJournal> journal) {
   OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
   OKL_RETURN_IF_ERROR(ValidateName("model", model));
   Key key(tenant, model);
-  auto entry = std::make_shared<ModelEntry>(key.first, key.second, std::move(norma),
+  auto entry = std::make_shared<ModelEntry>(key.first, key.second, std::move(learner),
                                             std::move(journal), options_.regret_scheduler);
   std::shared_ptr<ModelEntry> replaced;
   {

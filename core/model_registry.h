@@ -33,7 +33,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/mutex.h"
-#include "core/norma.h"
+#include "core/model.h"
 #include "core/regret.h"
 #include "core/regret_scheduler.h"
 
@@ -53,7 +53,7 @@ class ModelJournal {
   virtual ~ModelJournal() = default;
 
   // Called by ModelEntry::ObserveBatch with the entry's writer lock held, after the whole
-  // batch passed NormaModel::ValidateBatch and before its first example is applied, so
+  // batch passed Model::ValidateBatch and before its first example is applied, so
   // the journal sees batches in exactly the order they are applied. Returns OK only once
   // the batch is logged; any other status is returned to the caller and the model is left
   // unchanged. NotFound means the journal was closed (the model deleted or replaced).
@@ -75,7 +75,7 @@ class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
   // `regret_scheduler` (which must outlive the entry's batches) and a regret_window in the
   // config, the entry asks it for a regret computation after its first batch and after
   // every scheduler->every_steps() more examples; the entry must be owned by a shared_ptr.
-  ModelEntry(std::string tenant, std::string model, std::unique_ptr<NormaModel> norma,
+  ModelEntry(std::string tenant, std::string model, std::unique_ptr<Model> learner,
              std::shared_ptr<ModelJournal> journal = nullptr,
              RegretScheduler* regret_scheduler = nullptr);
 
@@ -90,7 +90,7 @@ class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
   // The model's journal (null if none); fixed for the entry's life.
   const std::shared_ptr<ModelJournal>& journal() const { return journal_; }
 
-  // NormaModel::ObserveBatch under the writer lock; NotFound once the entry is deleted.
+  // Model::ObserveBatch under the writer lock; NotFound once the entry is deleted.
   // With a journal, the validated batch is appended to it first, and not applied if
   // that fails.
   // If `stats_after` is set, it receives the statistics right after this batch, taken
@@ -98,11 +98,11 @@ class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
   absl::Status ObserveBatch(absl::Span<const double> xs, absl::Span<const double> ys,
                             std::vector<Observation>* out, ModelStats* stats_after = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // NormaModel::ValidateBatch. It depends only on the config, so a caller may validate
+  // Model::ValidateBatch. It depends only on the config, so a caller may validate
   // a whole request first and then apply it in parts.
   absl::Status ValidateBatch(absl::Span<const double> xs, absl::Span<const double> ys) const
       ABSL_LOCKS_EXCLUDED(mu_);
-  // NormaModel::PredictBatch under a reader lock. If `margin` is not null, it receives the
+  // Model::PredictBatch under a reader lock. If `margin` is not null, it receives the
   // model's margin (rho of novelty, see ModelStats::margin) read under the same lock, so
   // that a novelty decision f(x) < rho compares the prediction with its own model's rho.
   absl::Status PredictBatch(absl::Span<const double> xs, absl::Span<double> out,
@@ -134,7 +134,7 @@ class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
 
  private:
   absl::Status CheckLive() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // norma_->stats() with the published regret.
+  // learner_->stats() with the published regret.
   ModelStats StatsLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_)
       ABSL_LOCKS_EXCLUDED(regret_mu_);
   // True if the scheduler should be asked now, after a batch ending at `steps`; updates
@@ -147,7 +147,7 @@ class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
   const ModelConfig config_;
   const std::shared_ptr<ModelJournal> journal_;
   mutable Mutex mu_;
-  std::unique_ptr<NormaModel> norma_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<Model> learner_ ABSL_GUARDED_BY(mu_);
   bool deleted_ ABSL_GUARDED_BY(mu_) = false;
   RegretScheduler* const regret_scheduler_;
   // The model's steps at the last request; 0: never asked (a request needs steps > 0).
@@ -175,12 +175,12 @@ class ModelRegistry {
       absl::string_view tenant, absl::string_view model, const ModelConfig& config,
       std::shared_ptr<ModelJournal> journal = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Installs `norma` under (tenant, model), atomically replacing a model already there
+  // Installs `learner` under (tenant, model), atomically replacing a model already there
   // (Restore), which is marked deleted. ResourceExhausted if it is new and the registry
   // is full.
   absl::StatusOr<std::shared_ptr<ModelEntry>> Put(absl::string_view tenant,
                                                   absl::string_view model,
-                                                  std::unique_ptr<NormaModel> norma,
+                                                  std::unique_ptr<Model> learner,
                                                   std::shared_ptr<ModelJournal> journal = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_);
 

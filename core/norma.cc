@@ -23,40 +23,40 @@ constexpr double kMaxAverageSum = 0x1p8;
 // smallest: far above rounding (1e-13 after many steps), far below real differences.
 constexpr double kMergeTieTolerance = 1e-9;
 
-absl::Status CheckFiniteValues(absl::string_view name, absl::Span<const double> values) {
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (!std::isfinite(values[i])) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(name, "[", i, "] is ", values[i], "; values must be finite"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
+uint64_t NormaModel::MaxRetiredTerms(const ModelConfig& config) {
+  // Those removed within the two blocks the window spans: at most the max_terms alive when
+  // they began plus two per step (a step adds one term and MERGE makes one more).
+  if (!config.averaged || config.budget.max_terms == 0) return 0;
+  return uint64_t{config.budget.max_terms} + 4 * EffectiveAveragingWindow(config);
+}
+
 NormaModel::NormaModel(const ModelConfig& config)
-    : config_(config),
+    : Model(config),
       kernel_(config.kernel, config.dim),
       loss_(config.loss),
       learning_rate_(config.learning_rate),
       expansion_(config.dim, config.averaged, config.budget.max_terms),
+      retired_(config.dim, /*track_average=*/true, MaxRetiredTerms(config)),
+      average_window_(EffectiveAveragingWindow(config)),
       regret_window_(config.regret_window, config.dim),
       margin_(loss_.InitialMargin()),
       min_abs_coefficient_bound_(std::numeric_limits<double>::infinity()) {}
 
-size_t WorstCaseMemoryBytes(const ModelConfig& config) {
+size_t NormaModel::WorstCaseMemoryBytes(const ModelConfig& config) {
   if (config.budget.max_terms == 0) return SIZE_MAX;
   const uint64_t dim = config.dim;
-  // Expansion::MemoryBytes per slot; slots are allocated in cache-line groups, so a full
-  // expansion may hold up to kSlotAlignment more slots than the budget.
-  const uint64_t per_term = (dim + 1) * sizeof(double) + sizeof(uint64_t) + sizeof(uint32_t) +
-                            (config.averaged ? 2 * sizeof(double) : 0);
+  // Slots are allocated in cache-line groups, so a full expansion may hold up to
+  // kSlotAlignment more slots than its cap.
   const uint64_t terms = uint64_t{config.budget.max_terms} + Expansion::kSlotAlignment;
+  const uint64_t retired = config.averaged ? MaxRetiredTerms(config) + Expansion::kSlotAlignment
+                                           : 0;
   const uint64_t window = config.regret_window;
   const uint64_t window_bytes = window * (dim + 2) * sizeof(double);
   const uint64_t gram_bytes = window * window * sizeof(double);
-  return terms * per_term + window_bytes + gram_bytes;
+  return terms * Expansion::BytesPerSlot(dim, config.averaged) +
+         retired * Expansion::BytesPerSlot(dim, true) + window_bytes + gram_bytes;
 }
 
 absl::StatusOr<std::unique_ptr<NormaModel>> NormaModel::Create(const ModelConfig& config) {
@@ -138,6 +138,10 @@ absl::StatusOr<std::unique_ptr<NormaModel>> NormaModel::FromState(const ModelSta
     return inconsistent(absl::StrCat("mistakes ", state.mistakes, " exceed steps ",
                                      state.steps));
   }
+  if (!state.weights.empty() || !state.weight_sums.empty()) {
+    return inconsistent("a kernel expansion has no random-feature weights");
+  }
+  OKL_RETURN_IF_ERROR(ValidateAverageWindowState(state));
   OKL_RETURN_IF_ERROR(ValidateRegretWindow(state));
 
   std::unique_ptr<NormaModel> model(new NormaModel(config));
@@ -149,10 +153,26 @@ absl::StatusOr<std::unique_ptr<NormaModel>> NormaModel::FromState(const ModelSta
         config.averaged ? state.average_mark[i] : 0.0);
   }
   if (config.averaged) {
+    // A state written before averaging windows existed has no previous-block sums: 0.
     for (size_t i = 0; i < n; ++i) {
       model->expansion_.set_average_base(i, state.average_base[i]);
+      if (!state.average_previous.empty()) {
+        model->expansion_.set_average_previous(i, state.average_previous[i]);
+      }
     }
   }
+  const size_t retired = state.retired_at.size();
+  model->retired_.Reserve(retired);
+  for (size_t i = 0; i < retired; ++i) {
+    model->retired_.Append(
+        absl::MakeConstSpan(state.retired_support).subspan(i * config.dim, config.dim), 0.0,
+        state.retired_at[i], 0.0);
+    model->retired_.set_average_base(i, state.retired_sums[i]);
+    model->retired_.set_average_previous(i, state.retired_previous_sums[i]);
+  }
+  model->average_block_start_ = state.average_block_start;
+  model->average_previous_start_ = state.average_previous_start;
+  model->average_previous_offset_sum_ = state.average_previous_offset_sum;
   model->scale_ = state.scale;
   model->offset_ = state.offset;
   model->margin_ = state.margin;
@@ -167,32 +187,64 @@ absl::StatusOr<std::unique_ptr<NormaModel>> NormaModel::FromState(const ModelSta
   return model;
 }
 
-absl::Status NormaModel::ValidateRegretWindow(const ModelState& state) {
-  const RegretWindow& window = state.regret_window;
-  const size_t n = window.size();
+absl::Status NormaModel::ValidateAverageWindowState(const ModelState& state) {
+  const ModelConfig& config = state.config;
   auto inconsistent = [](absl::string_view what) {
     return absl::InvalidArgumentError(
-        absl::StrCat("inconsistent model state: regret window ", what));
+        absl::StrCat("inconsistent model state: averaged hypothesis: ", what));
   };
-  if (n > state.config.regret_window || n > state.steps) {
-    return inconsistent(absl::StrCat("holds ", n, " examples, more than regret_window ",
-                                     state.config.regret_window, " or steps ", state.steps));
+  const size_t n = state.coefficients.size();
+  const size_t retired = state.retired_at.size();
+  if (!config.averaged) {
+    if (!state.average_previous.empty() || retired > 0 || !state.retired_support.empty() ||
+        !state.retired_sums.empty() || !state.retired_previous_sums.empty() ||
+        state.average_block_start != 0 || state.average_previous_start != 0 ||
+        state.average_previous_offset_sum != 0) {
+      return inconsistent("the config does not track it, but the state holds its sums");
+    }
+    return absl::OkStatus();
   }
-  if (window.xs.size() != n * state.config.dim || window.online_losses.size() != n) {
-    return inconsistent(absl::StrCat("has ", window.xs.size(), " input values and ",
-                                     window.online_losses.size(), " losses for ", n,
-                                     " labels at dim ", state.config.dim));
+  if (!state.average_previous.empty() && state.average_previous.size() != n) {
+    return inconsistent(absl::StrCat("average_previous has ", state.average_previous.size(),
+                                     " entries for ", n, " terms"));
   }
-  if (n > 0 && window.last_step != state.steps) {
-    return inconsistent(absl::StrCat("ends at step ", window.last_step, ", not at steps ",
-                                     state.steps));
+  if (state.retired_support.size() != retired * config.dim ||
+      state.retired_sums.size() != retired || state.retired_previous_sums.size() != retired) {
+    return inconsistent(absl::StrCat(
+        "retired terms have ", state.retired_support.size(), " input values, ",
+        state.retired_sums.size(), " and ", state.retired_previous_sums.size(),
+        " sums for ", retired, " steps at dim ", config.dim));
   }
-  OKL_RETURN_IF_ERROR(CheckFiniteValues("regret window input", window.xs));
-  OKL_RETURN_IF_ERROR(CheckFiniteValues("regret window label", window.ys));
-  OKL_RETURN_IF_ERROR(CheckFiniteValues("regret window loss", window.online_losses));
-  for (size_t i = 0; i < n; ++i) {
-    if (window.online_losses[i] < 0) {
-      return inconsistent(absl::StrCat("loss ", i, " is negative"));
+  const uint64_t max_retired = MaxRetiredTerms(config);
+  if (max_retired > 0 && retired > max_retired) {
+    return inconsistent(absl::StrCat(retired, " retired terms exceed the ", max_retired,
+                                     " its window can need"));
+  }
+  OKL_RETURN_IF_ERROR(CheckFiniteValues("average_previous", state.average_previous));
+  OKL_RETURN_IF_ERROR(CheckFiniteValues("retired_support", state.retired_support));
+  OKL_RETURN_IF_ERROR(CheckFiniteValues("retired_sums", state.retired_sums));
+  OKL_RETURN_IF_ERROR(
+      CheckFiniteValues("retired_previous_sums", state.retired_previous_sums));
+  if (!std::isfinite(state.average_previous_offset_sum)) {
+    return inconsistent(absl::StrCat("average_previous_offset_sum is ",
+                                     state.average_previous_offset_sum));
+  }
+  if (!(state.average_previous_start <= state.average_block_start &&
+        state.average_block_start <= state.steps)) {
+    return inconsistent(absl::StrCat(
+        "blocks start at steps ", state.average_previous_start, " and ",
+        state.average_block_start, "; they must be in order and at most steps = ",
+        state.steps));
+  }
+  if (EffectiveAveragingWindow(config) == 0 && state.average_block_start != 0) {
+    return inconsistent("a model averaging every step since the first has one block");
+  }
+  for (size_t i = 0; i < retired; ++i) {
+    if (!(state.retired_at[i] > state.average_previous_start &&
+          state.retired_at[i] <= state.steps)) {
+      return inconsistent(absl::StrCat("retired_at[", i, "] = ", state.retired_at[i],
+                                       " is outside (", state.average_previous_start,
+                                       ", steps = ", state.steps, "]"));
     }
   }
   return absl::OkStatus();
@@ -214,9 +266,22 @@ ModelState NormaModel::ExportState() const {
   if (config_.averaged) {
     state.average_base.resize(n);
     state.average_mark.resize(n);
+    state.average_previous.resize(n);
     for (size_t i = 0; i < n; ++i) {
       state.average_base[i] = expansion_.average_base(i);
       state.average_mark[i] = expansion_.average_mark(i);
+      state.average_previous[i] = expansion_.average_previous(i);
+    }
+    const size_t retired = retired_.size();
+    state.retired_support.resize(retired * dim);
+    state.retired_sums.resize(retired);
+    state.retired_previous_sums.resize(retired);
+    state.retired_at.resize(retired);
+    for (size_t i = 0; i < retired; ++i) {
+      retired_.CopySupport(i, state.retired_support.data() + i * dim);
+      state.retired_sums[i] = retired_.average_base(i);
+      state.retired_previous_sums[i] = retired_.average_previous(i);
+      state.retired_at[i] = retired_.added_at(i);
     }
   }
   state.scale = scale_;
@@ -225,72 +290,14 @@ ModelState NormaModel::ExportState() const {
   state.steps = steps_;
   state.average_sum = average_sum_;
   state.average_offset_sum = average_offset_sum_;
+  state.average_block_start = average_block_start_;
+  state.average_previous_start = average_previous_start_;
+  state.average_previous_offset_sum = average_previous_offset_sum_;
   state.cumulative_loss = cumulative_loss_;
   state.mistakes = mistakes_;
   state.terms_removed = terms_removed_;
   state.regret_window = regret_window_.Copy();
   return state;
-}
-
-absl::Status NormaModel::ValidateInput(absl::Span<const double> x) const {
-  if (x.size() != config_.dim) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "input has ", x.size(), " values but the model's dim is ", config_.dim));
-  }
-  return CheckFiniteValues("x", x);
-}
-
-absl::Status NormaModel::ValidateExample(absl::Span<const double> x, double y) const {
-  OKL_RETURN_IF_ERROR(ValidateInput(x));
-  if (!std::isfinite(y)) {
-    return absl::InvalidArgumentError(absl::StrCat("label y is ", y, "; it must be finite"));
-  }
-  if (IsClassificationLoss(config_.loss.type) && y != 1.0 && y != -1.0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("label y must be -1 or +1 for the ", LossTypeName(config_.loss.type),
-                     " loss, got ", y));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<Observation> NormaModel::Observe(absl::Span<const double> x, double y) {
-  OKL_RETURN_IF_ERROR(ValidateExample(x, y));
-  return Step(x, y);
-}
-
-absl::Status NormaModel::ValidateBatch(absl::Span<const double> xs,
-                                       absl::Span<const double> ys) const {
-  const size_t dim = config_.dim;
-  if (xs.size() != ys.size() * dim) {
-    return absl::InvalidArgumentError(absl::StrCat("batch holds ", xs.size(),
-                                                   " input values for ", ys.size(),
-                                                   " labels at dim ", dim));
-  }
-  for (size_t i = 0; i < ys.size(); ++i) {
-    absl::Status status = ValidateExample(xs.subspan(i * dim, dim), ys[i]);
-    if (!status.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("example ", i, ": ", status.message(), " (no example applied)"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status NormaModel::ObserveBatch(absl::Span<const double> xs, absl::Span<const double> ys,
-                                      std::vector<Observation>* out) {
-  const size_t dim = config_.dim;
-  OKL_RETURN_IF_ERROR(ValidateBatch(xs, ys));
-  out->reserve(out->size() + ys.size());
-  for (size_t i = 0; i < ys.size(); ++i) {
-    absl::StatusOr<Observation> o = Step(xs.subspan(i * dim, dim), ys[i]);
-    if (!o.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "example ", i, ": ", o.status().message(), " (", i, " of ", ys.size(),
-          " examples applied)"));
-    }
-    out->push_back(*o);
-  }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<Observation> NormaModel::Step(absl::Span<const double> x, double y) {
@@ -326,6 +333,9 @@ absl::StatusOr<Observation> NormaModel::Step(absl::Span<const double> x, double 
   }
 
   if (config_.averaged) {
+    if (average_window_ > 0 && steps_ - average_block_start_ >= average_window_) {
+      StartAverageBlock();
+    }
     // f_t, which made this step's prediction, joins the running sum of hypotheses.
     average_sum_ += scale_;
     average_offset_sum_ += offset_;
@@ -366,11 +376,36 @@ void NormaModel::MaybeRenormalize() {
   }
 }
 
+void NormaModel::StartAverageBlock() {
+  // The new previous block starts after the current one's start: a term retired by then
+  // is in none of the hypotheses averaged from now on.
+  retired_.RemoveAddedAtMost(average_block_start_);
+  expansion_.StartAverageBlock(average_sum_);
+  retired_.StartAverageBlock(0.0);
+  average_sum_ = 0.0;
+  average_previous_offset_sum_ = average_offset_sum_;
+  average_offset_sum_ = 0.0;
+  average_previous_start_ = average_block_start_;
+  average_block_start_ = steps_;
+}
+
+void NormaModel::RetireTerm(size_t slot) {
+  if (!config_.averaged) return;
+  retire_scratch_.resize(config_.dim);
+  expansion_.CopySupport(slot, retire_scratch_.data());
+  // It was part of f_1 .. f_{steps_}: its sums are final, so its coefficient is 0.
+  retired_.Append(retire_scratch_, 0.0, steps_, 0.0);
+  const size_t r = retired_.size() - 1;
+  retired_.set_average_base(r, expansion_.SummedCoefficient(slot, average_sum_));
+  retired_.set_average_previous(r, expansion_.average_previous(slot));
+}
+
 template <typename Predicate>
 void NormaModel::RemoveTermsWhere(Predicate remove) {
   size_t slot = 0;
   while (slot < expansion_.size()) {
     if (remove(expansion_.coefficient(slot))) {
+      RetireTerm(slot);
       expansion_.Remove(slot);  // the last term moves into `slot`; look at it next
       ++terms_removed_;
     } else {
@@ -416,6 +451,7 @@ void NormaModel::InsertWithinBudget(absl::Span<const double> x, double coefficie
     victim = expansion_.SmallestSlot();
     if (std::abs(expansion_.coefficient(victim)) > abs_coefficient) return;
   }
+  RetireTerm(victim);
   expansion_.Replace(victim, x, coefficient, steps_, average_sum_);
   min_abs_coefficient_bound_ = std::min(min_abs_coefficient_bound_, abs_coefficient);
 }
@@ -479,7 +515,10 @@ void NormaModel::MergeSmallestTerm(absl::Span<const double> x, double coefficien
   }
   if (partner > new_term) {
     // No term of m's sign (or no finite merge): m is removed, as SMALLEST would.
-    if (!m_is_new) expansion_.Replace(m, x, coefficient, steps_, average_sum_);
+    if (!m_is_new) {
+      RetireTerm(m);
+      expansion_.Replace(m, x, coefficient, steps_, average_sum_);
+    }
     min_abs_coefficient_bound_ = expansion_.MinAbsCoefficient();
     return;
   }
@@ -494,21 +533,14 @@ void NormaModel::MergeSmallestTerm(absl::Span<const double> x, double coefficien
     const double x_n = partner == new_term ? x[j] : expansion_.support(partner, j);
     z[j] = best.h * x_m[j] + (1 - best.h) * x_n;
   }
-  // The averaged hypothesis' summed coefficients merge the same way: their best
-  // approximation by a multiple of k(z, .), sum_m k(x_m, z) + sum_n k(x_n, z).
-  auto summed = [&](size_t i) {
-    return i == new_term ? 0.0 : expansion_.SummedCoefficient(i, average_sum_);
-  };
-  double summed_z = config_.averaged ? summed(m) * best.k_mz + summed(partner) * best.k_nz
-                                     : 0.0;
-  // The same bound for the averaged sums: a sum that would overflow keeps the larger part.
-  if (!std::isfinite(summed_z)) summed_z = summed(partner) * best.k_nz;
   const uint64_t added_at =
       m_is_new || partner == new_term
           ? steps_
           : std::max(expansion_.added_at(m), expansion_.added_at(partner));
+  // z is a new term: m and its partner leave, and the averaged hypothesis keeps them.
+  if (!m_is_new) RetireTerm(m);
+  if (partner != new_term) RetireTerm(partner);
   expansion_.Replace(z_slot, z, a_z, added_at, average_sum_);
-  if (config_.averaged) expansion_.set_average_base(z_slot, summed_z);
   if (!m_is_new && partner != new_term) {
     expansion_.Replace(m, x, coefficient, steps_, average_sum_);
   }
@@ -521,45 +553,13 @@ double NormaModel::PredictUnchecked(absl::Span<const double> x, PredictionMode m
       (mode == PredictionMode::kConfigured && !config_.averaged)) {
     return scale_ * expansion_.Dot(kernel_, x) + offset_;
   }
-  if (steps_ == 0) return 0.0;  // the average of no hypotheses: f_1 = 0
-  const double sum = expansion_.AveragedDot(kernel_, x, average_sum_) + average_offset_sum_;
-  return sum / static_cast<double>(steps_);
-}
-
-absl::Status NormaModel::CheckPredictionMode(PredictionMode mode) const {
-  if (mode == PredictionMode::kAveraged && !config_.averaged) {
-    return absl::FailedPreconditionError(
-        "the model does not track the averaged hypothesis; create it with averaged: true");
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<double> NormaModel::Predict(absl::Span<const double> x,
-                                           PredictionMode mode) const {
-  OKL_RETURN_IF_ERROR(ValidateInput(x));
-  OKL_RETURN_IF_ERROR(CheckPredictionMode(mode));
-  return PredictUnchecked(x, mode);
-}
-
-absl::Status NormaModel::PredictBatch(absl::Span<const double> xs, absl::Span<double> out,
-                                      PredictionMode mode) const {
-  const size_t dim = config_.dim;
-  if (xs.size() != out.size() * dim) {
-    return absl::InvalidArgumentError(absl::StrCat("batch holds ", xs.size(),
-                                                   " input values for ", out.size(),
-                                                   " outputs at dim ", dim));
-  }
-  OKL_RETURN_IF_ERROR(CheckPredictionMode(mode));
-  for (size_t i = 0; i < out.size(); ++i) {
-    absl::Status status = ValidateInput(xs.subspan(i * dim, dim));
-    if (!status.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("input ", i, ": ", status.message()));
-    }
-  }
-  for (size_t i = 0; i < out.size(); ++i) {
-    out[i] = PredictUnchecked(xs.subspan(i * dim, dim), mode);
-  }
-  return absl::OkStatus();
+  // The mean of f_t over t in (average_previous_start_, steps_].
+  const uint64_t hypotheses = steps_ - average_previous_start_;
+  if (hypotheses == 0) return 0.0;  // the average of no hypotheses: f_1 = 0
+  const double sum = expansion_.AveragedDot(kernel_, x, average_sum_) +
+                     retired_.AveragedDot(kernel_, x, 0.0) + average_previous_offset_sum_ +
+                     average_offset_sum_;
+  return sum / static_cast<double>(hypotheses);
 }
 
 double NormaModel::SquaredNorm() const {

@@ -11,10 +11,21 @@
 // is folded into them (O(size)) whenever it falls below 2^-8, long before it underflows.
 // A step therefore costs one kernel sweep, like a prediction.
 //
-// The averaged hypothesis (seed 002) predicts with (1/T) sum_{t=1..T} f_t, the mean of
-// the T hypotheses that made the prequential predictions. It costs O(1) per step too: a
-// running sum u of the scale factor gives each term's summed coefficient as
-// base_i + a_i (u - mark_i). A term removed from the expansion leaves the average too.
+// The averaged hypothesis (seed 002) predicts with the mean of recent hypotheses f_t, the
+// ones that made the prequential predictions. With W = EffectiveAveragingWindow(config):
+//   W = 0 (no budget and no averaging_window): the mean of f_1 .. f_T, every hypothesis
+//     so far;
+//   W > 0: suffix averaging in blocks of W steps: the mean of f_t for t in (S, T], where
+//     S = max(0, (floor((T - 1) / W) - 1) W), between W and 2W hypotheses once T > W.
+// The mean over a window is a proper average however many terms the budget removed: a
+// term that leaves the expansion is *retired*, kept (its input and its coefficient summed
+// over the window's hypotheses) until the window no longer holds a hypothesis it was part
+// of. So an averaged model holds up to budget.max_terms + 4W retired terms beside its
+// budget (each step retires at most two, MERGE's pair, and at most max_terms terms
+// outlive a block), and its memory counts them (WorstCaseMemoryBytes).
+// It costs O(1) per step: a running sum u of the scale factor gives each term's summed
+// coefficient over the current block as base_i + a_i (u - mark_i); at a block's end
+// (O(size), every W steps) that becomes the term's previous-block sum.
 //
 // Not thread-safe: const methods may run concurrently with each other, but not with
 // Observe (ModelRegistry serialises writers).
@@ -42,141 +53,56 @@
 #include "core/learning_rate.h"
 #include "core/loss.h"
 #include "core/merge.h"
+#include "core/model.h"
 #include "core/regret.h"
 #include "core/regret_window.h"
 
 namespace okl {
 
-// What one Observe reports about its example.
-struct Observation {
-  double prediction = 0.0;  // p_t = f_t(x_t), before the update
-  double loss = 0.0;        // loss(y_t, p_t)
-};
-
-struct ModelStats {
-  uint64_t steps = 0;
-  uint32_t expansion_size = 0;
-  double cumulative_loss = 0.0;  // sum_t loss(y_t, p_t)
-  uint64_t mistakes = 0;         // sign(p_t) != y_t (p_t = 0 counts); classification losses
-  uint64_t terms_removed = 0;    // by the budget policy and drop_below together
-  double offset = 0.0;           // b
-  double margin = 0.0;           // rho or epsilon as learned by the nu-trick, else the config's
-  // Seed 003's bound lambda^-1 (1 - eta lambda)^tau C X on the RKHS-norm error of
-  // truncating to the newest tau = max_terms terms. Set where it applies: constant rate,
-  // lambda > 0, an OLDEST budget without drop_below, a loss with bounded derivative (C)
-  // and a bounded kernel (X). 0 until the budget first removes a term.
-  std::optional<double> truncation_error_bound;
-  // The latest windowed regret (core/regret.h), computed off the request path; unset
-  // without regret tracking and until the first computation. NormaModel never sets it:
-  // ModelEntry does, from its RegretScheduler's results.
-  std::optional<RegretResult> regret;
-};
-
-// The complete state of a model: NormaModel::FromState(model.ExportState()) continues
-// bit-identically. Terms are listed in slot order (see Expansion).
-struct ModelState {
-  ModelConfig config;
-  std::vector<double> support;          // size * dim, term-major (term i at [i*dim, (i+1)*dim))
-  std::vector<double> coefficients;     // unscaled: alpha_i = scale * coefficients[i]
-  std::vector<uint64_t> added_at;       // the step each term was added at
-  std::vector<double> average_base;     // per term; empty unless config.averaged
-  std::vector<double> average_mark;     // per term; empty unless config.averaged
-  double scale = 1.0;
-  double offset = 0.0;
-  double margin = 0.0;
-  uint64_t steps = 0;
-  double average_sum = 0.0;         // u: running sum of the scale factor since the last fold
-  double average_offset_sum = 0.0;  // sum_t b_t
-  double cumulative_loss = 0.0;
-  uint64_t mistakes = 0;
-  uint64_t terms_removed = 0;
-  // The last config.regret_window examples (empty without regret tracking); when not
-  // empty, its last_step equals steps.
-  RegretWindow regret_window;
-
-  friend bool operator==(const ModelState&, const ModelState&) = default;
-};
-
-enum class PredictionMode {
-  kConfigured,  // averaged if config.averaged, else current
-  kCurrent,     // f_{T+1}: the model after the last update
-  kAveraged,    // (1/T) sum_{t=1..T} f_t; requires config.averaged
-};
-
-// The most memory a model of `config` can come to hold, in bytes: a full expansion
-// (budget.max_terms terms of dim + 1 doubles, their step and slot bookkeeping, and the
-// averaged sums if averaged), its regret window, and the W x W Gram matrix the regret
-// comparator allocates while it runs. An unbounded budget (max_terms 0) gives SIZE_MAX.
-// What the server's memory quotas count for a model, before it exists.
-size_t WorstCaseMemoryBytes(const ModelConfig& config);
-
-class NormaModel {
+class NormaModel : public Model {
  public:
+  // The most memory a model of `config` can come to hold, in bytes: a full expansion
+  // (budget.max_terms terms of dim + 1 doubles, their step and slot bookkeeping, and the
+  // averaged sums if averaged) plus the terms the averaged hypothesis may keep after the
+  // budget removed them (two averaging windows' worth), its regret window, and the W x W
+  // Gram matrix the regret comparator allocates while it runs. An unbounded budget
+  // (max_terms 0) gives SIZE_MAX.
+  static size_t WorstCaseMemoryBytes(const ModelConfig& config);
+  // The most terms an averaged model of `config` keeps retired (see above); 0 without the
+  // averaged hypothesis or without a budget (then there is no bound).
+  static uint64_t MaxRetiredTerms(const ModelConfig& config);
+
   // InvalidArgument if ValidateConfig(config) fails.
   static absl::StatusOr<std::unique_ptr<NormaModel>> Create(const ModelConfig& config);
   // InvalidArgument if the state is inconsistent (sizes, non-finite numbers, a term count
   // over the budget, an invalid config); DataLoss never: callers decode bytes themselves.
   static absl::StatusOr<std::unique_ptr<NormaModel>> FromState(const ModelState& state);
 
-  NormaModel(const NormaModel&) = delete;
-  NormaModel& operator=(const NormaModel&) = delete;
-
-  ModelState ExportState() const;
-
-  // InvalidArgument unless x has dim entries, x and y are finite, and y is -1 or +1 for
-  // the classification losses.
-  absl::Status ValidateExample(absl::Span<const double> x, double y) const;
-  // InvalidArgument unless x has dim finite entries.
-  absl::Status ValidateInput(absl::Span<const double> x) const;
-
-  // One NORMA step. On a bad example returns InvalidArgument and changes nothing. If the
-  // step would make the model non-finite (a diverging learning rate), returns
-  // FailedPrecondition and changes nothing.
-  absl::StatusOr<Observation> Observe(absl::Span<const double> x, double y);
-
-  // InvalidArgument unless xs holds ys.size() * dim values and every example passes
-  // ValidateExample; the message names the first bad example. ObserveBatch runs this
-  // first; a caller that logs batches runs it before logging, so that no invalid batch
-  // is ever logged.
-  absl::Status ValidateBatch(absl::Span<const double> xs, absl::Span<const double> ys) const;
-
-  // Observes ys.size() examples in order; xs holds them term-major (ys.size() * dim).
-  // Every example is validated (ValidateBatch) before the first is applied, so a bad
-  // batch changes nothing. Appends one Observation per applied example to `out`. If an example
-  // would make the model diverge, the ones before it stay applied and the error says how many.
-  absl::Status ObserveBatch(absl::Span<const double> xs, absl::Span<const double> ys,
-                            std::vector<Observation>* out);
-
-  absl::StatusOr<double> Predict(absl::Span<const double> x,
-                                 PredictionMode mode = PredictionMode::kConfigured) const;
-  // Predicts out.size() inputs stored term-major in xs; all validated first.
-  absl::Status PredictBatch(absl::Span<const double> xs, absl::Span<double> out,
-                            PredictionMode mode = PredictionMode::kConfigured) const;
+  ModelState ExportState() const override;
 
   // |f|^2 in the RKHS (the offset excluded): sum_ij alpha_i alpha_j k(x_i, x_j). Costs
   // O(size^2 dim); meant for inspection, not for the request path.
-  double SquaredNorm() const;
+  double SquaredNorm() const override;
 
-  ModelStats stats() const;
-  // rho or epsilon as learned by the nu-trick, else the config's (ModelStats::margin).
-  double margin() const { return margin_; }
-  const ModelConfig& config() const { return config_; }
-  size_t expansion_size() const { return expansion_.size(); }
-  uint64_t steps() const { return steps_; }
-  // The examples of the regret window, oldest first (empty without regret tracking).
-  RegretWindow RegretWindowCopy() const { return regret_window_.Copy(); }
-  // Bytes held by the expansion's arrays and the regret window.
-  size_t MemoryBytes() const { return expansion_.MemoryBytes() + regret_window_.MemoryBytes(); }
+  ModelStats stats() const override;
+  double margin() const override { return margin_; }
+  size_t expansion_size() const override { return expansion_.size(); }
+  uint64_t steps() const override { return steps_; }
+  RegretWindow RegretWindowCopy() const override { return regret_window_.Copy(); }
+  // Bytes held by the expansion's arrays (the retired terms' included) and the regret
+  // window.
+  size_t MemoryBytes() const override {
+    return expansion_.MemoryBytes() + retired_.MemoryBytes() + regret_window_.MemoryBytes();
+  }
+
+ protected:
+  absl::StatusOr<Observation> Step(absl::Span<const double> x, double y) override;
+  double PredictUnchecked(absl::Span<const double> x, PredictionMode mode) const override;
 
  private:
   explicit NormaModel(const ModelConfig& config);
-  static absl::Status ValidateRegretWindow(const ModelState& state);
-
-  // The step without validation; FailedPrecondition (nothing changed) on divergence.
-  absl::StatusOr<Observation> Step(absl::Span<const double> x, double y);
-  double PredictUnchecked(absl::Span<const double> x, PredictionMode mode) const;
-  // FailedPrecondition for kAveraged on a model that does not track the average.
-  absl::Status CheckPredictionMode(PredictionMode mode) const;
+  // InvalidArgument unless the state's averaging-window fields fit its config.
+  static absl::Status ValidateAverageWindowState(const ModelState& state);
   // Applies drop_below and the budget policy with the step's candidate term (empty `x` if
   // the step adds none). Writes the candidate into the expansion if it survives.
   void InsertWithinBudget(absl::Span<const double> x, double coefficient);
@@ -189,12 +115,22 @@ class NormaModel {
   void RemoveTermsWhere(Predicate remove);
   // Folds the scale (and the averaged sums) into the coefficients when needed.
   void MaybeRenormalize();
+  // The averaged hypothesis: keeps the term in `slot`, about to leave the expansion, for
+  // as long as the averaging window holds a hypothesis it was part of. No-op unless
+  // config.averaged.
+  void RetireTerm(size_t slot);
+  // Ends the current averaging block (see the top of this file).
+  void StartAverageBlock();
 
-  ModelConfig config_;
   Kernel kernel_;
   Loss loss_;
   LearningRate learning_rate_;
   Expansion expansion_;
+  // Terms removed from expansion_ that the averaged hypothesis still needs: coefficient
+  // 0, their summed coefficients in average_base (current block) and average_previous,
+  // and the step they were removed at as added_at. Empty unless config.averaged.
+  Expansion retired_;
+  const uint64_t average_window_;  // EffectiveAveragingWindow(config)
   RegretWindowBuffer regret_window_;
 
   double scale_ = 1.0;
@@ -203,6 +139,11 @@ class NormaModel {
   uint64_t steps_ = 0;
   double average_sum_ = 0.0;
   double average_offset_sum_ = 0.0;
+  // The averaged hypotheses are f_t for t in (average_previous_start_, steps_], the
+  // current block starting after average_block_start_.
+  uint64_t average_block_start_ = 0;
+  uint64_t average_previous_start_ = 0;
+  double average_previous_offset_sum_ = 0.0;
   double cumulative_loss_ = 0.0;
   uint64_t mistakes_ = 0;
   uint64_t terms_removed_ = 0;
@@ -214,6 +155,7 @@ class NormaModel {
   std::vector<MergeLossEstimate> merge_estimates_;
   std::vector<double> merge_scratch_;
   std::vector<double> merge_point_;
+  std::vector<double> retire_scratch_;
 };
 
 }  // namespace okl

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/norma.h"
 #include "core/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/tokenizer.h"
@@ -248,7 +249,10 @@ absl::StatusOr<ModelConfig> FromProto(const v1::ModelConfig& proto) {
   config.offset = proto.offset();
   OKL_ASSIGN_OR_RETURN(config.budget, BudgetFromProto(proto.budget()));
   config.averaged = proto.averaged();
+  config.averaging_window = proto.averaging_window();
   config.regret_window = proto.regret_window();
+  config.random_features = {.dimension = proto.random_features().dimension(),
+                            .seed = proto.random_features().seed()};
   OKL_RETURN_IF_ERROR(ValidateConfig(config));
   return config;
 }
@@ -269,7 +273,12 @@ v1::ModelConfig ToProto(const ModelConfig& config) {
   budget->set_policy(PolicyToProto(config.budget.policy));
   budget->set_drop_below(config.budget.drop_below);
   proto.set_averaged(config.averaged);
+  proto.set_averaging_window(config.averaging_window);
   proto.set_regret_window(config.regret_window);
+  if (config.random_features.dimension > 0) {
+    proto.mutable_random_features()->set_dimension(config.random_features.dimension);
+    proto.mutable_random_features()->set_seed(config.random_features.seed);
+  }
   return proto;
 }
 
@@ -293,6 +302,19 @@ v1::ModelSnapshot ToProto(const ModelState& state) {
   proto.mutable_added_at()->Assign(state.added_at.begin(), state.added_at.end());
   proto.mutable_average_base()->Assign(state.average_base.begin(), state.average_base.end());
   proto.mutable_average_mark()->Assign(state.average_mark.begin(), state.average_mark.end());
+  proto.mutable_average_previous()->Assign(state.average_previous.begin(),
+                                           state.average_previous.end());
+  proto.mutable_retired_support()->Assign(state.retired_support.begin(),
+                                          state.retired_support.end());
+  proto.mutable_retired_sums()->Assign(state.retired_sums.begin(), state.retired_sums.end());
+  proto.mutable_retired_previous_sums()->Assign(state.retired_previous_sums.begin(),
+                                                state.retired_previous_sums.end());
+  proto.mutable_retired_at()->Assign(state.retired_at.begin(), state.retired_at.end());
+  proto.set_average_block_start(state.average_block_start);
+  proto.set_average_previous_start(state.average_previous_start);
+  proto.set_average_previous_offset_sum(state.average_previous_offset_sum);
+  proto.mutable_weights()->Assign(state.weights.begin(), state.weights.end());
+  proto.mutable_weight_sums()->Assign(state.weight_sums.begin(), state.weight_sums.end());
   proto.set_scale(state.scale);
   proto.set_offset(state.offset);
   proto.set_margin(state.margin);
@@ -311,10 +333,12 @@ v1::ModelSnapshot ToProto(const ModelState& state) {
 }
 
 absl::StatusOr<ModelState> FromProto(const v1::ModelSnapshot& proto) {
-  if (proto.format_version() != kSnapshotFormatVersion) {
+  if (proto.format_version() < kOldestSnapshotFormatVersion ||
+      proto.format_version() > kSnapshotFormatVersion) {
     return absl::InvalidArgumentError(absl::StrCat(
         "snapshot format_version ", proto.format_version(),
-        " is not supported (this build reads version ", kSnapshotFormatVersion, ")"));
+        " is not supported (this build reads versions ", kOldestSnapshotFormatVersion, " to ",
+        kSnapshotFormatVersion, ")"));
   }
   if (!proto.has_config()) {
     return absl::InvalidArgumentError("snapshot has no config");
@@ -336,6 +360,18 @@ absl::StatusOr<ModelState> FromProto(const v1::ModelSnapshot& proto) {
   state.added_at.assign(proto.added_at().begin(), proto.added_at().end());
   state.average_base.assign(proto.average_base().begin(), proto.average_base().end());
   state.average_mark.assign(proto.average_mark().begin(), proto.average_mark().end());
+  state.average_previous.assign(proto.average_previous().begin(),
+                                proto.average_previous().end());
+  state.retired_support.assign(proto.retired_support().begin(), proto.retired_support().end());
+  state.retired_sums.assign(proto.retired_sums().begin(), proto.retired_sums().end());
+  state.retired_previous_sums.assign(proto.retired_previous_sums().begin(),
+                                     proto.retired_previous_sums().end());
+  state.retired_at.assign(proto.retired_at().begin(), proto.retired_at().end());
+  state.average_block_start = proto.average_block_start();
+  state.average_previous_start = proto.average_previous_start();
+  state.average_previous_offset_sum = proto.average_previous_offset_sum();
+  state.weights.assign(proto.weights().begin(), proto.weights().end());
+  state.weight_sums.assign(proto.weight_sums().begin(), proto.weight_sums().end());
   state.scale = proto.scale();
   state.offset = proto.offset();
   state.margin = proto.margin();
@@ -651,15 +687,23 @@ absl::StatusOr<ModelState> DecodeSnapshot(absl::string_view bytes) {
 }
 
 size_t MaxSnapshotBytes(const ModelConfig& config) {
-  if (config.budget.max_terms == 0) return SIZE_MAX;
-  // Per term: the support (dim doubles), the coefficient, added_at (a varint of at most
-  // 10 bytes) and, averaged, two more doubles. The packed fields' tags and lengths, the
-  // scalars, the config and the checksum fit in the fixed part.
+  // The packed fields' tags and lengths, the scalars, the config and the checksum fit in
+  // the fixed part.
   constexpr uint64_t kFixedBytes = 4096;
   const uint64_t dim = config.dim;
-  const uint64_t per_term = (dim + 1) * sizeof(double) + 10 + (config.averaged ? 16 : 0);
   const uint64_t window_bytes = uint64_t{config.regret_window} * (dim + 2) * sizeof(double);
-  return kFixedBytes + uint64_t{config.budget.max_terms} * per_term + window_bytes;
+  const uint64_t features = config.random_features.dimension;
+  if (features > 0) {  // the weights and, averaged, their sums
+    return kFixedBytes + features * sizeof(double) * (config.averaged ? 2 : 1) + window_bytes;
+  }
+  if (config.budget.max_terms == 0) return SIZE_MAX;
+  // Per term: the support (dim doubles), the coefficient, added_at (a varint of at most
+  // 10 bytes) and, averaged, three more doubles; per retired term, its support, two sums
+  // and retired_at.
+  const uint64_t per_term = (dim + 1) * sizeof(double) + 10 + (config.averaged ? 24 : 0);
+  const uint64_t per_retired = (dim + 2) * sizeof(double) + 10;
+  return kFixedBytes + uint64_t{config.budget.max_terms} * per_term +
+         NormaModel::MaxRetiredTerms(config) * per_retired + window_bytes;
 }
 
 absl::StatusOr<std::optional<ModelConfig>> PeekSnapshotConfig(absl::string_view prefix) {
@@ -680,9 +724,10 @@ absl::StatusOr<std::optional<ModelConfig>> PeekSnapshotConfig(absl::string_view 
   }
   uint32_t version = 0;
   if (!in.ReadVarint32(&version)) return std::nullopt;
-  if (version != kSnapshotFormatVersion) {
+  if (version < kOldestSnapshotFormatVersion || version > kSnapshotFormatVersion) {
     return absl::DataLossError(absl::StrCat("snapshot format_version ", version,
-                                            " is not supported (this build reads version ",
+                                            " is not supported (this build reads versions ",
+                                            kOldestSnapshotFormatVersion, " to ",
                                             kSnapshotFormatVersion, ")"));
   }
   tag = in.ReadTag();

@@ -42,13 +42,16 @@
 #include "absl/types/span.h"
 #include "core/config.h"
 #include "core/model_registry.h"
-#include "core/norma.h"
+#include "core/model.h"
 #include "okl/v1/okl.pb.h"
 
 namespace okl {
 
 // The ModelSnapshot layout ToProto writes and FromProto reads.
-inline constexpr uint32_t kSnapshotFormatVersion = 1;
+inline constexpr uint32_t kSnapshotFormatVersion = 2;
+// The oldest version still read: version 1 lacks the averaging window's fields (read as
+// empty and zero) and random features.
+inline constexpr uint32_t kOldestSnapshotFormatVersion = 1;
 
 // Converts and validates a wire config. Unset fields whose proto3 zero would be a trap
 // take core's defaults instead: hinge and novelty `rho` 1 (with rho = 0 a model that

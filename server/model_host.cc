@@ -78,11 +78,12 @@ absl::Status ModelHost::CheckConfig(const ModelConfig& config) const {
                                                    " is over this server's limit of ",
                                                    options_.max_dim, " (--max_dim)"));
   }
-  if (config.budget.max_terms == 0) {
+  // A random-feature model's size is fixed by its dimension; an expansion needs a budget.
+  if (config.budget.max_terms == 0 && config.random_features.dimension == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "config.budget.max_terms is 0 (unbounded), but this server needs a budget: set it to "
         "1 to ",
-        options_.max_terms, " (--max_terms)"));
+        options_.max_terms, " (--max_terms), or use random_features"));
   }
   if (config.budget.max_terms > options_.max_terms) {
     return absl::InvalidArgumentError(
@@ -152,10 +153,10 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Replace(absl::string_view
   OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
   OKL_RETURN_IF_ERROR(ValidateName("model", model));
   OKL_RETURN_IF_ERROR(CheckConfig(state.config));
-  absl::StatusOr<std::unique_ptr<NormaModel>> norma = NormaModel::FromState(state);
-  if (!norma.ok()) {
+  absl::StatusOr<std::unique_ptr<Model>> learner = ModelFromState(state);
+  if (!learner.ok()) {
     return absl::DataLossError(
-        absl::StrCat("snapshot state is inconsistent: ", norma.status().message()));
+        absl::StrCat("snapshot state is inconsistent: ", learner.status().message()));
   }
   NameClaim claim(this, Key(tenant, model));
   absl::StatusOr<std::shared_ptr<ModelEntry>> old = registry_.Find(tenant, model);
@@ -167,7 +168,7 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Replace(absl::string_view
                                                    old.ok() ? LogOf(**old) : nullptr));
   }
   OKL_ASSIGN_OR_RETURN(std::shared_ptr<ModelEntry> entry,
-                       registry_.Put(tenant, model, *std::move(norma), log));
+                       registry_.Put(tenant, model, *std::move(learner), log));
   // The reservation counted a new model if the name was free when it was made; what
   // counts is whether one was replaced now.
   const uint64_t reserved_models = reservation.models();

@@ -552,20 +552,19 @@ absl::StatusOr<RestoreStats> RestoreModels(ModelStore* store, ModelRegistry* reg
   };
   std::vector<Observation> observations;
   auto restore = [&](StoredModel model) -> absl::Status {
-    absl::StatusOr<std::unique_ptr<NormaModel>> norma =
-        model.checkpoint ? NormaModel::FromState(*model.checkpoint)
-                         : NormaModel::Create(model.config);
-    if (!norma.ok()) {
+    absl::StatusOr<std::unique_ptr<Model>> learner =
+        model.checkpoint ? ModelFromState(*model.checkpoint) : CreateModel(model.config);
+    if (!learner.ok()) {
       return damaged(model.tenant, model.model,
                      absl::StrCat(model.checkpoint ? "checkpoint state is inconsistent: "
                                                    : "config is invalid: ",
-                                  norma.status().message()));
+                                  learner.status().message()));
     }
     for (const StoredModel::Batch& batch : model.log) {
       observations.clear();
       // The live path's batch, so a batch that diverged live (FailedPrecondition after
       // some examples) diverges at the same example now.
-      absl::Status status = (*norma)->ObserveBatch(batch.xs, batch.ys, &observations);
+      absl::Status status = (*learner)->ObserveBatch(batch.xs, batch.ys, &observations);
       if (!status.ok() && status.code() != absl::StatusCode::kFailedPrecondition) {
         return damaged(
             model.tenant, model.model,
@@ -576,7 +575,7 @@ absl::StatusOr<RestoreStats> RestoreModels(ModelStore* store, ModelRegistry* reg
     }
     std::shared_ptr<ModelLog> log = store->OpenLog(model);
     absl::StatusOr<std::shared_ptr<ModelEntry>> entry =
-        registry->Put(model.tenant, model.model, *std::move(norma), log);
+        registry->Put(model.tenant, model.model, *std::move(learner), log);
     if (!entry.ok()) {
       return absl::FailedPreconditionError(absl::StrCat("cannot restore model ", model.tenant,
                                                         "/", model.model, ": ",

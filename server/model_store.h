@@ -47,7 +47,7 @@
 #include "core/config.h"
 #include "core/model_registry.h"
 #include "core/mutex.h"
-#include "core/norma.h"
+#include "core/model.h"
 
 namespace rocksdb {
 class DB;

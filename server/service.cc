@@ -213,7 +213,7 @@ class OklService::ObserveSession {
         FromProto(request, dim, &batch_, service_->options_.max_request_bytes));
     OKL_RETURN_IF_ERROR(entry.ValidateBatch(batch_.xs, batch_.ys));
     const size_t n = batch_.ys.size();
-    const double work = static_cast<double>(dim) * entry.config().budget.max_terms;
+    const double work = WorstCaseWorkPerExample(entry.config());
     const size_t group = std::clamp<size_t>(static_cast<size_t>(kObserveChunkWork / work), 1, n);
     observations_.clear();
     for (size_t begin = 0; begin < n; begin += group) {

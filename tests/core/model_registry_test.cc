@@ -86,7 +86,7 @@ TEST(ModelRegistryTest, EntryObservesAndPredictsLikeThePlainModel) {
   ModelRegistry registry({});
   auto entry = registry.Create("t", "m", SmallConfig());
   ASSERT_TRUE(entry.ok());
-  auto plain = NormaModel::Create(SmallConfig());
+  auto plain = CreateModel(SmallConfig());
   ASSERT_TRUE(plain.ok());
 
   const std::vector<double> xs = {0.1, 0.2, -0.3, 0.4, 0.5, -0.6};
@@ -131,14 +131,14 @@ TEST(ModelRegistryTest, PutReplacesAtomicallyAndRetiresTheOldEntry) {
   std::vector<Observation> out;
   ASSERT_TRUE((*old_entry)->ObserveBatch({0.5, 0.5}, {1.0}, &out).ok());
 
-  auto fresh = NormaModel::Create(SmallConfig());
+  auto fresh = CreateModel(SmallConfig());
   ASSERT_TRUE(fresh.ok());
   auto put = registry.Put("t", "m", std::move(*fresh));  // replacing needs no free slot
   ASSERT_TRUE(put.ok());
   EXPECT_EQ((*registry.Find("t", "m"))->Summary()->stats.steps, 0u);
   EXPECT_EQ((*old_entry)->Summary().status().code(), absl::StatusCode::kNotFound);
 
-  auto another = NormaModel::Create(SmallConfig());
+  auto another = CreateModel(SmallConfig());
   ASSERT_TRUE(another.ok());
   EXPECT_EQ(registry.Put("t", "n", std::move(*another)).status().code(),
             absl::StatusCode::kResourceExhausted);

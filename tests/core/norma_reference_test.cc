@@ -386,6 +386,30 @@ TEST(NormaReferenceTest, MatchesReferenceWithPegasosSteps) {
   }
 }
 
+// Averaging windows other than the budget's default: W = 1 (the mean of the last one or
+// two hypotheses), a window shorter than the budget and one longer, with every policy, so
+// that terms are retired within a block, across a block's end and dropped at the next.
+TEST(NormaReferenceTest, MatchesReferenceWithExplicitAveragingWindows) {
+  for (const BudgetPolicy policy :
+       {BudgetPolicy::kOldest, BudgetPolicy::kSmallest, BudgetPolicy::kMerge}) {
+    for (const uint32_t window : {1u, 7u, 120u}) {
+      SCOPED_TRACE(absl::StrCat(BudgetPolicyName(policy), " W = ", window));
+      ModelConfig config;
+      config.dim = kDim;
+      config.kernel = {.type = KernelType::kGaussian, .gamma = 2.0};
+      config.loss = {.type = LossType::kSquared};
+      config.learning_rate = {.schedule = Schedule::kConstant, .eta0 = 0.25};
+      config.lambda = 0.04;
+      config.offset = true;
+      config.averaged = true;
+      config.averaging_window = window;
+      config.budget = {.max_terms = 20, .policy = policy, .drop_below = 1e-3};
+      ASSERT_NO_FATAL_FAILURE(
+          ExpectAgreement(config, MakeStream(Labels::kRegression, 700, kSeed + 7)));
+    }
+  }
+}
+
 // eta lambda = 0.05 for 10,000 steps: unrenormalised, the scale factor would reach
 // 0.95^10000 ~ 1e-223 (and underflow long before the averaged sums did); core must fold it
 // in every ~108 steps, when it falls below 2^-8, without changing any prediction.
@@ -435,6 +459,8 @@ TEST(NormaReferenceTest, MatchesReferenceOnALongStreamBudgetedOnlyByDropBelow) {
   config.lambda = 0.04;
   config.offset = true;
   config.averaged = true;
+  // Without a window the averaged model would keep every term it ever dropped.
+  config.averaging_window = 400;
   config.budget = {.drop_below = 0.01};
   size_t max_size = 0;
 

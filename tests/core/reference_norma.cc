@@ -129,17 +129,18 @@ ReferenceNorma::ReferenceNorma(const ModelConfig& config) : config_(config) {
 }
 
 ReferenceObservation ReferenceNorma::Observe(absl::Span<const double> x, double y) {
-  // The averaged hypothesis sums f_1..f_T, the hypotheses that predict: add f_t now.
-  for (Term& term : terms_) term.alpha_sum += term.alpha;
-  offset_sum_ += offset_;
-  offset_sum_scale_ += offset_scale_;
+  // The averaged hypothesis is made of f_1..f_T, the hypotheses that predict: keep f_t.
+  Hypothesis& f_t = history_.emplace_back();
+  for (const Term& term : terms_) f_t.terms.emplace_back(term.id, term.alpha);
+  f_t.offset = offset_;
+  f_t.offset_scale = offset_scale_;
 
   ++steps_;
   const double eta = ReferenceLearningRate(config_.learning_rate, steps_);
 
   // 1. The prequential prediction; 2. the loss and its derivative there.
   ReferenceObservation observation;
-  Evaluate(x, /*averaged=*/false, &observation.prediction, &observation.magnitude);
+  Evaluate(x, &observation.prediction, &observation.magnitude);
   const double p = observation.prediction;
   const ReferenceLossPoint loss = ReferenceLoss(config_.loss, y, p, margin_);
   observation.loss = loss.value;
@@ -155,7 +156,7 @@ ReferenceObservation ReferenceNorma::Observe(absl::Span<const double> x, double 
   // 4. The new term (never a zero coefficient) and the unregularised offset.
   const double g = loss.derivative;
   if (g != 0.0) {
-    terms_.push_back(Term{.x = std::vector<double>(x.begin(), x.end()), .alpha = -eta * g});
+    terms_.push_back(NewTerm(std::vector<double>(x.begin(), x.end()), -eta * g));
     if (config_.offset) {
       offset_ -= eta * g;
       offset_scale_ += std::abs(eta * g);
@@ -297,51 +298,74 @@ void ReferenceNorma::MergeSmallest() {
     terms_.erase(terms_.begin() + static_cast<std::ptrdiff_t>(m));
     return;
   }
-  // The merged term takes the place of the newer of the two.
-  Term& merged = terms_[std::max(m, partner)];
-  const Term& term_m = terms_[m];
-  const Term& term_n = terms_[partner];
-  const double alpha_sum = term_m.alpha_sum * best.k_mz + term_n.alpha_sum * best.k_nz;
-  merged = Term{.x = best.z, .alpha = best.alpha, .alpha_sum = alpha_sum};
+  // The merged term (a new one) takes the place of the newer of the two.
+  terms_[std::max(m, partner)] = NewTerm(best.z, best.alpha);
   terms_.erase(terms_.begin() + static_cast<std::ptrdiff_t>(std::min(m, partner)));
 }
 
-void ReferenceNorma::Evaluate(absl::Span<const double> x, bool averaged, double* sum,
+ReferenceNorma::Term ReferenceNorma::NewTerm(std::vector<double> x, double alpha) {
+  points_.push_back(x);
+  return Term{.id = points_.size() - 1, .x = std::move(x), .alpha = alpha};
+}
+
+void ReferenceNorma::Evaluate(absl::Span<const double> x, double* sum,
                               double* magnitude) const {
-  *sum = averaged ? offset_sum_ : offset_;
-  *magnitude = averaged ? offset_sum_scale_ : offset_scale_;
+  *sum = offset_;
+  *magnitude = offset_scale_;
   for (const Term& term : terms_) {
-    const double alpha = averaged ? term.alpha_sum : term.alpha;
-    const double v = alpha * ReferenceKernel(config_.kernel, term.x, x);
+    const double v = term.alpha * ReferenceKernel(config_.kernel, term.x, x);
     *sum += v;
     *magnitude += std::abs(v);
   }
 }
 
+uint64_t ReferenceNorma::EvaluateAveraged(absl::Span<const double> x, double* sum,
+                                          double* magnitude) const {
+  const uint64_t window = config_.averaging_window > 0 ? config_.averaging_window
+                                                       : config_.budget.max_terms;
+  const uint64_t steps = history_.size();
+  uint64_t start = 0;  // the window is f_t for t in (start, steps]
+  if (window > 0 && steps > 0) {
+    const uint64_t blocks = (steps - 1) / window;
+    start = blocks >= 1 ? (blocks - 1) * window : 0;
+  }
+  *sum = 0.0;
+  *magnitude = 0.0;
+  for (uint64_t t = start + 1; t <= steps; ++t) {
+    const Hypothesis& f = history_[t - 1];
+    *sum += f.offset;
+    *magnitude += f.offset_scale;
+    for (const auto& [id, alpha] : f.terms) {
+      const double v = alpha * ReferenceKernel(config_.kernel, points_[id], x);
+      *sum += v;
+      *magnitude += std::abs(v);
+    }
+  }
+  return steps - start;
+}
+
 double ReferenceNorma::Predict(absl::Span<const double> x) const {
   double sum, magnitude;
-  Evaluate(x, /*averaged=*/false, &sum, &magnitude);
+  Evaluate(x, &sum, &magnitude);
   return sum;
 }
 
 double ReferenceNorma::Magnitude(absl::Span<const double> x) const {
   double sum, magnitude;
-  Evaluate(x, /*averaged=*/false, &sum, &magnitude);
+  Evaluate(x, &sum, &magnitude);
   return magnitude;
 }
 
 double ReferenceNorma::PredictAveraged(absl::Span<const double> x) const {
-  if (steps_ == 0) return 0.0;
   double sum, magnitude;
-  Evaluate(x, /*averaged=*/true, &sum, &magnitude);
-  return sum / static_cast<double>(steps_);
+  const uint64_t count = EvaluateAveraged(x, &sum, &magnitude);
+  return count == 0 ? 0.0 : sum / static_cast<double>(count);
 }
 
 double ReferenceNorma::AveragedMagnitude(absl::Span<const double> x) const {
-  if (steps_ == 0) return 0.0;
   double sum, magnitude;
-  Evaluate(x, /*averaged=*/true, &sum, &magnitude);
-  return magnitude / static_cast<double>(steps_);
+  const uint64_t count = EvaluateAveraged(x, &sum, &magnitude);
+  return count == 0 ? 0.0 : magnitude / static_cast<double>(count);
 }
 
 }  // namespace okl::testing

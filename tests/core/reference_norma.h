@@ -4,22 +4,24 @@
 // algorithm") states it, written to check okl::NormaModel against. It shares no code with
 // core/ beyond the config structs: kernels and losses are computed from their definitions,
 // every coefficient alpha_i is stored explicitly and multiplied by (1 - eta_t lambda) on
-// every step (no scale factor), and the averaged hypothesis keeps, per term, the running
-// sum of its coefficient. It is O(size) per step in every part and makes no attempt to be
-// fast or robust: it trusts its input (a config that passed okl::ValidateConfig, examples
-// of the right dimension).
+// every step (no scale factor), and the averaged hypothesis is computed from every
+// hypothesis f_t kept whole (its terms and offset), averaged over the window the
+// definition names. It is O(size) per step (and O(T size) in memory) and makes no attempt
+// to be fast or robust: it trusts its input (a config that passed okl::ValidateConfig,
+// examples of the right dimension).
 //
 // Example:
 //   okl::testing::ReferenceNorma reference(config);
 //   double p = reference.Observe(x, y).prediction;  // f_t(x), before the update
 //   double q = reference.Predict(x);                // f_{t+1}(x)
-//   double a = reference.PredictAveraged(x);        // (1/T) sum_{t=1..T} f_t(x)
+//   double a = reference.PredictAveraged(x);        // mean of f_t(x) over the window
 #ifndef OKL_TESTS_CORE_REFERENCE_NORMA_H_
 #define OKL_TESTS_CORE_REFERENCE_NORMA_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <utility>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -76,7 +78,9 @@ class ReferenceNorma {
 
   // f(x) of the current hypothesis.
   double Predict(absl::Span<const double> x) const;
-  // (1/T) sum_{t=1..T} f_t(x) over the hypotheses that made the T predictions; 0 if T = 0.
+  // The mean of f_t(x) over the hypotheses that made the predictions of steps
+  // t in (S, T]: S = 0 if the window W is 0, else max(0, (floor((T - 1) / W) - 1) W),
+  // where W is config.averaging_window, or budget.max_terms if that is 0. 0 if T = 0.
   double PredictAveraged(absl::Span<const double> x) const;
   // The size of the numbers Predict(x) is added up from, so the scale of its rounding
   // error in any order of summation: sum_i |alpha_i k(x_i, x)| plus, for b, the sum of
@@ -96,16 +100,25 @@ class ReferenceNorma {
 
  private:
   struct Term {
+    size_t id = 0;  // its input is points_[id]
     std::vector<double> x;
     double alpha = 0.0;
-    double alpha_sum = 0.0;  // sum of alpha over the hypotheses since the term was added
+  };
+  // One hypothesis f_t whole: (term id, alpha) pairs and the offset, with the offset's
+  // magnitude (see Magnitude).
+  struct Hypothesis {
+    std::vector<std::pair<size_t, double>> terms;
+    double offset = 0.0;
+    double offset_scale = 0.0;
   };
 
   // *sum = b + sum_i alpha_i k(x_i, x) and *magnitude = sum_t |eta_t g_t| +
-  // sum_i |alpha_i k(x_i, x)|; with `averaged`, the same with every b and alpha_i summed
-  // over the hypotheses so far (T times the averaged hypothesis).
-  void Evaluate(absl::Span<const double> x, bool averaged, double* sum,
-                double* magnitude) const;
+  // sum_i |alpha_i k(x_i, x)| for the current hypothesis.
+  void Evaluate(absl::Span<const double> x, double* sum, double* magnitude) const;
+  // The same summed over the averaging window's hypotheses; returns how many there are.
+  uint64_t EvaluateAveraged(absl::Span<const double> x, double* sum, double* magnitude) const;
+  // A new term with a fresh id.
+  Term NewTerm(std::vector<double> x, double alpha);
   void EnforceBudget();
   // MERGE: merges the smallest |alpha| into the same-sign term whose merge loses least
   // (removes it if there is none).
@@ -113,10 +126,10 @@ class ReferenceNorma {
 
   ModelConfig config_;
   std::deque<Term> terms_;  // in the order they were added: the oldest first
+  std::vector<std::vector<double>> points_;  // every term's input, by id
+  std::vector<Hypothesis> history_;          // f_1 .. f_T
   double offset_ = 0.0;
-  double offset_sum_ = 0.0;        // sum of b over the hypotheses so far
   double offset_scale_ = 0.0;      // sum_t |eta_t g_t|
-  double offset_sum_scale_ = 0.0;  // sum of offset_scale_ over the hypotheses so far
   double margin_ = 0.0;
   uint64_t steps_ = 0;
   double cumulative_loss_ = 0.0;

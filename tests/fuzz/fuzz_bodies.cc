@@ -84,9 +84,9 @@ std::string EncodeOrDie(const ModelState& state) {
 // What must hold for every state a model reaches: FromState takes it back, the model
 // holds no more memory than the server's quotas reserve for its config, and its snapshot
 // is no longer than a Restore accepts for that config.
-void CheckRestorable(const NormaModel& model, absl::string_view after) {
+void CheckRestorable(const Model& model, absl::string_view after) {
   const ModelState state = model.ExportState();
-  absl::StatusOr<std::unique_ptr<NormaModel>> restored = NormaModel::FromState(state);
+  absl::StatusOr<std::unique_ptr<Model>> restored = ModelFromState(state);
   OKL_FUZZ_CHECK(restored.ok(), "the state after ", after,
                  " does not restore: ", restored.status().ToString());
   OKL_FUZZ_CHECK(model.MemoryBytes() <= WorstCaseMemoryBytes(model.config()), after, ": ",
@@ -100,7 +100,7 @@ void CheckRestorable(const NormaModel& model, absl::string_view after) {
 }
 
 // Predict in every mode the model supports; PredictBatch must agree bit for bit.
-void CheckPredictions(const NormaModel& model, absl::Span<const double> x) {
+void CheckPredictions(const Model& model, absl::Span<const double> x) {
   std::vector<PredictionMode> modes = {PredictionMode::kConfigured, PredictionMode::kCurrent};
   if (model.config().averaged) modes.push_back(PredictionMode::kAveraged);
   std::vector<double> xs(x.begin(), x.end());
@@ -123,7 +123,7 @@ void CheckPredictions(const NormaModel& model, absl::Span<const double> x) {
 
 // The windowed regret as the server's RegretScheduler computes it; any status but a
 // crash is fine (a snapshot's window may hold labels the comparator rejects).
-void CheckRegret(const NormaModel& model) {
+void CheckRegret(const Model& model) {
   const RegretWindow window = model.RegretWindowCopy();
   const uint64_t n = window.size();
   if (n == 0 || n > kMaxRegretExamples || n * n * model.config().dim > kMaxWork) return;
@@ -141,7 +141,7 @@ void CheckRegret(const NormaModel& model) {
 }
 
 // One Observe: a success must leave a restorable state, a failure an unchanged one.
-void CheckObserve(NormaModel& model, absl::Span<const double> x, double y,
+void CheckObserve(Model& model, absl::Span<const double> x, double y,
                   absl::string_view what) {
   const ModelState before = model.ExportState();
   absl::StatusOr<Observation> o = model.Observe(x, y);
@@ -208,22 +208,29 @@ void ExerciseState(const ModelState& state) {
   const absl::Status config_status = ValidateConfig(state.config);
   OKL_FUZZ_CHECK(config_status.ok(),
                  "DecodeSnapshot returned an invalid config: ", config_status.ToString());
-  absl::StatusOr<std::unique_ptr<NormaModel>> restored = NormaModel::FromState(state);
+  absl::StatusOr<std::unique_ptr<Model>> restored = ModelFromState(state);
   if (!restored.ok()) {
     OKL_FUZZ_CHECK(absl::IsInvalidArgument(restored.status()), restored.status().ToString());
     return;
   }
-  NormaModel& model = **restored;
+  Model& model = **restored;
   const uint64_t dim = state.config.dim;
-  const uint64_t terms = state.coefficients.size();
+  // What a sweep visits: the terms, the retired terms, or a random-feature model's weights.
+  const uint64_t terms =
+      state.coefficients.size() + state.retired_at.size() + state.weights.size();
   if (dim * std::max<uint64_t>({terms, state.regret_window.size(), 1}) > kMaxWork) return;
 
   // A restored model exports exactly what it was restored from (bit for bit: the encoding
-  // tells -0.0 from 0.0, which == does not).
+  // tells -0.0 from 0.0, which == does not), but that a state of format version 1 has no
+  // previous-block sums, which read as zeros.
+  ModelState expected = state;
+  if (expected.config.averaged && expected.average_previous.empty()) {
+    expected.average_previous.assign(expected.coefficients.size(), 0.0);
+  }
   const ModelState exported = model.ExportState();
-  OKL_FUZZ_CHECK(exported == state, "ExportState differs from the state restored");
+  OKL_FUZZ_CHECK(exported == expected, "ExportState differs from the state restored");
   const std::string bytes = EncodeOrDie(exported);
-  OKL_FUZZ_CHECK(bytes == EncodeOrDie(state), "ExportState encodes differently");
+  OKL_FUZZ_CHECK(bytes == EncodeOrDie(expected), "ExportState encodes differently");
   CheckPeekOnPrefixes(bytes, state.config);
   OKL_FUZZ_CHECK(model.RegretWindowCopy() == state.regret_window, "regret window differs");
   CheckRestorable(model, "FromState");
@@ -268,8 +275,19 @@ ModelConfig RequestModelConfig(uint32_t dim, uint8_t selector) {
   config.regret_window = (selector & 32) ? 4 : 0;
   config.budget.max_terms = kRequestMaxTerms;
   if (selector & 64) {
-    config.budget.policy = BudgetPolicy::kSmallest;
+    // MERGE needs the gaussian kernel; the others remove the smallest term.
+    config.budget.policy = config.kernel.type == KernelType::kGaussian
+                               ? BudgetPolicy::kMerge
+                               : BudgetPolicy::kSmallest;
     config.budget.drop_below = 1e-4;
+  }
+  // A short averaging window, so that the few training steps end blocks.
+  if (config.averaged && (selector & 32)) config.averaging_window = 3;
+  if ((selector & 1) && (config.kernel.type == KernelType::kGaussian ||
+                         config.kernel.type == KernelType::kLaplacian)) {
+    config.budget = {};
+    config.averaging_window = 0;
+    config.random_features = {.dimension = std::min(2 * dim, 64u), .seed = selector};
   }
   if (selector & 128) {
     config.offset = true;
@@ -283,15 +301,15 @@ ModelConfig RequestModelConfig(uint32_t dim, uint8_t selector) {
 // A model of `dim` that has seen a few examples, so that predictions sweep real terms.
 // Trained once per (dim, selector) and restored from its state for each input: the state
 // is a pure function of the two, so inputs still reproduce alone.
-std::unique_ptr<NormaModel> TrainedRequestModel(uint32_t dim, uint8_t selector) {
+std::unique_ptr<Model> TrainedRequestModel(uint32_t dim, uint8_t selector) {
   static std::mutex mu;
   static std::map<std::pair<uint32_t, uint8_t>, ModelState>* states =
       new std::map<std::pair<uint32_t, uint8_t>, ModelState>();
   std::lock_guard<std::mutex> lock(mu);
   auto [it, inserted] = states->try_emplace({dim, selector});
   if (inserted) {
-    absl::StatusOr<std::unique_ptr<NormaModel>> model =
-        NormaModel::Create(RequestModelConfig(dim, selector));
+    absl::StatusOr<std::unique_ptr<Model>> model =
+        CreateModel(RequestModelConfig(dim, selector));
     OKL_FUZZ_CHECK(model.ok(), model.status().ToString());
     for (int k = 0; k < 8; ++k) {
       absl::StatusOr<Observation> o = (*model)->Observe(FixedInput(dim, k), k % 2 ? 1.0 : -1.0);
@@ -299,7 +317,7 @@ std::unique_ptr<NormaModel> TrainedRequestModel(uint32_t dim, uint8_t selector) 
     }
     it->second = (*model)->ExportState();
   }
-  absl::StatusOr<std::unique_ptr<NormaModel>> model = NormaModel::FromState(it->second);
+  absl::StatusOr<std::unique_ptr<Model>> model = ModelFromState(it->second);
   OKL_FUZZ_CHECK(model.ok(), model.status().ToString());
   return *std::move(model);
 }
@@ -382,7 +400,7 @@ void FuzzObserveRequest(const v1::ObserveRequest& request, uint32_t dim, uint8_t
   }
   if (n * dim > kMaxRequestValues) return;
 
-  std::unique_ptr<NormaModel> model = TrainedRequestModel(dim, selector);
+  std::unique_ptr<Model> model = TrainedRequestModel(dim, selector);
   const ModelState before = model->ExportState();
   const absl::Status valid = model->ValidateBatch(batch.xs, batch.ys);
   std::vector<Observation> observations;
@@ -428,7 +446,7 @@ void FuzzPredictRequest(const v1::PredictRequest& request, uint32_t dim, uint8_t
   }
   if (n * dim > kMaxRequestValues) return;
 
-  const std::unique_ptr<NormaModel> model = TrainedRequestModel(dim, selector);
+  const std::unique_ptr<Model> model = TrainedRequestModel(dim, selector);
   std::vector<double> out(n);
   const absl::Status predicted = model->PredictBatch(xs, absl::MakeSpan(out));
   const bool all_finite =
@@ -505,7 +523,7 @@ int FuzzConfigText(const uint8_t* data, size_t size) {
                  "the text round trip changed the config:\n", printed);
 
   // A model of the config takes a few steps (the labels +-1 suit every loss) and restores.
-  absl::StatusOr<std::unique_ptr<NormaModel>> model = NormaModel::Create(*config);
+  absl::StatusOr<std::unique_ptr<Model>> model = CreateModel(*config);
   OKL_FUZZ_CHECK(model.ok(), model.status().ToString());
   for (int k = 0; k < 4; ++k) {
     CheckObserve(**model, FixedInput(config->dim, k), k % 2 ? 1.0 : -1.0,

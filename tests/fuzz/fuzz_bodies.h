@@ -5,7 +5,7 @@
 // Observe or Predict request. Each body runs the same code the server runs on those bytes
 // and then checks what must hold for every input, accepted or rejected: error codes as
 // documented, round trips that give the same bytes back, and that every state a model
-// reaches is one NormaModel::FromState accepts again (else a server restart would lose
+// reaches is one ModelFromState accepts again (else a server restart would lose
 // the model).
 //
 // Each body returns 0 for every input. A broken invariant prints what broke to stderr

@@ -1,6 +1,6 @@
 // okl_fuzz_make_corpus: writes the fuzz targets' seed corpora, tests/fuzz/corpus/<target>/,
 // from real examples made by the real code: snapshots of models of several configs
-// trained through NormaModel and encoded by EncodeSnapshot, the text configs of
+// trained through okl::Model and encoded by EncodeSnapshot, the text configs of
 // client/examples/ with hand-written ones for every kernel, loss and schedule (and
 // rejected ones), and Observe and Predict requests, valid and not. The output is
 // deterministic for one build, so rerunning it after a change shows in `git diff` what
@@ -27,7 +27,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/config.h"
-#include "core/norma.h"
+#include "core/model.h"
 #include "okl/v1/okl.pb.h"
 #include "proto/convert.h"
 
@@ -75,7 +75,7 @@ enum class Inputs { kDense, kSparseBinary };
 
 // Trains a model of `config` on `steps` examples and returns its snapshot bytes.
 std::string TrainedSnapshot(const ModelConfig& config, int steps, Inputs inputs) {
-  absl::StatusOr<std::unique_ptr<NormaModel>> model = NormaModel::Create(config);
+  absl::StatusOr<std::unique_ptr<Model>> model = CreateModel(config);
   if (!model.ok()) Die(model.status().ToString());
   Sequence random;
   const bool classification = IsClassificationLoss(config.loss.type);
@@ -95,6 +95,26 @@ std::string TrainedSnapshot(const ModelConfig& config, int steps, Inputs inputs)
 }
 
 void WriteSnapshots(const fs::path& dir) {
+  {
+    // MERGE with an averaging window of 3 steps over 24: retired terms, block ends, and
+    // retired terms dropped again.
+    ModelConfig config = BaseConfig(3);
+    config.budget = {.max_terms = 5, .policy = BudgetPolicy::kMerge};
+    config.averaged = true;
+    config.averaging_window = 3;
+    WriteFile(dir / "gaussian_merge_averaged_window.snap",
+              TrainedSnapshot(config, 24, Inputs::kDense));
+  }
+  {
+    ModelConfig config = BaseConfig(5);
+    config.kernel = {.type = KernelType::kLaplacian, .gamma = 0.5};
+    config.loss = {.type = LossType::kHinge, .rho = 1.0};
+    config.offset = true;
+    config.averaged = true;
+    config.random_features = {.dimension = 8, .seed = 42};
+    WriteFile(dir / "laplacian_random_features_averaged.snap",
+              TrainedSnapshot(config, 10, Inputs::kDense));
+  }
   {
     ModelConfig config = BaseConfig(3);
     config.budget.max_terms = 8;  // 20 steps: the OLDEST budget evicts

@@ -309,7 +309,34 @@ TEST(ConvertSnapshotTest, RejectsUnknownFormatVersions) {
   snapshot.set_format_version(0);
   ExpectSnapshotInvalid(snapshot, "format_version 0");
   snapshot.set_format_version(kSnapshotFormatVersion + 1);
-  ExpectSnapshotInvalid(snapshot, "format_version 2");
+  ExpectSnapshotInvalid(snapshot, absl::StrCat("format_version ", kSnapshotFormatVersion + 1));
+}
+
+// Version 1 (before averaging windows) is still read: its averaged state has no
+// previous-block sums and no retired terms, and it continues as one block from step 0.
+TEST(ConvertSnapshotTest, ReadsFormatVersion1) {
+  ModelConfig config = BaseConfig();
+  config.averaged = true;
+  config.budget.max_terms = 5;
+  auto model = NormaModel::Create(config);
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::vector<Observation> out;
+  std::vector<double> x(config.dim);
+  for (int t = 0; t < 4; ++t) {
+    for (size_t j = 0; j < x.size(); ++j) x[j] = 0.1 * t - 0.2 * j;
+    ASSERT_TRUE((*model)->ObserveBatch(x, {std::sin(t)}, &out).ok());
+  }
+  v1::ModelSnapshot snapshot = ToProto((*model)->ExportState());
+  snapshot.set_format_version(1);
+  snapshot.clear_average_previous();  // a version-1 writer had none (all zero here)
+  absl::StatusOr<ModelState> state = FromProto(snapshot);
+  ASSERT_TRUE(state.ok()) << state.status();
+  auto restored = NormaModel::FromState(*state);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  const std::vector<double> probe(config.dim, 0.3);
+  for (const PredictionMode mode : {PredictionMode::kCurrent, PredictionMode::kAveraged}) {
+    EXPECT_EQ(*(*restored)->Predict(probe, mode), *(*model)->Predict(probe, mode));
+  }
 }
 
 TEST(ConvertSnapshotTest, RejectsMissingConfig) {
@@ -753,7 +780,8 @@ TEST(SnapshotBytesTest, WellFormedButInvalidContentIsDataLoss) {
   snapshot.set_format_version(kSnapshotFormatVersion + 1);
   absl::StatusOr<ModelState> state = DecodeSnapshot(WithChecksum(snapshot.SerializeAsString()));
   EXPECT_EQ(state.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(state.status().message(), HasSubstr("format_version 2"));
+  EXPECT_THAT(state.status().message(),
+              HasSubstr(absl::StrCat("format_version ", kSnapshotFormatVersion + 1)));
 
   // Bytes that are not a protobuf message at all (a truncated varint).
   state = DecodeSnapshot(WithChecksum("\x08\xff"));
@@ -820,8 +848,9 @@ TEST(CanonicalConfigBytesTest, EqualExactlyForTheSameConfiguration) {
 }
 
 // A full model's snapshot never exceeds MaxSnapshotBytes, and the bound is not loose by
-// more than the fixed part and a 10-byte added_at per term: checked on models grown to
-// their budget.
+// more than the fixed part, a 10-byte added_at (or retired_at) per term and the retired
+// terms the averaged hypothesis could hold but does not: checked on models grown to their
+// budget.
 TEST(MaxSnapshotBytesTest, BoundsTheSnapshotOfAFullModel) {
   for (const bool averaged : {false, true}) {
     for (const uint32_t window : {0u, 16u}) {
@@ -840,10 +869,17 @@ TEST(MaxSnapshotBytesTest, BoundsTheSnapshotOfAFullModel) {
           ASSERT_TRUE((*model)->ObserveBatch(x, {std::cos(t * 0.3)}, &out).ok());
         }
         ASSERT_EQ((*model)->expansion_size(), 24u);
-        const std::string bytes = EncodeOrDie((*model)->ExportState());
+        const ModelState state = (*model)->ExportState();
+        const std::string bytes = EncodeOrDie(state);
         const size_t bound = MaxSnapshotBytes(config);
+        const size_t unused_retired =
+            NormaModel::MaxRetiredTerms(config) - state.retired_at.size();
+        EXPECT_EQ(state.retired_at.empty(), !averaged);
         EXPECT_LE(bytes.size(), bound) << dim << " " << averaged << " " << window;
-        EXPECT_GE(bytes.size() + 4096 + 10 * 24, bound) << dim << " " << averaged << " " << window;
+        EXPECT_GE(bytes.size() + 4096 + 10 * (24 + state.retired_at.size()) +
+                      unused_retired * ((dim + 2) * 8 + 10),
+                  bound)
+            << dim << " " << averaged << " " << window;
       }
     }
   }

@@ -334,18 +334,18 @@ std::unique_ptr<CoreTwin> CoreTwin::Create(const v1::ModelConfig& config) {
     ADD_FAILURE() << "FromProto: " << core_config.status();
     return nullptr;
   }
-  absl::StatusOr<std::unique_ptr<NormaModel>> model = NormaModel::Create(*core_config);
+  absl::StatusOr<std::unique_ptr<Model>> model = CreateModel(*core_config);
   if (!model.ok()) {
-    ADD_FAILURE() << "NormaModel::Create: " << model.status();
+    ADD_FAILURE() << "CreateModel: " << model.status();
     return nullptr;
   }
   return std::unique_ptr<CoreTwin>(new CoreTwin(*std::move(model)));
 }
 
 std::unique_ptr<CoreTwin> CoreTwin::FromState(const ModelState& state) {
-  absl::StatusOr<std::unique_ptr<NormaModel>> model = NormaModel::FromState(state);
+  absl::StatusOr<std::unique_ptr<Model>> model = ModelFromState(state);
   if (!model.ok()) {
-    ADD_FAILURE() << "NormaModel::FromState: " << model.status();
+    ADD_FAILURE() << "ModelFromState: " << model.status();
     return nullptr;
   }
   return std::unique_ptr<CoreTwin>(new CoreTwin(*std::move(model)));

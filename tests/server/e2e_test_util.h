@@ -2,7 +2,7 @@
 //
 // Wire-level helpers for the okl_server end-to-end tests: configs in text format, dense
 // and sparse vectors, deterministic example streams, one blocking wrapper per RPC (each
-// with a deadline, so no test hangs), and CoreTwin, an in-process okl::NormaModel built
+// with a deadline, so no test hangs), and CoreTwin, an in-process okl::Model built
 // from the same wire config through okl::FromProto, against which the server's answers
 // are compared bit for bit. The tests' own Densify() is deliberately independent of the
 // server's conversion code.
@@ -29,7 +29,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "core/norma.h"
+#include "core/model.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "okl/v1/okl.grpc.pb.h"
@@ -129,26 +129,26 @@ std::ostream& operator<<(std::ostream& out, const ModelFingerprint& fingerprint)
 
 // --- The in-process oracle -------------------------------------------------------------
 
-// An okl::NormaModel made from the same wire config, fed the same (densified) examples.
+// An okl::Model (core/model.h) made from the same wire config, fed the same (densified) examples.
 class CoreTwin {
  public:
   // Fails the current test (and returns null) if the config does not convert or build.
   static std::unique_ptr<CoreTwin> Create(const v1::ModelConfig& config);
   // A model continuing from `state` (e.g. decoded snapshot bytes); fails the current
-  // test (and returns null) if NormaModel::FromState rejects it.
+  // test (and returns null) if ModelFromState rejects it.
   static std::unique_ptr<CoreTwin> FromState(const ModelState& state);
 
   std::vector<Observation> Observe(absl::Span<const v1::Example> examples);
   std::vector<double> Predict(absl::Span<const v1::Vector> inputs) const;
 
-  NormaModel& model() { return *model_; }
+  Model& model() { return *model_; }
   uint32_t dim() const { return model_->config().dim; }
   // The model's statistics as GetModel carries them.
   v1::ModelStats WireStats() const;
 
  private:
-  explicit CoreTwin(std::unique_ptr<NormaModel> model) : model_(std::move(model)) {}
-  std::unique_ptr<NormaModel> model_;
+  explicit CoreTwin(std::unique_ptr<Model> model) : model_(std::move(model)) {}
+  std::unique_ptr<Model> model_;
 };
 
 std::vector<double> PredictionsOf(absl::Span<const Observation> observations);

@@ -210,7 +210,7 @@ TEST_F(ModelHostTest, ReplaceSwapsTheReservationOfTheModelItReplaces) {
   auto host = OpenHost({.max_models = 1});
   auto entry = host->Create("a", "m", SmallConfig(32));
   ASSERT_TRUE(entry.ok());
-  auto donor = NormaModel::Create(SmallConfig(64));
+  auto donor = CreateModel(SmallConfig(64));
   ASSERT_TRUE(donor.ok());
   const ModelState state = (*donor)->ExportState();
   // Replacing the one model the server may hold is not a new model.

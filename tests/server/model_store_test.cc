@@ -114,7 +114,7 @@ TEST_F(ModelStoreTest, ConfigAndLoggedBatchesSurviveReopenInOrder) {
 }
 
 TEST_F(ModelStoreTest, CheckpointReplacesTheLogUpToItsSequenceAtomically) {
-  auto norma = NormaModel::Create(SmallConfig());
+  auto norma = CreateModel(SmallConfig());
   ASSERT_TRUE(norma.ok());
   std::vector<Observation> out;
   {
@@ -171,7 +171,7 @@ TEST_F(ModelStoreTest, DeletedModelDoesNotComeBackAndARecreatedOneStartsEmpty) {
 }
 
 TEST_F(ModelStoreTest, ReplaceModelInstallsTheCheckpointAndDropsTheOldLog) {
-  auto norma = NormaModel::Create(SmallConfig());
+  auto norma = CreateModel(SmallConfig());
   std::vector<Observation> out;
   ASSERT_TRUE((*norma)->ObserveBatch({1, 2, 3, 4}, {1, -1}, &out).ok());
   {

@@ -780,7 +780,7 @@ TEST_F(ServerE2ETest, SnapshotIsOneChecksummedModelSnapshotInChunksOfAtMostOneMi
   EXPECT_EQ(bytes, WithChecksum(body));
   v1::ModelSnapshot snapshot;
   ASSERT_TRUE(snapshot.ParseFromString(bytes));
-  EXPECT_EQ(snapshot.format_version(), 1u);
+  EXPECT_EQ(snapshot.format_version(), kSnapshotFormatVersion);
   EXPECT_EQ(snapshot.steps(), 2400u);
   absl::StatusOr<ModelState> state = FromProto(snapshot);
   ASSERT_TRUE(state.ok()) << state.status();
@@ -910,8 +910,8 @@ TEST_F(ServerE2ETest, RestoreOfAChecksummedButInvalidSnapshotIsDataLossAndInstal
 
   std::vector<std::pair<std::string, v1::ModelSnapshot>> cases;
   v1::ModelSnapshot s = good;
-  s.set_format_version(2);
-  cases.emplace_back("format_version 2", s);
+  s.set_format_version(kSnapshotFormatVersion + 1);
+  cases.emplace_back("format_version from the future", s);
   s = good;
   s.set_format_version(0);
   cases.emplace_back("format_version 0", s);

@@ -1,0 +1,218 @@
+// core/model.h
+//
+// Model is what every model kind offers the registry, the service and the tools: a
+// learner that takes labelled examples one at a time (Observe), predicts (Predict), and
+// exports its complete state (ExportState) so that ModelFromState continues it exactly.
+// Two kinds implement it:
+//   NormaModel          the kernel expansion sum_i alpha_i k(x_i, .) (core/norma.h);
+//   RandomFeatureModel  a linear model on random Fourier features (core/random_features.h),
+//                       chosen by config.random_features.dimension > 0.
+// Both take the same NORMA step (predict, loss derivative, shrink by 1 - eta_t lambda,
+// add -eta_t g_t times the example's feature) with the same losses, learning rates and
+// statistics.
+//
+// Not thread-safe: const methods may run concurrently with each other, but not with
+// Observe (ModelEntry serialises writers).
+//
+// Example:
+//   OKL_ASSIGN_OR_RETURN(std::unique_ptr<okl::Model> model, okl::CreateModel(config));
+//   OKL_ASSIGN_OR_RETURN(okl::Observation o, model->Observe(x, y));  // o.prediction: f_t(x)
+//   OKL_ASSIGN_OR_RETURN(double p, model->Predict(x));               // f_{t+1}(x)
+#ifndef OKL_CORE_MODEL_H_
+#define OKL_CORE_MODEL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "core/config.h"
+#include "core/regret.h"
+#include "core/regret_window.h"
+
+namespace okl {
+
+// What one Observe reports about its example.
+struct Observation {
+  double prediction = 0.0;  // p_t = f_t(x_t), before the update
+  double loss = 0.0;        // loss(y_t, p_t)
+};
+
+struct ModelStats {
+  uint64_t steps = 0;
+  uint32_t expansion_size = 0;
+  double cumulative_loss = 0.0;  // sum_t loss(y_t, p_t)
+  uint64_t mistakes = 0;         // sign(p_t) != y_t (p_t = 0 counts); classification losses
+  uint64_t terms_removed = 0;    // by the budget policy and drop_below together
+  double offset = 0.0;           // b
+  double margin = 0.0;           // rho or epsilon as learned by the nu-trick, else the config's
+  // Seed 003's bound lambda^-1 (1 - eta lambda)^tau C X on the RKHS-norm error of
+  // truncating to the newest tau = max_terms terms. Set where it applies: constant rate,
+  // lambda > 0, an OLDEST budget without drop_below, a loss with bounded derivative (C)
+  // and a bounded kernel (X). 0 until the budget first removes a term.
+  std::optional<double> truncation_error_bound;
+  // The latest windowed regret (core/regret.h), computed off the request path; unset
+  // without regret tracking and until the first computation. NormaModel never sets it:
+  // ModelEntry does, from its RegretScheduler's results.
+  std::optional<RegretResult> regret;
+};
+
+// The complete state of a model: ModelFromState(model.ExportState()) continues
+// bit-identically. A kernel expansion (NormaModel) lists its terms in slot order (see
+// Expansion); a random-feature model (RandomFeatureModel) holds weights instead and no
+// terms.
+struct ModelState {
+  ModelConfig config;
+  std::vector<double> support;          // size * dim, term-major (term i at [i*dim, (i+1)*dim))
+  std::vector<double> coefficients;     // unscaled: alpha_i = scale * coefficients[i]
+  std::vector<uint64_t> added_at;       // the step each term was added at
+  // The averaged hypothesis, per term (each empty unless config.averaged): the term's
+  // coefficient summed over the current block's hypotheses is
+  // average_base[i] + coefficients[i] * (average_sum - average_mark[i]), and
+  // average_previous[i] is its sum over the previous block's (see NormaModel).
+  std::vector<double> average_base;
+  std::vector<double> average_mark;
+  std::vector<double> average_previous;
+  // Terms the budget removed while a hypothesis they were part of is still averaged:
+  // retired_support (term-major, dim per term), their coefficient summed over the current
+  // block's and the previous block's hypotheses, and the step each was removed at.
+  std::vector<double> retired_support;
+  std::vector<double> retired_sums;
+  std::vector<double> retired_previous_sums;
+  std::vector<uint64_t> retired_at;
+  // A random-feature model's weights w (config.random_features.dimension entries) and,
+  // if config.averaged, sum_t w_t over the hypotheses so far; both empty otherwise.
+  std::vector<double> weights;
+  std::vector<double> weight_sums;
+  double scale = 1.0;
+  double offset = 0.0;
+  double margin = 0.0;
+  uint64_t steps = 0;
+  double average_sum = 0.0;         // u: running sum of the scale factor since the last fold
+  double average_offset_sum = 0.0;  // sum_t b_t over the current block's hypotheses
+  // The averaged hypotheses are f_t for t in (average_previous_start, steps]: the previous
+  // block (average_previous_start, average_block_start] and the current block after it.
+  uint64_t average_block_start = 0;
+  uint64_t average_previous_start = 0;
+  double average_previous_offset_sum = 0.0;  // sum_t b_t over the previous block
+  double cumulative_loss = 0.0;
+  uint64_t mistakes = 0;
+  uint64_t terms_removed = 0;
+  // The last config.regret_window examples (empty without regret tracking); when not
+  // empty, its last_step equals steps.
+  RegretWindow regret_window;
+
+  friend bool operator==(const ModelState&, const ModelState&) = default;
+};
+
+enum class PredictionMode {
+  kConfigured,  // averaged if config.averaged, else current
+  kCurrent,     // f_{T+1}: the model after the last update
+  kAveraged,    // the mean of the recent hypotheses f_t (see NormaModel); requires
+                // config.averaged
+};
+
+// The most memory a model of `config` can come to hold, in bytes (what the server's
+// memory quotas count for a model, before it exists). SIZE_MAX for an unbounded expansion.
+size_t WorstCaseMemoryBytes(const ModelConfig& config);
+
+// The validation and batching every kind shares live here; a kind implements the step,
+// the prediction and its state.
+// Roughly the multiply-adds one step or one prediction of a model of `config` costs at
+// most: dim times the terms a sweep visits (an averaged expansion's retired terms
+// included), or a random-feature model's projections and weights. What the server sizes
+// its units of work by. Infinite for an expansion without a budget.
+double WorstCaseWorkPerExample(const ModelConfig& config);
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  virtual ModelState ExportState() const = 0;
+
+  // InvalidArgument unless x has dim entries, x and y are finite, and y is -1 or +1 for
+  // the classification losses.
+  absl::Status ValidateExample(absl::Span<const double> x, double y) const;
+  // InvalidArgument unless x has dim finite entries.
+  absl::Status ValidateInput(absl::Span<const double> x) const;
+
+  // One step. On a bad example returns InvalidArgument and changes nothing. If the step
+  // would make the model non-finite (a diverging learning rate), returns
+  // FailedPrecondition and changes nothing.
+  absl::StatusOr<Observation> Observe(absl::Span<const double> x, double y);
+
+  // InvalidArgument unless xs holds ys.size() * dim values and every example passes
+  // ValidateExample; the message names the first bad example. ObserveBatch runs this
+  // first; a caller that logs batches runs it before logging, so that no invalid batch
+  // is ever logged.
+  absl::Status ValidateBatch(absl::Span<const double> xs, absl::Span<const double> ys) const;
+
+  // Observes ys.size() examples in order; xs holds them example-major (ys.size() * dim).
+  // Every example is validated (ValidateBatch) before the first is applied, so a bad
+  // batch changes nothing. Appends one Observation per applied example to `out`. If an
+  // example would make the model diverge, the ones before it stay applied and the error
+  // says how many.
+  absl::Status ObserveBatch(absl::Span<const double> xs, absl::Span<const double> ys,
+                            std::vector<Observation>* out);
+
+  // FailedPrecondition for kAveraged on a model that does not track the average.
+  absl::StatusOr<double> Predict(absl::Span<const double> x,
+                                 PredictionMode mode = PredictionMode::kConfigured) const;
+  // Predicts out.size() inputs stored example-major in xs; all validated first.
+  absl::Status PredictBatch(absl::Span<const double> xs, absl::Span<double> out,
+                            PredictionMode mode = PredictionMode::kConfigured) const;
+
+  // |f|^2 in the model's feature space (the offset excluded); for inspection, not for the
+  // request path.
+  virtual double SquaredNorm() const = 0;
+
+  virtual ModelStats stats() const = 0;
+  // rho or epsilon as learned by the nu-trick, else the config's (ModelStats::margin).
+  virtual double margin() const = 0;
+  const ModelConfig& config() const { return config_; }
+  // The terms of a kernel expansion; the weights (D) of a random-feature model.
+  virtual size_t expansion_size() const = 0;
+  virtual uint64_t steps() const = 0;
+  // The examples of the regret window, oldest first (empty without regret tracking).
+  virtual RegretWindow RegretWindowCopy() const = 0;
+  // Bytes the model holds now.
+  virtual size_t MemoryBytes() const = 0;
+
+ protected:
+  explicit Model(const ModelConfig& config) : config_(config) {}
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  // One step on an example that passed ValidateExample; FailedPrecondition (nothing
+  // changed) on divergence.
+  virtual absl::StatusOr<Observation> Step(absl::Span<const double> x, double y) = 0;
+  // f(x) for a valid x and a mode CheckPredictionMode accepted.
+  virtual double PredictUnchecked(absl::Span<const double> x, PredictionMode mode) const = 0;
+
+  // InvalidArgument naming values[i] if it is not finite.
+  static absl::Status CheckFiniteValues(absl::string_view name,
+                                        absl::Span<const double> values);
+  // InvalidArgument unless state.regret_window fits state.config and state.steps.
+  static absl::Status ValidateRegretWindow(const ModelState& state);
+
+  const ModelConfig config_;
+
+ private:
+  absl::Status CheckPredictionMode(PredictionMode mode) const;
+};
+
+// The model `config` describes, empty: a RandomFeatureModel if
+// config.random_features.dimension > 0, else a NormaModel. InvalidArgument if
+// ValidateConfig(config) fails.
+absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelConfig& config);
+// The model `state` describes (the kind chosen as CreateModel does). InvalidArgument if
+// the state is inconsistent.
+absl::StatusOr<std::unique_ptr<Model>> ModelFromState(const ModelState& state);
+
+}  // namespace okl
+
+#endif  // OKL_CORE_MODEL_H_
