@@ -216,6 +216,19 @@ bool AllFinite(const Eigen::ArrayBase<Derived>& values) {
   return (values * 0.0).sum() == 0.0;
 }
 
+// A gamma near DBL_MAX (which ValidateConfig accepts) overflows a frequency: such a model
+// would predict NaN for every input.
+absl::Status CheckFrequenciesFinite(const ModelConfig& config,
+                                    absl::Span<const double> frequencies) {
+  if (AllFinite(Eigen::Map<const Eigen::ArrayXd>(
+          frequencies.data(), static_cast<Eigen::Index>(frequencies.size())))) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "kernel.", KernelTypeName(config.kernel.type), ".gamma = ", config.kernel.gamma,
+      " is too large for random_features: a frequency overflows"));
+}
+
 }  // namespace
 
 std::vector<double> RandomFeatureFrequencies(const ModelConfig& config) {
@@ -263,7 +276,9 @@ absl::StatusOr<std::unique_ptr<RandomFeatureModel>> RandomFeatureModel::Create(
         "random_features.dimension is 0: that config describes a kernel expansion "
         "(NormaModel), not a random-feature model");
   }
-  return std::unique_ptr<RandomFeatureModel>(new RandomFeatureModel(config));
+  std::unique_ptr<RandomFeatureModel> model(new RandomFeatureModel(config));
+  OKL_RETURN_IF_ERROR(CheckFrequenciesFinite(config, model->projection_rows_));
+  return model;
 }
 
 absl::StatusOr<std::unique_ptr<RandomFeatureModel>> RandomFeatureModel::FromState(
@@ -323,6 +338,7 @@ absl::StatusOr<std::unique_ptr<RandomFeatureModel>> RandomFeatureModel::FromStat
   OKL_RETURN_IF_ERROR(ValidateRegretWindow(state));
 
   std::unique_ptr<RandomFeatureModel> model(new RandomFeatureModel(config));
+  OKL_RETURN_IF_ERROR(CheckFrequenciesFinite(config, model->projection_rows_));
   const size_t half = d / 2;
   for (size_t j = 0; j < half; ++j) {
     model->weights_[j] = state.weights[2 * j];

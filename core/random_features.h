@@ -66,10 +66,10 @@ class RandomFeatureModel : public Model {
   // 3 D / 2 more while it runs.
   static size_t WorstCaseMemoryBytes(const ModelConfig& config);
 
-  // InvalidArgument if ValidateConfig(config) fails or config.random_features.dimension
-  // is 0.
+  // InvalidArgument if ValidateConfig(config) fails, config.random_features.dimension
+  // is 0, or kernel.gamma is so large (near DBL_MAX) that a frequency overflows.
   static absl::StatusOr<std::unique_ptr<RandomFeatureModel>> Create(const ModelConfig& config);
-  // InvalidArgument if the state is inconsistent: an invalid config or D = 0, weights not
+  // InvalidArgument if the state is inconsistent: a config Create rejects, weights not
   // D entries, weight_sums not D entries when averaged (else empty), any expansion term
   // or a kernel expansion's field off its default (scale 1, average_sum, the averaging
   // blocks, terms_removed 0), non-finite numbers, mistakes above steps, a regret window

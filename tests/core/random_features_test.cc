@@ -592,6 +592,25 @@ TEST(RandomFeatureModelTest, CreateModelBuildsARandomFeatureModelOnlyForDimensio
   EXPECT_EQ(direct.status().code(), absl::StatusCode::kInvalidArgument) << direct.status();
 }
 
+// gamma = 1e308 passes ValidateConfig, but 2 gamma (gaussian) and gamma / |u| (laplacian)
+// overflow: every prediction would be NaN.
+TEST(RandomFeatureModelTest, CreateRejectsAGammaWhoseFrequenciesOverflow) {
+  for (const KernelType kernel : {KernelType::kGaussian, KernelType::kLaplacian}) {
+    SCOPED_TRACE(KernelTypeName(kernel));
+    ModelConfig config = FeatureConfig(kernel, 1e308, 3, 64, 1);
+    ASSERT_TRUE(ValidateConfig(config).ok());
+    EXPECT_EQ(RandomFeatureModel::Create(config).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    ModelState state;
+    state.config = config;
+    state.weights.assign(64, 0.0);
+    EXPECT_EQ(RandomFeatureModel::FromState(state).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    config.kernel.gamma = 1e10;  // huge, but every frequency finite
+    EXPECT_TRUE(RandomFeatureModel::Create(config).ok());
+  }
+}
+
 TEST(RandomFeatureModelTest, NewModelPredictsZeroAndReportsItsSize) {
   const ModelConfig config = SnapshotConfig(KernelType::kLaplacian);
   std::unique_ptr<RandomFeatureModel> model = MustCreate(config);
