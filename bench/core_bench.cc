@@ -186,18 +186,13 @@ NormaModel* FullModel(benchmark::State& state, int64_t terms, int64_t dim, Budge
   return models.emplace(key, *std::move(model)).first->second.get();
 }
 
-// One NORMA step on a full model: a prediction (one sweep), the update, and the budget
-// replacing one term.
-void ObserveLoop(benchmark::State& state, BudgetPolicy policy, bool averaged) {
-  const int64_t terms = state.range(0);
-  const int64_t dim = state.range(1);
-  NormaModel* model = FullModel(state, terms, dim, policy, averaged);
-  if (model == nullptr) return;
-  const Examples& pool = PoolFor(dim);
+// Observe on `model` with the pool's examples, in turn.
+void ObserveThePool(benchmark::State& state, Model& model, const Examples& pool,
+                    int64_t dim) {
   size_t i = 0;
   for (auto _ : state) {
     const size_t k = i++ & (kPoolSize - 1);
-    absl::StatusOr<Observation> o = model->Observe(PoolInput(pool, dim, k), pool.ys[k]);
+    absl::StatusOr<Observation> o = model.Observe(PoolInput(pool, dim, k), pool.ys[k]);
     if (!o.ok()) {
       state.SkipWithError(("Observe: " + o.status().ToString()).c_str());
       break;
@@ -205,6 +200,16 @@ void ObserveLoop(benchmark::State& state, BudgetPolicy policy, bool averaged) {
     benchmark::DoNotOptimize(o->prediction);
   }
   state.SetItemsProcessed(state.iterations());
+}
+
+// One NORMA step on a full model: a prediction (one sweep), the update, and the budget
+// replacing one term.
+void ObserveLoop(benchmark::State& state, BudgetPolicy policy, bool averaged) {
+  const int64_t terms = state.range(0);
+  const int64_t dim = state.range(1);
+  NormaModel* model = FullModel(state, terms, dim, policy, averaged);
+  if (model == nullptr) return;
+  ObserveThePool(state, *model, PoolFor(dim), dim);
 }
 
 void BM_Observe(benchmark::State& state) {
@@ -391,18 +396,7 @@ void BM_ObserveRandomFeatures(benchmark::State& state) {
   const int64_t nonzeros = state.range(2);
   RandomFeatureModel* model = PrefilledRandomFeatureModel(state, features, dim, nonzeros);
   if (model == nullptr) return;
-  const Examples& pool = SparsePoolFor(dim, nonzeros);
-  size_t i = 0;
-  for (auto _ : state) {
-    const size_t k = i++ & (kPoolSize - 1);
-    absl::StatusOr<Observation> o = model->Observe(PoolInput(pool, dim, k), pool.ys[k]);
-    if (!o.ok()) {
-      state.SkipWithError(("Observe: " + o.status().ToString()).c_str());
-      break;
-    }
-    benchmark::DoNotOptimize(o->prediction);
-  }
-  state.SetItemsProcessed(state.iterations());
+  ObserveThePool(state, *model, SparsePoolFor(dim, nonzeros), dim);
 }
 
 void BM_PredictRandomFeatures(benchmark::State& state) {

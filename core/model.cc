@@ -38,6 +38,107 @@ absl::StatusOr<std::unique_ptr<Model>> ModelFromState(const ModelState& state) {
   return NormaModel::FromState(state);
 }
 
+Model::Model(const ModelConfig& config)
+    : config_(config),
+      loss_(config.loss),
+      learning_rate_(config.learning_rate),
+      regret_window_(config.regret_window, config.dim),
+      margin_(loss_.InitialMargin()) {}
+
+absl::Status Model::CheckStepCounter() const {
+  // (tests/fuzz/regressions/snapshot/steps_at_uint64_max.snap)
+  if (steps_ == std::numeric_limits<uint64_t>::max()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the model has taken ", steps_,
+                     " steps, the most its step counter holds; the example was not applied"));
+  }
+  return absl::OkStatus();
+}
+
+Model::StepScalars Model::ComputeStepScalars(double prediction, double y) const {
+  StepScalars step;
+  step.t = steps_ + 1;
+  step.eta = learning_rate_.At(step.t);
+  step.prediction = prediction;
+  step.at = loss_.At(y, prediction, margin_);
+  step.offset = config_.offset ? offset_ - step.eta * step.at.derivative : offset_;
+  step.margin = loss_.NextMargin(margin_, step.eta, step.at.violated);
+  return step;
+}
+
+absl::Status Model::CheckStepFinite(const StepScalars& step, bool update_finite) const {
+  if (!std::isfinite(step.prediction) || !std::isfinite(step.at.value) ||
+      !std::isfinite(step.offset) || !std::isfinite(step.margin) ||
+      !std::isfinite(cumulative_loss_ + step.at.value) || !update_finite) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the model diverged at step ", step.t, " (prediction ", step.prediction, ", loss ",
+        step.at.value,
+        "); the example was not applied. Lower learning_rate.eta0 or scale the inputs"));
+  }
+  return absl::OkStatus();
+}
+
+Observation Model::CommitStepScalars(const StepScalars& step, absl::Span<const double> x,
+                                     double y) {
+  offset_ = step.offset;
+  margin_ = step.margin;
+  steps_ = step.t;
+  cumulative_loss_ += step.at.value;
+  if (IsClassificationLoss(config_.loss.type) && !(y * step.prediction > 0)) ++mistakes_;
+  regret_window_.Record(x, y, step.at.value, step.t);
+  return Observation{.prediction = step.prediction, .loss = step.at.value};
+}
+
+ModelStats Model::ScalarStats() const {
+  return ModelStats{
+      .steps = steps_,
+      .expansion_size = 0,
+      .cumulative_loss = cumulative_loss_,
+      .mistakes = mistakes_,
+      .terms_removed = 0,
+      .offset = offset_,
+      .margin = margin_,
+      .truncation_error_bound = std::nullopt,
+      .regret = std::nullopt,
+  };
+}
+
+absl::Status Model::ValidateStateScalars(const ModelState& state) {
+  for (const auto& [name, value] :
+       {std::pair<absl::string_view, double>{"offset", state.offset},
+        {"margin", state.margin},
+        {"average_offset_sum", state.average_offset_sum},
+        {"cumulative_loss", state.cumulative_loss}}) {
+    if (!std::isfinite(value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("inconsistent model state: ", name, " is ", value));
+    }
+  }
+  if (state.mistakes > state.steps) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "inconsistent model state: mistakes ", state.mistakes, " exceed steps ", state.steps));
+  }
+  return ValidateRegretWindow(state);
+}
+
+void Model::ExportStateScalars(ModelState* state) const {
+  state->offset = offset_;
+  state->margin = margin_;
+  state->steps = steps_;
+  state->cumulative_loss = cumulative_loss_;
+  state->mistakes = mistakes_;
+  state->regret_window = regret_window_.Copy();
+}
+
+void Model::RestoreStateScalars(const ModelState& state) {
+  offset_ = state.offset;
+  margin_ = state.margin;
+  steps_ = state.steps;
+  cumulative_loss_ = state.cumulative_loss;
+  mistakes_ = state.mistakes;
+  regret_window_.Assign(state.regret_window);
+}
+
 absl::Status Model::CheckFiniteValues(absl::string_view name, absl::Span<const double> values) {
   for (size_t i = 0; i < values.size(); ++i) {
     if (!std::isfinite(values[i])) {

@@ -31,6 +31,8 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "core/config.h"
+#include "core/learning_rate.h"
+#include "core/loss.h"
 #include "core/regret.h"
 #include "core/regret_window.h"
 
@@ -120,8 +122,9 @@ enum class PredictionMode {
 // memory quotas count for a model, before it exists). SIZE_MAX for an unbounded expansion.
 size_t WorstCaseMemoryBytes(const ModelConfig& config);
 
-// The validation and batching every kind shares live here; a kind implements the step,
-// the prediction and its state.
+// The validation, the batching and the scalar half of a step (t, eta_t, the loss, the
+// offset, the margin, the statistics, the regret window) every kind shares live here; a
+// kind implements its representation of f: the prediction, the update and its state.
 // Roughly the multiply-adds one step or one prediction of a model of `config` costs at
 // most: dim times the terms a sweep visits (an averaged expansion's retired terms
 // included), or a random-feature model's projections and weights. What the server sizes
@@ -172,20 +175,51 @@ class Model {
 
   virtual ModelStats stats() const = 0;
   // rho or epsilon as learned by the nu-trick, else the config's (ModelStats::margin).
-  virtual double margin() const = 0;
+  double margin() const { return margin_; }
   const ModelConfig& config() const { return config_; }
   // The terms of a kernel expansion; the weights (D) of a random-feature model.
   virtual size_t expansion_size() const = 0;
-  virtual uint64_t steps() const = 0;
+  uint64_t steps() const { return steps_; }
   // The examples of the regret window, oldest first (empty without regret tracking).
-  virtual RegretWindow RegretWindowCopy() const = 0;
+  RegretWindow RegretWindowCopy() const { return regret_window_.Copy(); }
   // Bytes the model holds now.
   virtual size_t MemoryBytes() const = 0;
 
  protected:
-  explicit Model(const ModelConfig& config) : config_(config) {}
+  explicit Model(const ModelConfig& config);
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
+
+  // The scalar half of the step at t = steps() + 1, computed before anything changes.
+  struct StepScalars {
+    uint64_t t = 0;
+    double eta = 0.0;         // eta_t
+    double prediction = 0.0;  // p_t = f_t(x_t)
+    LossPoint at;             // the loss and its derivative g_t at p_t
+    double offset = 0.0;      // b after the step
+    double margin = 0.0;      // rho or epsilon after the step
+  };
+  // FailedPrecondition if the step counter is full (only a restored state gets there):
+  // t is the learning rate's position, and wrapping to 0 would restart it.
+  absl::Status CheckStepCounter() const;
+  StepScalars ComputeStepScalars(double prediction, double y) const;
+  // FailedPrecondition, changing nothing, unless the prediction, the loss, the new offset
+  // and margin, the cumulative loss and whatever the kind checked (`update_finite`: its
+  // new coefficients and averaged sums) are all finite.
+  absl::Status CheckStepFinite(const StepScalars& step, bool update_finite) const;
+  // Applies the scalar half: b, the margin, steps() = t, the statistics and the regret
+  // window. What the step reports.
+  Observation CommitStepScalars(const StepScalars& step, absl::Span<const double> x, double y);
+
+  // The statistics every kind keeps (steps, cumulative loss, mistakes, offset, margin).
+  ModelStats ScalarStats() const;
+  // InvalidArgument unless the state's offset, margin, average_offset_sum and cumulative
+  // loss are finite, mistakes <= steps and the regret window fits the config and steps.
+  static absl::Status ValidateStateScalars(const ModelState& state);
+  // The scalar half of the state: offset, margin, steps, cumulative loss, mistakes and the
+  // regret window, out and in.
+  void ExportStateScalars(ModelState* state) const;
+  void RestoreStateScalars(const ModelState& state);
 
   // One step on an example that passed ValidateExample; FailedPrecondition (nothing
   // changed) on divergence.
@@ -196,13 +230,21 @@ class Model {
   // InvalidArgument naming values[i] if it is not finite.
   static absl::Status CheckFiniteValues(absl::string_view name,
                                         absl::Span<const double> values);
-  // InvalidArgument unless state.regret_window fits state.config and state.steps.
-  static absl::Status ValidateRegretWindow(const ModelState& state);
 
   const ModelConfig config_;
+  const Loss loss_;
+  const LearningRate learning_rate_;
+  RegretWindowBuffer regret_window_;
+  double offset_ = 0.0;
+  double margin_ = 0.0;
+  uint64_t steps_ = 0;
+  double cumulative_loss_ = 0.0;
+  uint64_t mistakes_ = 0;
 
  private:
   absl::Status CheckPredictionMode(PredictionMode mode) const;
+  // InvalidArgument unless state.regret_window fits state.config and state.steps.
+  static absl::Status ValidateRegretWindow(const ModelState& state);
 };
 
 // The model `config` describes, empty: a RandomFeatureModel if

@@ -35,13 +35,9 @@ uint64_t NormaModel::MaxRetiredTerms(const ModelConfig& config) {
 NormaModel::NormaModel(const ModelConfig& config)
     : Model(config),
       kernel_(config.kernel, config.dim),
-      loss_(config.loss),
-      learning_rate_(config.learning_rate),
       expansion_(config.dim, config.averaged, config.budget.max_terms),
       retired_(config.dim, /*track_average=*/true, MaxRetiredTerms(config)),
       average_window_(EffectiveAveragingWindow(config)),
-      regret_window_(config.regret_window, config.dim),
-      margin_(loss_.InitialMargin()),
       min_abs_coefficient_bound_(std::numeric_limits<double>::infinity()) {}
 
 size_t NormaModel::WorstCaseMemoryBytes(const ModelConfig& config) {
@@ -97,13 +93,10 @@ absl::StatusOr<std::unique_ptr<NormaModel>> NormaModel::FromState(const ModelSta
   OKL_RETURN_IF_ERROR(CheckFiniteValues("average_mark", state.average_mark));
   for (const auto& [name, value] :
        {std::pair<absl::string_view, double>{"scale", state.scale},
-        {"offset", state.offset},
-        {"margin", state.margin},
-        {"average_sum", state.average_sum},
-        {"average_offset_sum", state.average_offset_sum},
-        {"cumulative_loss", state.cumulative_loss}}) {
+        {"average_sum", state.average_sum}}) {
     if (!std::isfinite(value)) return inconsistent(absl::StrCat(name, " is ", value));
   }
+  OKL_RETURN_IF_ERROR(ValidateStateScalars(state));
   if (!(state.scale > 0 && state.scale <= 1)) {
     return inconsistent(absl::StrCat("scale must be in (0, 1], got ", state.scale));
   }
@@ -134,15 +127,10 @@ absl::StatusOr<std::unique_ptr<NormaModel>> NormaModel::FromState(const ModelSta
                                        " is outside [1, steps = ", state.steps, "]"));
     }
   }
-  if (state.mistakes > state.steps) {
-    return inconsistent(absl::StrCat("mistakes ", state.mistakes, " exceed steps ",
-                                     state.steps));
-  }
   if (!state.weights.empty() || !state.weight_sums.empty()) {
     return inconsistent("a kernel expansion has no random-feature weights");
   }
   OKL_RETURN_IF_ERROR(ValidateAverageWindowState(state));
-  OKL_RETURN_IF_ERROR(ValidateRegretWindow(state));
 
   std::unique_ptr<NormaModel> model(new NormaModel(config));
   model->expansion_.Reserve(n);
@@ -173,17 +161,12 @@ absl::StatusOr<std::unique_ptr<NormaModel>> NormaModel::FromState(const ModelSta
   model->average_block_start_ = state.average_block_start;
   model->average_previous_start_ = state.average_previous_start;
   model->average_previous_offset_sum_ = state.average_previous_offset_sum;
+  model->RestoreStateScalars(state);
   model->scale_ = state.scale;
-  model->offset_ = state.offset;
-  model->margin_ = state.margin;
-  model->steps_ = state.steps;
   model->average_sum_ = state.average_sum;
   model->average_offset_sum_ = state.average_offset_sum;
-  model->cumulative_loss_ = state.cumulative_loss;
-  model->mistakes_ = state.mistakes;
   model->terms_removed_ = state.terms_removed;
   model->min_abs_coefficient_bound_ = model->expansion_.MinAbsCoefficient();
-  model->regret_window_.Assign(state.regret_window);
   return model;
 }
 
@@ -284,53 +267,33 @@ ModelState NormaModel::ExportState() const {
       state.retired_at[i] = retired_.added_at(i);
     }
   }
+  ExportStateScalars(&state);
   state.scale = scale_;
-  state.offset = offset_;
-  state.margin = margin_;
-  state.steps = steps_;
   state.average_sum = average_sum_;
   state.average_offset_sum = average_offset_sum_;
   state.average_block_start = average_block_start_;
   state.average_previous_start = average_previous_start_;
   state.average_previous_offset_sum = average_previous_offset_sum_;
-  state.cumulative_loss = cumulative_loss_;
-  state.mistakes = mistakes_;
   state.terms_removed = terms_removed_;
-  state.regret_window = regret_window_.Copy();
   return state;
 }
 
 absl::StatusOr<Observation> NormaModel::Step(absl::Span<const double> x, double y) {
-  // steps_ is the learning rate's t and every new term's added_at; wrapping to 0 would
-  // leave a state FromState rejects. Only a restored snapshot can be this old
-  // (tests/fuzz/regressions/snapshot/steps_at_uint64_max.snap).
-  if (steps_ == std::numeric_limits<uint64_t>::max()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the model has taken ", steps_,
-                     " steps, the most its step counter holds; the example was not applied"));
-  }
-  const uint64_t t = steps_ + 1;
-  const double eta = learning_rate_.At(t);
-
+  // t is also every new term's added_at; a wrapped counter would leave a state FromState
+  // rejects.
+  OKL_RETURN_IF_ERROR(CheckStepCounter());
   // 1-2: the prequential prediction and the loss's derivative there.
-  const double p = scale_ * expansion_.Dot(kernel_, x) + offset_;
-  const LossPoint at = loss_.At(y, p, margin_);
-  const double g = at.derivative;
-  const double alpha = -eta * g;
-  const double offset = config_.offset ? offset_ - eta * g : offset_;
-  const double margin = loss_.NextMargin(margin_, eta, at.violated);
+  const StepScalars step =
+      ComputeStepScalars(scale_ * expansion_.Dot(kernel_, x) + offset_, y);
+  const double eta = step.eta;
+  const double alpha = -eta * step.at.derivative;
   // The new term is stored unscaled, alpha / scale, and a huge eta0 can make alpha finite
   // but that not; after MaybeRenormalize the scale is at least kMinScale
   // (tests/fuzz/regressions/config_text/huge_eta0_coefficient_overflow.textproto).
   const double stored_alpha = alpha / std::max(scale_ * (1.0 - eta * config_.lambda), kMinScale);
-  if (!std::isfinite(p) || !std::isfinite(at.value) || !std::isfinite(stored_alpha) ||
-      !std::isfinite(offset) || !std::isfinite(margin) ||
-      !std::isfinite(cumulative_loss_ + at.value) ||
-      (config_.averaged && !std::isfinite(average_offset_sum_ + offset_))) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the model diverged at step ", t, " (prediction ", p, ", loss ", at.value,
-        "); the example was not applied. Lower learning_rate.eta0 or scale the inputs"));
-  }
+  OKL_RETURN_IF_ERROR(CheckStepFinite(
+      step, std::isfinite(stored_alpha) &&
+                (!config_.averaged || std::isfinite(average_offset_sum_ + offset_))));
 
   if (config_.averaged) {
     if (average_window_ > 0 && steps_ - average_block_start_ >= average_window_) {
@@ -343,20 +306,15 @@ absl::StatusOr<Observation> NormaModel::Step(absl::Span<const double> x, double 
   // 3: shrink every coefficient at once through the common scale.
   scale_ *= 1.0 - eta * config_.lambda;
   MaybeRenormalize();
-  offset_ = offset;
-  margin_ = margin;
-  steps_ = t;
+  // b, the margin and steps() = t (every new term's added_at) before the new term.
+  const Observation observation = CommitStepScalars(step, x, y);
   // 4-5: the new term, then drop_below and the budget.
   if (alpha != 0) {
     InsertWithinBudget(x, alpha / scale_);
   } else {
     DropBelowThreshold();
   }
-
-  cumulative_loss_ += at.value;
-  if (IsClassificationLoss(config_.loss.type) && !(y * p > 0)) ++mistakes_;
-  regret_window_.Record(x, y, at.value, t);
-  return Observation{.prediction = p, .loss = at.value};
+  return observation;
 }
 
 void NormaModel::MaybeRenormalize() {
@@ -574,17 +532,9 @@ double NormaModel::SquaredNorm() const {
 }
 
 ModelStats NormaModel::stats() const {
-  ModelStats stats{
-      .steps = steps_,
-      .expansion_size = static_cast<uint32_t>(expansion_.size()),
-      .cumulative_loss = cumulative_loss_,
-      .mistakes = mistakes_,
-      .terms_removed = terms_removed_,
-      .offset = offset_,
-      .margin = margin_,
-      .truncation_error_bound = std::nullopt,
-      .regret = std::nullopt,
-  };
+  ModelStats stats = ScalarStats();
+  stats.expansion_size = static_cast<uint32_t>(expansion_.size());
+  stats.terms_removed = terms_removed_;
   const BudgetConfig& budget = config_.budget;
   const std::optional<double> c = loss_.DerivativeBound();
   const std::optional<double> x = kernel_.FeatureNormBound();

@@ -85,10 +85,7 @@ class NormaModel : public Model {
   double SquaredNorm() const override;
 
   ModelStats stats() const override;
-  double margin() const override { return margin_; }
   size_t expansion_size() const override { return expansion_.size(); }
-  uint64_t steps() const override { return steps_; }
-  RegretWindow RegretWindowCopy() const override { return regret_window_.Copy(); }
   // Bytes held by the expansion's arrays (the retired terms' included) and the regret
   // window.
   size_t MemoryBytes() const override {
@@ -123,20 +120,14 @@ class NormaModel : public Model {
   void StartAverageBlock();
 
   Kernel kernel_;
-  Loss loss_;
-  LearningRate learning_rate_;
   Expansion expansion_;
   // Terms removed from expansion_ that the averaged hypothesis still needs: coefficient
   // 0, their summed coefficients in average_base (current block) and average_previous,
   // and the step they were removed at as added_at. Empty unless config.averaged.
   Expansion retired_;
   const uint64_t average_window_;  // EffectiveAveragingWindow(config)
-  RegretWindowBuffer regret_window_;
 
   double scale_ = 1.0;
-  double offset_ = 0.0;
-  double margin_ = 0.0;
-  uint64_t steps_ = 0;
   double average_sum_ = 0.0;
   double average_offset_sum_ = 0.0;
   // The averaged hypotheses are f_t for t in (average_previous_start_, steps_], the
@@ -144,8 +135,6 @@ class NormaModel : public Model {
   uint64_t average_block_start_ = 0;
   uint64_t average_previous_start_ = 0;
   double average_previous_offset_sum_ = 0.0;
-  double cumulative_loss_ = 0.0;
-  uint64_t mistakes_ = 0;
   uint64_t terms_removed_ = 0;
   // A lower bound on min_i |a_i| (unscaled), so that drop_below needs a scan only when a
   // term may really have fallen below the threshold.

@@ -239,11 +239,7 @@ std::vector<double> RandomFeatureFrequencies(const ModelConfig& config) {
 }
 
 RandomFeatureModel::RandomFeatureModel(const ModelConfig& config)
-    : Model(config),
-      loss_(config.loss),
-      learning_rate_(config.learning_rate),
-      regret_window_(config.regret_window, config.dim),
-      margin_(loss_.InitialMargin()) {
+    : Model(config) {
   const size_t d = config.random_features.dimension;
   projection_rows_.resize(d / 2 * config.dim);
   DrawFrequencies(config, /*frequency_stride=*/1, /*coordinate_stride=*/d / 2,
@@ -324,18 +320,7 @@ absl::StatusOr<std::unique_ptr<RandomFeatureModel>> RandomFeatureModel::FromStat
   }
   OKL_RETURN_IF_ERROR(CheckFiniteValues("weights", state.weights));
   OKL_RETURN_IF_ERROR(CheckFiniteValues("weight_sums", state.weight_sums));
-  for (const auto& [name, value] :
-       {std::pair<absl::string_view, double>{"offset", state.offset},
-        {"margin", state.margin},
-        {"average_offset_sum", state.average_offset_sum},
-        {"cumulative_loss", state.cumulative_loss}}) {
-    if (!std::isfinite(value)) return inconsistent(absl::StrCat(name, " is ", value));
-  }
-  if (state.mistakes > state.steps) {
-    return inconsistent(absl::StrCat("mistakes ", state.mistakes, " exceed steps ",
-                                     state.steps));
-  }
-  OKL_RETURN_IF_ERROR(ValidateRegretWindow(state));
+  OKL_RETURN_IF_ERROR(ValidateStateScalars(state));
 
   std::unique_ptr<RandomFeatureModel> model(new RandomFeatureModel(config));
   OKL_RETURN_IF_ERROR(CheckFrequenciesFinite(config, model->projection_rows_));
@@ -348,13 +333,8 @@ absl::StatusOr<std::unique_ptr<RandomFeatureModel>> RandomFeatureModel::FromStat
       model->weight_sums_[half + j] = state.weight_sums[2 * j + 1];
     }
   }
-  model->offset_ = state.offset;
-  model->margin_ = state.margin;
-  model->steps_ = state.steps;
+  model->RestoreStateScalars(state);
   model->average_offset_sum_ = state.average_offset_sum;
-  model->cumulative_loss_ = state.cumulative_loss;
-  model->mistakes_ = state.mistakes;
-  model->regret_window_.Assign(state.regret_window);
   return model;
 }
 
@@ -373,14 +353,9 @@ ModelState RandomFeatureModel::ExportState() const {
       state.weight_sums[2 * j + 1] = weight_sums_[half + j];
     }
   }
+  ExportStateScalars(&state);
   state.scale = 1.0;
-  state.offset = offset_;
-  state.margin = margin_;
-  state.steps = steps_;
   state.average_offset_sum = average_offset_sum_;
-  state.cumulative_loss = cumulative_loss_;
-  state.mistakes = mistakes_;
-  state.regret_window = regret_window_.Copy();
   return state;
 }
 
@@ -412,41 +387,23 @@ void RandomFeatureModel::Features(absl::Span<const double> x, absl::Span<double>
 }
 
 absl::StatusOr<Observation> RandomFeatureModel::Step(absl::Span<const double> x, double y) {
-  // steps_ is the learning rate's t; wrapping to 0 would restart the schedule. Only a
-  // restored snapshot can be this old.
-  if (steps_ == std::numeric_limits<uint64_t>::max()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the model has taken ", steps_,
-                     " steps, the most its step counter holds; the example was not applied"));
-  }
-  const uint64_t t = steps_ + 1;
-  const double eta = learning_rate_.At(t);
+  OKL_RETURN_IF_ERROR(CheckStepCounter());
   const Eigen::Index d = static_cast<Eigen::Index>(weights_.size());
-
   BlockFeatures(x, projections_.data(), features_.data());
   const AlignedConstVectorMap w(weights_.data(), d);
   const AlignedConstVectorMap z(features_.data(), d);
-  const double p = w.dot(z) + offset_;
-  const LossPoint at = loss_.At(y, p, margin_);
-  const double g = at.derivative;
-  const double offset = config_.offset ? offset_ - eta * g : offset_;
-  const double margin = loss_.NextMargin(margin_, eta, at.violated);
+  const StepScalars step = ComputeStepScalars(w.dot(z) + offset_, y);
+  const double eta = step.eta;
   // The update goes to a scratch buffer first: a step that would make the model
   // non-finite must change nothing.
   Eigen::Map<Eigen::ArrayXd, Eigen::Aligned64> next(next_weights_.data(), d);
-  next = (1.0 - eta * config_.lambda) * w.array() + (-eta * g) * z.array();
+  next = (1.0 - eta * config_.lambda) * w.array() + (-eta * step.at.derivative) * z.array();
   const bool sums_finite =
       !config_.averaged ||
       (std::isfinite(average_offset_sum_ + offset_) &&
        AllFinite(Eigen::Map<const Eigen::ArrayXd, Eigen::Aligned64>(weight_sums_.data(), d) +
                  w.array()));
-  if (!std::isfinite(p) || !std::isfinite(at.value) || !std::isfinite(offset) ||
-      !std::isfinite(margin) || !std::isfinite(cumulative_loss_ + at.value) ||
-      !AllFinite(next) || !sums_finite) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the model diverged at step ", t, " (prediction ", p, ", loss ", at.value,
-        "); the example was not applied. Lower learning_rate.eta0 or scale the inputs"));
-  }
+  OKL_RETURN_IF_ERROR(CheckStepFinite(step, AllFinite(next) && sums_finite));
 
   if (config_.averaged) {
     // f_t, which made this step's prediction, joins the running sum of hypotheses.
@@ -454,13 +411,7 @@ absl::StatusOr<Observation> RandomFeatureModel::Step(absl::Span<const double> x,
     average_offset_sum_ += offset_;
   }
   weights_.swap(next_weights_);
-  offset_ = offset;
-  margin_ = margin;
-  steps_ = t;
-  cumulative_loss_ += at.value;
-  if (IsClassificationLoss(config_.loss.type) && !(y * p > 0)) ++mistakes_;
-  regret_window_.Record(x, y, at.value, t);
-  return Observation{.prediction = p, .loss = at.value};
+  return CommitStepScalars(step, x, y);
 }
 
 double RandomFeatureModel::PredictUnchecked(absl::Span<const double> x,
@@ -485,17 +436,9 @@ double RandomFeatureModel::SquaredNorm() const {
 }
 
 ModelStats RandomFeatureModel::stats() const {
-  return ModelStats{
-      .steps = steps_,
-      .expansion_size = static_cast<uint32_t>(weights_.size()),
-      .cumulative_loss = cumulative_loss_,
-      .mistakes = mistakes_,
-      .terms_removed = 0,
-      .offset = offset_,
-      .margin = margin_,
-      .truncation_error_bound = std::nullopt,
-      .regret = std::nullopt,
-  };
+  ModelStats stats = ScalarStats();
+  stats.expansion_size = static_cast<uint32_t>(weights_.size());
+  return stats;
 }
 
 size_t RandomFeatureModel::MemoryBytes() const {

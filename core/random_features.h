@@ -81,11 +81,8 @@ class RandomFeatureModel : public Model {
   // |w|^2.
   double SquaredNorm() const override;
   ModelStats stats() const override;
-  double margin() const override { return margin_; }
   // D.
   size_t expansion_size() const override { return weights_.size(); }
-  uint64_t steps() const override { return steps_; }
-  RegretWindow RegretWindowCopy() const override { return regret_window_.Copy(); }
   // The frequencies, the weights and sums, Step's buffers and the regret window.
   size_t MemoryBytes() const override;
 
@@ -109,8 +106,6 @@ class RandomFeatureModel : public Model {
   // through `projections` (D / 2 entries of scratch).
   void BlockFeatures(absl::Span<const double> x, double* projections, double* features) const;
 
-  Loss loss_;
-  LearningRate learning_rate_;
   // The frequencies transposed, coordinate-major: v_1[i], ..., v_{D/2}[i] at
   // [i * D/2, (i + 1) * D/2). The projections v_j . x are then a sum, over the nonzero
   // x_i only, of x_i times one contiguous row. (The frequency-major copy
@@ -122,13 +117,7 @@ class RandomFeatureModel : public Model {
   // ExportState, FromState and Features convert.
   AlignedVector weights_;
   AlignedVector weight_sums_;  // sum_t w_t if averaged, else empty; block order
-  RegretWindowBuffer regret_window_;
-  double offset_ = 0.0;
-  double margin_ = 0.0;
-  uint64_t steps_ = 0;
   double average_offset_sum_ = 0.0;  // sum_t b_t
-  double cumulative_loss_ = 0.0;
-  uint64_t mistakes_ = 0;
   // Step's buffers: the projections v_j . x, the features, and the candidate weights,
   // which replace weights_ only once they are known to be finite. Predict uses its own
   // (a const method may run concurrently).

@@ -39,82 +39,26 @@
 #include "core/norma.h"
 #include "gtest/gtest.h"
 #include "tests/core/reference_norma.h"
+#include "tests/core/reference_streams.h"
 
 namespace okl {
 namespace {
 
 using ::okl::testing::ReferenceNorma;
 using ::okl::testing::ReferenceObservation;
+using ::okl::testing::Agrees;
+using ::okl::testing::ExpectStepsAgree;
+using ::okl::testing::KernelCase;
+using ::okl::testing::Labels;
+using ::okl::testing::LossCase;
+using ::okl::testing::MakeStream;
+using ::okl::testing::Stream;
+using ::okl::testing::Uniform;
+using ::okl::testing::kReferenceLosses;
+using ::okl::testing::kStreamDim;
 
-constexpr size_t kDim = 3;
-constexpr double kRelativeTolerance = 1e-9;
+constexpr size_t kDim = kStreamDim;
 constexpr uint64_t kSeed = 20240601;
-
-// |actual - expected| <= kRelativeTolerance * magnitude, where `magnitude` is the sum of
-// the absolute values of the numbers `expected` was added up from (see the file comment).
-::testing::AssertionResult Agrees(double actual, double expected, double magnitude) {
-  const double bound = kRelativeTolerance * magnitude;
-  if (std::abs(actual - expected) <= bound) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << "core " << actual << " vs reference " << expected << ": difference "
-         << std::abs(actual - expected) << " > " << bound << " (1e-9 * " << magnitude << ")";
-}
-
-// Uniform in [lo, hi) from the top 53 bits, written out so the stream does not depend on
-// the standard library's distribution implementations.
-double Uniform(std::mt19937_64& rng, double lo, double hi) {
-  return lo + (hi - lo) * static_cast<double>(rng() >> 11) * 0x1.0p-53;
-}
-
-enum class Labels { kRegression, kClassification, kOneClass };
-
-// Inputs uniform in [-1/2, 1/2]^3, so |x|^2 <= 3/4: with the kernel parameters below every
-// kernel has k(x, x) <= 1 on the data, and eta_t <= 1 keeps even the squared loss's SGD
-// contracting. Targets are a smooth function plus noise, or its sign with 5% flipped.
-struct Stream {
-  std::vector<double> x;  // steps * kDim, row-major
-  std::vector<double> y;
-  absl::Span<const double> row(size_t i) const {
-    return absl::MakeConstSpan(x).subspan(i * kDim, kDim);
-  }
-};
-
-Stream MakeStream(Labels labels, size_t steps, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  Stream stream;
-  for (size_t i = 0; i < steps; ++i) {
-    double v[kDim];
-    for (double& c : v) c = Uniform(rng, -0.5, 0.5);
-    stream.x.insert(stream.x.end(), v, v + kDim);
-    const double h = 0.7 * std::sin(6.0 * v[0]) + v[1] - 2.0 * v[1] * v[2];
-    const double noise = Uniform(rng, -0.05, 0.05);
-    switch (labels) {
-      case Labels::kRegression:
-        stream.y.push_back(h + noise);
-        break;
-      case Labels::kClassification: {
-        const double sign = h >= 0.0 ? 1.0 : -1.0;
-        stream.y.push_back(Uniform(rng, 0.0, 1.0) < 0.05 ? -sign : sign);
-        break;
-      }
-      case Labels::kOneClass:
-        stream.y.push_back(1.0);
-        break;
-    }
-  }
-  return stream;
-}
-
-struct KernelCase {
-  const char* name;
-  KernelConfig config;
-};
-
-struct LossCase {
-  const char* name;
-  LossConfig config;
-  Labels labels;
-};
 
 // The step sizes and lambda of each schedule are chosen so that terms fade over some
 // hundred steps; drop_below sits below the late step sizes, so that new terms still enter
@@ -141,21 +85,7 @@ const KernelCase kKernels[] = {
     {"Heat", {.type = KernelType::kHeat, .t = 0.1}},  // k(x, x) = (0.4 pi)^-1.5 = 0.71
 };
 
-const LossCase kLosses[] = {
-    {"Squared", {.type = LossType::kSquared}, Labels::kRegression},
-    {"Hinge", {.type = LossType::kHinge, .rho = 1.0}, Labels::kClassification},
-    {"EpsilonInsensitive",
-     {.type = LossType::kEpsilonInsensitive, .epsilon = 0.1},
-     Labels::kRegression},
-    {"Logistic", {.type = LossType::kLogistic}, Labels::kClassification},
-    {"Huber", {.type = LossType::kHuber, .delta = 0.3}, Labels::kRegression},
-    {"Novelty", {.type = LossType::kNovelty, .rho = 0.5}, Labels::kOneClass},
-    {"NuHinge", {.type = LossType::kHinge, .rho = 1.0, .nu = 0.2}, Labels::kClassification},
-    {"NuEpsilonInsensitive",
-     {.type = LossType::kEpsilonInsensitive, .epsilon = 0.1, .nu = 0.3},
-     Labels::kRegression},
-    {"NuNovelty", {.type = LossType::kNovelty, .rho = 0.5, .nu = 0.2}, Labels::kOneClass},
-};
+const auto& kLosses = kReferenceLosses;
 
 const ScheduleCase kSchedules[] = {
     // eta lambda = 0.01: the scale factor falls below 2^-8 every ~550 steps.
@@ -175,8 +105,6 @@ const BudgetCase kBudgets[] = {
 };
 
 // gtest prints parameters of failing tests with these.
-void PrintTo(const KernelCase& c, std::ostream* os) { *os << c.name; }
-void PrintTo(const LossCase& c, std::ostream* os) { *os << c.name; }
 void PrintTo(const ScheduleCase& c, std::ostream* os) { *os << c.name; }
 void PrintTo(const BudgetCase& c, std::ostream* os) { *os << c.name; }
 
@@ -264,24 +192,10 @@ void ExpectAgreement(const ModelConfig& config, const Stream& stream,
   ASSERT_TRUE(model.ok()) << model.status();
   ReferenceNorma reference(config);
 
-  for (size_t t = 0; t < stream.y.size(); ++t) {
-    const absl::Span<const double> x = stream.row(t);
-    const double y = stream.y[t];
-    const double margin = reference.margin();
-    const ReferenceObservation expected = reference.Observe(x, y);
-    const absl::StatusOr<Observation> o = (*model)->Observe(x, y);
-    ASSERT_TRUE(o.ok()) << "step " << t + 1 << ": " << o.status();
-    ASSERT_TRUE(Agrees(o->prediction, expected.prediction, expected.magnitude))
-        << "prediction at step " << t + 1;
-    // Every loss moves by at most max(1, |f - y|) (the squared loss) or 1 (the others)
-    // times a change in f or in the margin, which both agree to 1e-9 M.
-    ASSERT_TRUE(Agrees(o->loss, expected.loss,
-                       (expected.magnitude + std::abs(margin)) *
-                           std::max(1.0, std::abs(expected.prediction - y))))
-        << "loss at step " << t + 1;
-    ASSERT_EQ((*model)->expansion_size(), reference.size()) << "after step " << t + 1;
+  ASSERT_NO_FATAL_FAILURE(ExpectStepsAgree(**model, reference, stream, [&](size_t t) {
+    ASSERT_EQ((*model)->expansion_size(), reference.size()) << "after step " << t;
     if (max_size != nullptr) *max_size = std::max(*max_size, reference.size());
-  }
+  }));
 
   std::mt19937_64 rng(kSeed + 1);
   for (int i = 0; i < 16; ++i) {

@@ -51,6 +51,7 @@
 #include "gtest/gtest.h"
 #include "tests/core/reference_norma.h"
 #include "tests/core/reference_random_features.h"
+#include "tests/core/reference_streams.h"
 
 namespace okl {
 namespace {
@@ -59,22 +60,19 @@ using ::okl::testing::ReferenceFeatures;
 using ::okl::testing::ReferenceKernel;
 using ::okl::testing::ReferenceObservation;
 using ::okl::testing::ReferenceRandomFeatures;
+using ::okl::testing::Agrees;
+using ::okl::testing::ExpectStepsAgree;
+using ::okl::testing::KernelCase;
+using ::okl::testing::Labels;
+using ::okl::testing::LossCase;
+using ::okl::testing::MakeStream;
+using ::okl::testing::Stream;
+using ::okl::testing::UniformVector;
+using ::okl::testing::kReferenceLosses;
+using ::okl::testing::kStreamDim;
 
-constexpr double kRelativeTolerance = 1e-9;
 constexpr uint64_t kSeed = 20240601;
 constexpr double kEpsilon = std::numeric_limits<double>::epsilon();
-
-// Uniform in [lo, hi) from the top 53 bits, written out so that the streams do not
-// depend on the standard library's distribution implementations.
-double Uniform(std::mt19937_64& rng, double lo, double hi) {
-  return lo + (hi - lo) * static_cast<double>(rng() >> 11) * 0x1.0p-53;
-}
-
-std::vector<double> UniformVector(std::mt19937_64& rng, size_t n, double lo, double hi) {
-  std::vector<double> v(n);
-  for (double& c : v) c = Uniform(rng, lo, hi);
-  return v;
-}
 
 ModelConfig FeatureConfig(KernelType kernel, double gamma, uint32_t dim, uint32_t d,
                           uint64_t seed) {
@@ -285,68 +283,9 @@ TEST(RandomFeatureModelTest, FeaturesMatchTheDefinition) {
 // ---------------------------------------------------------------------------------------
 // The model against the plain reference.
 
-// |actual - expected| <= kRelativeTolerance * magnitude (see the file comment).
-::testing::AssertionResult Agrees(double actual, double expected, double magnitude) {
-  const double bound = kRelativeTolerance * magnitude;
-  if (std::abs(actual - expected) <= bound) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << "core " << actual << " vs reference " << expected << ": difference "
-         << std::abs(actual - expected) << " > " << bound << " (1e-9 * " << magnitude << ")";
-}
-
-constexpr size_t kStreamDim = 3;
 // D / 2 = 51: not a multiple of the vector width.
 constexpr uint32_t kStreamFeatures = 102;
 constexpr size_t kStreamSteps = 400;
-
-enum class Labels { kRegression, kClassification, kOneClass };
-
-// Inputs uniform in [-1/2, 1/2]^3; targets a smooth function plus noise, or its sign with
-// 5% flipped (as in tests/core/norma_reference_test.cc). |z(x)| = 1, so eta_t <= 1 keeps
-// even the squared loss's steps contracting.
-struct Stream {
-  std::vector<double> x;  // steps * kStreamDim, row-major
-  std::vector<double> y;
-  absl::Span<const double> row(size_t i) const {
-    return absl::MakeConstSpan(x).subspan(i * kStreamDim, kStreamDim);
-  }
-};
-
-Stream MakeStream(Labels labels, size_t steps, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  Stream stream;
-  for (size_t i = 0; i < steps; ++i) {
-    const std::vector<double> v = UniformVector(rng, kStreamDim, -0.5, 0.5);
-    stream.x.insert(stream.x.end(), v.begin(), v.end());
-    const double h = 0.7 * std::sin(6.0 * v[0]) + v[1] - 2.0 * v[1] * v[2];
-    const double noise = Uniform(rng, -0.05, 0.05);
-    switch (labels) {
-      case Labels::kRegression:
-        stream.y.push_back(h + noise);
-        break;
-      case Labels::kClassification: {
-        const double sign = h >= 0.0 ? 1.0 : -1.0;
-        stream.y.push_back(Uniform(rng, 0.0, 1.0) < 0.05 ? -sign : sign);
-        break;
-      }
-      case Labels::kOneClass:
-        stream.y.push_back(1.0);
-        break;
-    }
-  }
-  return stream;
-}
-
-struct KernelCase {
-  const char* name;
-  KernelConfig config;
-};
-
-struct LossCase {
-  const char* name;
-  LossConfig config;
-  Labels labels;
-};
 
 struct ScheduleCase {
   const char* name;
@@ -354,8 +293,6 @@ struct ScheduleCase {
   double lambda;
 };
 
-void PrintTo(const KernelCase& c, std::ostream* os) { *os << c.name; }
-void PrintTo(const LossCase& c, std::ostream* os) { *os << c.name; }
 void PrintTo(const ScheduleCase& c, std::ostream* os) { *os << c.name; }
 
 const KernelCase kKernels[] = {
@@ -363,22 +300,7 @@ const KernelCase kKernels[] = {
     {"Laplacian", {.type = KernelType::kLaplacian, .gamma = 2.0}},
 };
 
-// Every loss ValidateConfig accepts, and the nu-trick of each that has one.
-const LossCase kLosses[] = {
-    {"Squared", {.type = LossType::kSquared}, Labels::kRegression},
-    {"Hinge", {.type = LossType::kHinge, .rho = 1.0}, Labels::kClassification},
-    {"EpsilonInsensitive",
-     {.type = LossType::kEpsilonInsensitive, .epsilon = 0.1},
-     Labels::kRegression},
-    {"Logistic", {.type = LossType::kLogistic}, Labels::kClassification},
-    {"Huber", {.type = LossType::kHuber, .delta = 0.3}, Labels::kRegression},
-    {"Novelty", {.type = LossType::kNovelty, .rho = 0.5}, Labels::kOneClass},
-    {"NuHinge", {.type = LossType::kHinge, .rho = 1.0, .nu = 0.2}, Labels::kClassification},
-    {"NuEpsilonInsensitive",
-     {.type = LossType::kEpsilonInsensitive, .epsilon = 0.1, .nu = 0.3},
-     Labels::kRegression},
-    {"NuNovelty", {.type = LossType::kNovelty, .rho = 0.5, .nu = 0.2}, Labels::kOneClass},
-};
+const auto& kLosses = kReferenceLosses;
 
 const ScheduleCase kSchedules[] = {
     {"Constant", {.schedule = Schedule::kConstant, .eta0 = 0.25}, 0.04},
@@ -435,22 +357,7 @@ void ExpectAgreement(const ModelConfig& config, const Stream& stream) {
   ASSERT_NE(dynamic_cast<RandomFeatureModel*>(model->get()), nullptr);
   ReferenceRandomFeatures reference(config);
 
-  for (size_t t = 0; t < stream.y.size(); ++t) {
-    const absl::Span<const double> x = stream.row(t);
-    const double y = stream.y[t];
-    const double margin = reference.margin();
-    const ReferenceObservation expected = reference.Observe(x, y);
-    const absl::StatusOr<Observation> o = (*model)->Observe(x, y);
-    ASSERT_TRUE(o.ok()) << "step " << t + 1 << ": " << o.status();
-    ASSERT_TRUE(Agrees(o->prediction, expected.prediction, expected.magnitude))
-        << "prediction at step " << t + 1;
-    // A loss moves by at most max(1, |f - y|) (squared) or 1 (the others) times a change
-    // in f or in the margin, which both agree to 1e-9 M.
-    ASSERT_TRUE(Agrees(o->loss, expected.loss,
-                       (expected.magnitude + std::abs(margin)) *
-                           std::max(1.0, std::abs(expected.prediction - y))))
-        << "loss at step " << t + 1;
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectStepsAgree(**model, reference, stream, [](size_t) {}));
 
   // The weights in z(x)'s order: this also checks that ExportState interleaves the cosine
   // and sine weights as z(x) does.

@@ -114,19 +114,33 @@ double ReferenceLearningRate(const LearningRateConfig& config, uint64_t t) {
   return 0.0;
 }
 
-ReferenceNorma::ReferenceNorma(const ModelConfig& config) : config_(config) {
-  switch (config.loss.type) {
+double ReferenceInitialMargin(const LossConfig& config) {
+  switch (config.type) {
     case LossType::kHinge:
     case LossType::kNovelty:
-      margin_ = config.loss.rho;
-      break;
+      return config.rho;
     case LossType::kEpsilonInsensitive:
-      margin_ = config.loss.epsilon;
-      break;
+      return config.epsilon;
     default:
-      margin_ = 0.0;
+      return 0.0;
   }
 }
+
+double ReferenceNextMargin(const LossConfig& config, double margin, double eta,
+                           bool violated) {
+  if (config.nu <= 0.0) return margin;
+  const double s = violated ? 1.0 : 0.0;
+  if (config.type == LossType::kHinge || config.type == LossType::kNovelty) {
+    return margin + eta * (config.nu - s);
+  }
+  if (config.type == LossType::kEpsilonInsensitive) {
+    return std::max(0.0, margin + eta * (s - config.nu));
+  }
+  return margin;
+}
+
+ReferenceNorma::ReferenceNorma(const ModelConfig& config)
+    : config_(config), margin_(ReferenceInitialMargin(config.loss)) {}
 
 ReferenceObservation ReferenceNorma::Observe(absl::Span<const double> x, double y) {
   // The averaged hypothesis is made of f_1..f_T, the hypotheses that predict: keep f_t.
@@ -164,14 +178,7 @@ ReferenceObservation ReferenceNorma::Observe(absl::Span<const double> x, double 
   }
 
   // The nu-trick, with s_t from the margin the loss was evaluated at.
-  if (config_.loss.nu > 0.0) {
-    const double s = loss.violated ? 1.0 : 0.0;
-    if (config_.loss.type == LossType::kHinge || config_.loss.type == LossType::kNovelty) {
-      margin_ += eta * (config_.loss.nu - s);
-    } else if (config_.loss.type == LossType::kEpsilonInsensitive) {
-      margin_ = std::max(0.0, margin_ + eta * (s - config_.loss.nu));
-    }
-  }
+  margin_ = ReferenceNextMargin(config_.loss, margin_, eta, loss.violated);
 
   // 5. The budget.
   EnforceBudget();

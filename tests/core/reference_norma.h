@@ -46,6 +46,12 @@ ReferenceLossPoint ReferenceLoss(const LossConfig& config, double y, double f, d
 // eta_t, t >= 1.
 double ReferenceLearningRate(const LearningRateConfig& config, uint64_t t);
 
+// The margin a model starts with: rho (hinge, novelty), epsilon (epsilon-insensitive), 0.
+double ReferenceInitialMargin(const LossConfig& config);
+// The nu-trick's margin after a step of size eta whose loss was `violated` (s_t); the
+// margin unchanged without nu.
+double ReferenceNextMargin(const LossConfig& config, double margin, double eta, bool violated);
+
 // The MERGE policy's merge of alpha_m k(x_m, .) and alpha_n k(x_n, .) (same sign) into
 // alpha k(z, .), z = h x_m + (1 - h) x_n, found from the vectors themselves: h on all of
 // [0, 1] maximising |alpha|, alpha = alpha_m k(x_m, z) + alpha_n k(x_n, z), and `loss`

@@ -29,23 +29,14 @@ std::vector<double> ReferenceFeatures(const std::vector<double>& frequencies,
 }
 
 ReferenceRandomFeatures::ReferenceRandomFeatures(const ModelConfig& config)
-    : config_(config), frequencies_(RandomFeatureFrequencies(config)) {
+    : config_(config),
+      frequencies_(RandomFeatureFrequencies(config)),
+      margin_(ReferenceInitialMargin(config.loss)) {
   const size_t d = config.random_features.dimension;
   weights_.assign(d, 0.0);
   weight_sums_.assign(d, 0.0);
   weight_scales_.assign(d, 0.0);
   weight_scale_sums_.assign(d, 0.0);
-  switch (config.loss.type) {
-    case LossType::kHinge:
-    case LossType::kNovelty:
-      margin_ = config.loss.rho;
-      break;
-    case LossType::kEpsilonInsensitive:
-      margin_ = config.loss.epsilon;
-      break;
-    default:
-      margin_ = 0.0;
-  }
 }
 
 ReferenceObservation ReferenceRandomFeatures::Observe(absl::Span<const double> x, double y) {
@@ -90,14 +81,7 @@ ReferenceObservation ReferenceRandomFeatures::Observe(absl::Span<const double> x
   }
 
   // The nu-trick, with s_t from the margin the loss was evaluated at.
-  if (config_.loss.nu > 0.0) {
-    const double s = loss.violated ? 1.0 : 0.0;
-    if (config_.loss.type == LossType::kHinge || config_.loss.type == LossType::kNovelty) {
-      margin_ += eta * (config_.loss.nu - s);
-    } else if (config_.loss.type == LossType::kEpsilonInsensitive) {
-      margin_ = std::max(0.0, margin_ + eta * (s - config_.loss.nu));
-    }
-  }
+  margin_ = ReferenceNextMargin(config_.loss, margin_, eta, loss.violated);
   return observation;
 }
 

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <iostream>
 #include <limits>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -150,6 +151,31 @@ constexpr char kMergeHingeConfig[] = R"pb(
   lambda: 0.02
   offset: true
   budget { max_terms: 12 policy: MERGE }
+)pb";
+
+// The averaged hypothesis over blocks of 7 steps with MERGE: terms retired and dropped
+// again many times in a 300-step stream.
+constexpr char kAveragedMergeWindowConfig[] = R"pb(
+  dim: 3
+  kernel { gaussian { gamma: 1 } }
+  loss { squared {} }
+  learning_rate { eta0: 0.3 }
+  lambda: 0.02
+  averaged: true
+  averaging_window: 7
+  budget { max_terms: 10 policy: MERGE }
+)pb";
+
+// Random Fourier features: no budget, the laplacian kernel's features, averaged.
+constexpr char kRandomFeaturesConfig[] = R"pb(
+  dim: 6
+  kernel { laplacian { gamma: 0.7 } }
+  loss { hinge { rho: 1 } }
+  learning_rate { eta0: 0.5 schedule: INVERSE_SQRT }
+  lambda: 0.01
+  offset: true
+  averaged: true
+  random_features { dimension: 64 seed: 9 }
 )pb";
 
 // A squared-loss linear model with a huge rate on growing inputs: every step multiplies
@@ -713,7 +739,9 @@ INSTANTIATE_TEST_SUITE_P(
         EquivalenceCase{"SparsePolynomialLogisticDropBelow", kSparseLogisticConfig, true},
         EquivalenceCase{"AveragedHeatHuberSparse", kHeatHuberConfig, true},
         EquivalenceCase{"GaussianNuHingeOffsetMerge", kMergeHingeConfig, false},
-        EquivalenceCase{"GaussianNuNoveltySmallest", kNoveltyConfig, false}),
+        EquivalenceCase{"GaussianNuNoveltySmallest", kNoveltyConfig, false},
+        EquivalenceCase{"AveragedMergeWindow7", kAveragedMergeWindowConfig, false},
+        EquivalenceCase{"SparseLaplacianRandomFeaturesAveraged", kRandomFeaturesConfig, true}),
     [](const ::testing::TestParamInfo<EquivalenceCase>& info) { return info.param.name; });
 
 TEST_F(ServerE2ETest, MackeyGlassReplayOverGrpcEqualsTheCoreBitForBit) {
@@ -1260,6 +1288,45 @@ TEST_F(ServerE2ETest, BudgetMissingOrAboveMaxTermsIsInvalidArgumentNamingTheFlag
   // The default --max_terms itself is allowed.
   config.mutable_budget()->set_max_terms(1000000);
   EXPECT_TRUE(IsOk(CreateModel(stub(), ref, config, &info)));
+}
+
+// Random features need no budget, and take none: a budget, an odd or too large D or a
+// kernel without a spectral density is INVALID_ARGUMENT naming the field.
+TEST_F(ServerE2ETest, RandomFeatureConfigsAreCheckedAndNeedNoBudget) {
+  const v1::ModelRef ref = Ref("e2e", "random-features-config");
+  v1::ModelInfo info;
+  const v1::ModelConfig valid = ParseConfig(kRandomFeaturesConfig);
+  struct Case {
+    std::string what;
+    std::function<void(v1::ModelConfig&)> change;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"a budget", [](v1::ModelConfig& c) { c.mutable_budget()->set_max_terms(10); },
+       "budget must be unset"},
+      {"odd D", [](v1::ModelConfig& c) { c.mutable_random_features()->set_dimension(63); },
+       "random_features.dimension"},
+      {"D too large",
+       [](v1::ModelConfig& c) { c.mutable_random_features()->set_dimension(65538); },
+       "random_features.dimension"},
+      {"linear kernel",
+       [](v1::ModelConfig& c) { c.mutable_kernel()->mutable_linear()->set_c(1); },
+       "gaussian or laplacian"},
+      {"an averaging window",
+       [](v1::ModelConfig& c) { c.set_averaging_window(5); }, "averaging_window"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    v1::ModelConfig config = valid;
+    c.change(config);
+    const grpc::Status status = CreateModel(stub(), ref, config, &info);
+    EXPECT_TRUE(HasCode(status, Code::INVALID_ARGUMENT)) << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr(c.message));
+    ExpectAbsent(ref, c.what);
+  }
+  ASSERT_TRUE(IsOk(CreateModel(stub(), ref, valid, &info)));
+  EXPECT_EQ(info.config().random_features().dimension(), 64u);
+  EXPECT_EQ(info.stats().expansion_size(), 64u);
 }
 
 TEST_F(ServerE2ETest, DimensionAboveMaxDimIsRejectedAndCreatesNothing) {
