@@ -380,7 +380,8 @@ absl::StatusOr<ObserveResult> Client::Observe(const ModelId& id, absl::Span<cons
 
 absl::StatusOr<std::vector<double>> Client::Predict(const ModelId& id,
                                                     absl::Span<const double> xs,
-                                                    uint32_t dim) const {
+                                                    uint32_t dim,
+                                                    std::vector<bool>* novel) const {
   if (dim == 0 || xs.size() % dim != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("Predict: xs has ", xs.size(), " values, not a multiple of dim ", dim));
@@ -398,6 +399,14 @@ absl::StatusOr<std::vector<double>> Client::Predict(const ModelId& id,
     return absl::InternalError(absl::StrCat("Predict: the server answered ",
                                             response.predictions_size(), " predictions for ",
                                             xs.size() / dim, " inputs"));
+  }
+  if (novel != nullptr) {
+    if (response.novel_size() != 0 && response.novel_size() != response.predictions_size()) {
+      return absl::InternalError(absl::StrCat("Predict: the server answered ",
+                                              response.novel_size(), " novelty flags for ",
+                                              response.predictions_size(), " predictions"));
+    }
+    novel->assign(response.novel().begin(), response.novel().end());
   }
   return ToVector(response.predictions());
 }

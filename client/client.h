@@ -202,9 +202,12 @@ class Client {
   // Predictions for the inputs of xs, `dim` values each (the model's dimension), in
   // order, with the model's configured hypothesis (averaged if config.averaged: the wire
   // has no per-call mode). Retried. InvalidArgument here if dim is 0 or does not divide
-  // xs.size(); the server checks dim against the model.
+  // xs.size(); the server checks dim against the model. If `novel` is not null, it
+  // receives, for a novelty model, the server's decision f(x) < rho per input (with the
+  // rho of the model that made the predictions), and is emptied for any other model.
   absl::StatusOr<std::vector<double>> Predict(const ModelId& id, absl::Span<const double> xs,
-                                              uint32_t dim) const;
+                                              uint32_t dim,
+                                              std::vector<bool>* novel = nullptr) const;
 
   // The model's whole state as snapshot bytes (one serialized okl.v1.ModelSnapshot with
   // its checksum), gathered from the server's chunks. Retried (from the start).

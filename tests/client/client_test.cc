@@ -231,6 +231,37 @@ TEST_F(ClientTest, ObserveAndPredictMatchCoreBitForBit) {
   EXPECT_EQ(summary->stats.margin, 0.0);  // Huber has no margin
 }
 
+// A novelty model's Predict also returns the server's f(x) < rho per input, which agrees
+// with the predictions and the model's rho; another model's is empty.
+TEST_F(ClientTest, PredictReturnsTheNoveltyDecisionOfANoveltyModel) {
+  const Client client = MakeClient();
+  ModelConfig config = TestConfig();
+  config.loss = {.type = LossType::kNovelty, .rho = 0.5, .nu = 0.2};
+  const ModelId id{"acme", "novelty"};
+  ASSERT_TRUE(client.CreateModel(id, config).ok());
+  const Data data = MakeData(300, kDim, /*seed=*/11);
+  ASSERT_TRUE(client.Observe(id, data.xs_range(0, 300), data.ys_range(0, 300)).ok());
+  const std::vector<double> probes = MakeProbes(40, kDim, /*seed=*/12);
+  std::vector<bool> novel = {true};
+  absl::StatusOr<std::vector<double>> predicted = client.Predict(id, probes, kDim, &novel);
+  ASSERT_TRUE(predicted.ok()) << predicted.status();
+  absl::StatusOr<ModelSummary> summary = client.GetModel(id);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  ASSERT_EQ(novel.size(), predicted->size());
+  size_t flagged = 0;
+  for (size_t i = 0; i < novel.size(); ++i) {
+    EXPECT_EQ(novel[i], (*predicted)[i] < summary->stats.margin) << "input " << i;
+    flagged += novel[i];
+  }
+  EXPECT_GT(flagged, 0u);
+  EXPECT_LT(flagged, novel.size());
+
+  const ModelId other{"acme", "not-novelty"};
+  ASSERT_TRUE(client.CreateModel(other, TestConfig()).ok());
+  ASSERT_TRUE(client.Predict(other, probes, kDim, &novel).ok());
+  EXPECT_TRUE(novel.empty());
+}
+
 TEST_F(ClientTest, TheLearnedMarginAndTheOffsetAreReadIntoTheStats) {
   const Client client = MakeClient();
   ModelConfig hinge = TestConfig();
