@@ -137,7 +137,10 @@ std::string SummaryText(const ModelSummary& summary) {
   std::string text;
   absl::StrAppendFormat(&text, "model            %s/%s\n", summary.tenant, summary.model);
   absl::StrAppendFormat(&text, "steps            %d\n", stats.steps);
-  absl::StrAppendFormat(&text, "expansion size   %d\n", stats.expansion_size);
+  const bool random_features = summary.config.random_features.dimension > 0;
+  absl::StrAppendFormat(&text, "%s%d\n",
+                        random_features ? "random features  " : "expansion size   ",
+                        stats.expansion_size);
   absl::StrAppendFormat(&text, "cumulative loss  %.6g\n", stats.cumulative_loss);
   absl::StrAppendFormat(&text, "mean loss        %.6g\n", MeanLoss(stats));
   if (IsClassificationLoss(summary.config.loss.type)) {
@@ -153,7 +156,9 @@ std::string SummaryText(const ModelSummary& summary) {
   if (summary.config.offset) {
     absl::StrAppendFormat(&text, "offset           %.6g\n", stats.offset);
   }
-  absl::StrAppendFormat(&text, "terms removed    %d\n", stats.terms_removed);
+  if (!random_features) {
+    absl::StrAppendFormat(&text, "terms removed    %d\n", stats.terms_removed);
+  }
   if (stats.truncation_error_bound.has_value()) {
     absl::StrAppendFormat(&text, "truncation bound %.6g\n", *stats.truncation_error_bound);
   }
@@ -281,7 +286,9 @@ absl::Status RunRestore(const Client& client, const ModelId& id, const std::stri
   } else {
     Print(output,
           absl::StrCat("restored ", ModelLabel(id), " from ", path, ": ", restored->stats.steps,
-                       " steps, ", restored->stats.expansion_size, " terms\n"));
+                       " steps, ", restored->stats.expansion_size,
+                       restored->config.random_features.dimension > 0 ? " random features\n"
+                                                                      : " terms\n"));
   }
   return absl::OkStatus();
 }
