@@ -664,10 +664,11 @@ std::optional<std::string> FlagValue(const std::vector<char*>& args, const std::
   return value;
 }
 
-// The reporter --benchmark_format and --benchmark_color ask for; RunSpecifiedBenchmarks
-// builds it itself only when it is given no display reporter, and we give it ours.
-std::unique_ptr<benchmark::BenchmarkReporter> DisplayReporter(const std::vector<char*>& args) {
-  const std::string format = FlagValue(args, "benchmark_format").value_or("console");
+// The reporter --benchmark_format and --benchmark_color ask for (their values, read before
+// benchmark::Initialize consumes the flags); RunSpecifiedBenchmarks builds it itself only
+// when it is given no display reporter, and we give it ours.
+std::unique_ptr<benchmark::BenchmarkReporter> DisplayReporter(const std::string& format,
+                                                              const std::string& color) {
   if (format == "json") return std::make_unique<benchmark::JSONReporter>();
   if (format == "csv") {
     // Deprecated upstream but still what --benchmark_format=csv selects in 1.7.
@@ -676,7 +677,6 @@ std::unique_ptr<benchmark::BenchmarkReporter> DisplayReporter(const std::vector<
     return std::make_unique<benchmark::CSVReporter>();
 #pragma GCC diagnostic pop
   }
-  const std::string color = FlagValue(args, "benchmark_color").value_or("auto");
   const bool use_color = color == "auto" ? isatty(STDOUT_FILENO) != 0
                                          : !(color == "false" || color == "no" || color == "0");
   return std::make_unique<benchmark::ConsoleReporter>(
@@ -713,6 +713,9 @@ int main(int argc, char** argv) {
   if (!okl::FlagValue(args, "benchmark_min_time")) {
     args.insert(args.begin() + 1, min_time_flag.data());
   }
+  // benchmark::Initialize removes the flags it knows from args: read these first.
+  const std::string format = okl::FlagValue(args, "benchmark_format").value_or("console");
+  const std::string color = okl::FlagValue(args, "benchmark_color").value_or("auto");
   int args_count = static_cast<int>(args.size());
   args.push_back(nullptr);
 
@@ -721,9 +724,8 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(args_count, args.data())) return 1;
 
   const std::string load_before = okl::LoadAverage();
-  const bool console =
-      okl::FlagValue(args, "benchmark_format").value_or("console") == "console";
-  okl::SummaryReporter reporter(okl::DisplayReporter(args));
+  const bool console = format == "console";
+  okl::SummaryReporter reporter(okl::DisplayReporter(format, color));
   benchmark::RunSpecifiedBenchmarks(&reporter);
   std::fflush(stdout);
   // With JSON or CSV on stdout the summary goes to stderr, keeping stdout machine-readable.

@@ -5,8 +5,8 @@
 // example rate where examples are sent, latency percentiles (p50/p99/p999 over every
 // call completed in the measured window) and the error count; and the ratio of the
 // Predict rate to the grpc.health.v1 Check rate, the transport's baseline measured in
-// the same run. A human-readable table goes to stderr, with PASS/MISS against the
-// targets of issue #3:
+// the same run. A human-readable table goes to stderr, with PASS/MISS against these
+// targets:
 //   Predict (B=256, d=16, 32 callers) >= 0.7x the health Check rate
 //   ObserveStream into one model (B=256, d=16, batches of 256) >= 100,000 examples/s
 //   Predict p99 at 32 callers <= 2 ms
