@@ -46,7 +46,7 @@ struct Observation {
 
 struct ModelStats {
   uint64_t steps = 0;
-  uint32_t expansion_size = 0;
+  uint32_t expansion_size = 0;  // terms; a random-feature model's D
   double cumulative_loss = 0.0;  // sum_t loss(y_t, p_t)
   uint64_t mistakes = 0;         // sign(p_t) != y_t (p_t = 0 counts); classification losses
   uint64_t terms_removed = 0;    // by the budget policy and drop_below together
@@ -58,8 +58,8 @@ struct ModelStats {
   // and a bounded kernel (X). 0 until the budget first removes a term.
   std::optional<double> truncation_error_bound;
   // The latest windowed regret (core/regret.h), computed off the request path; unset
-  // without regret tracking and until the first computation. NormaModel never sets it:
-  // ModelEntry does, from its RegretScheduler's results.
+  // without regret tracking and until the first computation. No model sets it: ModelEntry
+  // does, from its RegretScheduler's results.
   std::optional<RegretResult> regret;
 };
 
