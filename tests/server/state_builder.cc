@@ -7,30 +7,22 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/loss.h"
+#include "core/split_mix.h"
 #include "core/status_macros.h"
 #include "proto/convert.h"
 
 namespace okl::testing {
 namespace {
 
-// SplitMix64: a few nanoseconds per value, so that a 300 MiB state takes a fraction of a
-// second (std::mt19937_64 with a distribution is several times slower), and as
+// core's SplitMix64: a few nanoseconds per value, so that a 300 MiB state takes a fraction
+// of a second (std::mt19937_64 with a distribution is several times slower), and as
 // deterministic for a seed.
-class Random {
+class Random : public SplitMix64 {
  public:
-  explicit Random(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
+  using SplitMix64::SplitMix64;
   // Uniform in [0, 1).
   double Unit() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
   double Uniform(double low, double high) { return low + (high - low) * Unit(); }
-
- private:
-  uint64_t state_;
 };
 
 }  // namespace
