@@ -228,6 +228,14 @@ void Expansion::StartAverageBlock(double average_sum) {
   }
 }
 
+bool Expansion::SummedCoefficientsFinite(double average_sum) const {
+  const auto n = static_cast<Eigen::Index>(size_);
+  const AlignedConstMap a(coefficients_.data(), n);
+  const AlignedConstMap base(average_base_.data(), n);
+  const AlignedConstMap mark(average_mark_.data(), n);
+  return (base + a * (average_sum - mark)).allFinite();
+}
+
 void Expansion::CopySupport(size_t slot, double* out) const {
   for (size_t j = 0; j < dim_; ++j) out[j] = columns_[j * capacity_ + slot];
 }

@@ -91,6 +91,9 @@ class Expansion {
   // summed coefficient base_i + a_i (average_sum - mark_i), and base_i = mark_i = 0.
   // Requires tracks_average().
   void StartAverageBlock(double average_sum);
+  // Whether every summed coefficient base_i + a_i (average_sum - mark_i) is finite: what a
+  // fold or a block start at `average_sum` would store. Requires tracks_average().
+  bool SummedCoefficientsFinite(double average_sum) const;
 
   double coefficient(size_t slot) const { return coefficients_[slot]; }
   uint64_t added_at(size_t slot) const { return added_at_[slot]; }

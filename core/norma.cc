@@ -291,14 +291,13 @@ absl::StatusOr<Observation> NormaModel::Step(absl::Span<const double> x, double 
   // but that not; after MaybeRenormalize the scale is at least kMinScale
   // (tests/fuzz/regressions/config_text/huge_eta0_coefficient_overflow.textproto).
   const double stored_alpha = alpha / std::max(scale_ * (1.0 - eta * config_.lambda), kMinScale);
+  const bool starts_block = config_.averaged && average_window_ > 0 &&
+                            steps_ - average_block_start_ >= average_window_;
   OKL_RETURN_IF_ERROR(CheckStepFinite(
-      step, std::isfinite(stored_alpha) &&
-                (!config_.averaged || std::isfinite(average_offset_sum_ + offset_))));
+      step, std::isfinite(stored_alpha) && AverageSumsStayFinite(starts_block)));
 
   if (config_.averaged) {
-    if (average_window_ > 0 && steps_ - average_block_start_ >= average_window_) {
-      StartAverageBlock();
-    }
+    if (starts_block) StartAverageBlock();
     // f_t, which made this step's prediction, joins the running sum of hypotheses.
     average_sum_ += scale_;
     average_offset_sum_ += offset_;
@@ -315,6 +314,18 @@ absl::StatusOr<Observation> NormaModel::Step(absl::Span<const double> x, double 
     DropBelowThreshold();
   }
   return observation;
+}
+
+bool NormaModel::AverageSumsStayFinite(bool starts_block) const {
+  if (!config_.averaged) return true;
+  // A new block keeps the sums so far as its previous block and starts its own at
+  // a_i scale_ and b (finite); otherwise f_t joins the current block's sums, which a fold
+  // or a retirement later this step stores. Huge coefficients (a restored state can hold
+  // them) must fail the step here, not leave an inf that no snapshot can carry
+  // (tests/fuzz/regressions/snapshot/averaged_sums_overflow_at_block_start.snap).
+  if (starts_block) return expansion_.SummedCoefficientsFinite(average_sum_);
+  return std::isfinite(average_offset_sum_ + offset_) &&
+         expansion_.SummedCoefficientsFinite(average_sum_ + scale_);
 }
 
 void NormaModel::MaybeRenormalize() {

@@ -118,6 +118,8 @@ class NormaModel : public Model {
   void RetireTerm(size_t slot);
   // Ends the current averaging block (see the top of this file).
   void StartAverageBlock();
+  // Whether the averaged sums a step leaves are finite (true when not averaged).
+  bool AverageSumsStayFinite(bool starts_block) const;
 
   Kernel kernel_;
   Expansion expansion_;

@@ -1038,6 +1038,46 @@ TEST(NormaModelTest, MergeThatWouldOverflowRemovesTheSmallestTermInstead) {
   EXPECT_TRUE(NormaModel::FromState(after).ok());
 }
 
+// An averaged state whose one term's coefficient and summed coefficient are near DBL_MAX
+// (a restored state can hold them). A step that would sum them past DBL_MAX, at a block
+// start (previous = base + a (u - mark)) or at a fold (u over its limit), fails as a
+// divergence and changes nothing; before, it stored an inf that no snapshot could carry.
+TEST(NormaModelTest, AveragedSumsThatWouldOverflowFailTheStepAndChangeNothing) {
+  struct Case {
+    const char* what;
+    uint32_t window;
+    double average_sum;
+  };
+  for (const Case& c : {Case{"block start", 2, 1.0}, Case{"fold", 4, 256.0}}) {
+    SCOPED_TRACE(c.what);
+    ModelState state;
+    state.config.dim = 1;
+    state.config.kernel = {.type = KernelType::kGaussian, .gamma = 1.0};
+    state.config.loss = {.type = LossType::kHinge, .rho = 1.0};
+    state.config.learning_rate = {.schedule = Schedule::kConstant, .eta0 = 1.0};
+    state.config.budget = {.max_terms = 4, .policy = BudgetPolicy::kOldest};
+    state.config.averaged = true;
+    state.config.averaging_window = c.window;
+    state.support = {0.0};
+    state.coefficients = {1e308};
+    state.added_at = {1};
+    state.average_base = {1e308};
+    state.average_mark = {0.0};
+    state.average_sum = c.average_sum;
+    state.steps = 2;
+    state.margin = 1.0;  // rho
+    absl::StatusOr<std::unique_ptr<NormaModel>> model = NormaModel::FromState(state);
+    ASSERT_TRUE(model.ok()) << model.status();
+    const ModelState before = (*model)->ExportState();
+    // Far from the term: f = 0, an ordinary step but for the sums.
+    absl::StatusOr<Observation> o = (*model)->Observe({100.0}, 1.0);
+    EXPECT_TRUE(absl::IsFailedPrecondition(o.status())) << o.status();
+    EXPECT_THAT(o.status().message(), HasSubstr("diverged"));
+    EXPECT_EQ((*model)->ExportState(), before);
+    EXPECT_TRUE(NormaModel::FromState((*model)->ExportState()).ok());
+  }
+}
+
 TEST(NormaModelTest, DivergenceIsFailedPreconditionAndChangesNothing) {
   auto model = Make(DivergingConfig());
   ASSERT_NE(model, nullptr);
