@@ -149,7 +149,18 @@ absl::Status ValidateBudget(const BudgetConfig& budget) {
 
 absl::Status ValidateRandomFeatures(const ModelConfig& config) {
   const uint32_t d = config.random_features.dimension;
-  if (d == 0) return absl::OkStatus();
+  if (d == 0) {
+    // A seed alone would be dropped on the wire (random_features is written only with a
+    // dimension), so the config would not survive a round trip
+    // (tests/fuzz/regressions/config_text/random_features_seed_without_dimension.textproto).
+    if (config.random_features.seed != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "random_features.seed is ", config.random_features.seed,
+          " but random_features.dimension is 0: set an even dimension up to ",
+          kMaxRandomFeatures, ", or remove random_features for the exact kernel expansion"));
+    }
+    return absl::OkStatus();
+  }
   if (d % 2 != 0 || d > kMaxRandomFeatures) {
     return absl::InvalidArgumentError(absl::StrCat(
         "random_features.dimension must be even and at most ", kMaxRandomFeatures,

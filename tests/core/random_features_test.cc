@@ -48,6 +48,7 @@
 #include "core/config.h"
 #include "core/model.h"
 #include "core/random_features.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/core/reference_norma.h"
 #include "tests/core/reference_random_features.h"
@@ -497,6 +498,18 @@ TEST(RandomFeatureModelTest, CreateModelBuildsARandomFeatureModelOnlyForDimensio
   config.random_features.dimension = 131;  // odd: ValidateConfig rejects it
   direct = RandomFeatureModel::Create(config);
   EXPECT_EQ(direct.status().code(), absl::StatusCode::kInvalidArgument) << direct.status();
+}
+
+// A seed without a dimension is no model the wire can carry (ToProto writes random_features
+// only with a dimension): rejected, not silently read as the exact kernel expansion.
+TEST(RandomFeatureModelTest, ASeedWithoutADimensionIsRejected) {
+  ModelConfig config = SnapshotConfig(KernelType::kGaussian);
+  config.random_features = {.dimension = 0, .seed = 1};
+  const absl::Status status = ValidateConfig(config);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(), ::testing::HasSubstr("random_features.dimension is 0"));
+  config.random_features.seed = 0;
+  EXPECT_TRUE(ValidateConfig(config).ok()) << ValidateConfig(config);
 }
 
 // gamma = 1e308 passes ValidateConfig, but 2 gamma (gaussian) and gamma / |u| (laplacian)
