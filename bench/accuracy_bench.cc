@@ -48,8 +48,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "client/cli_json.h"
-#include "client/data_reader.h"
+#include "client/io/json_writer.h"
+#include "client/io/data_reader.h"
 #include "client/replay.h"
 #include "core/config.h"
 #include "core/model.h"
@@ -368,7 +368,7 @@ void PrintTables(const std::vector<Row>& rows, bool markdown) {
 
 void PrintJson(const std::vector<Row>& rows) {
   for (const Row& row : rows) {
-    okl::cli::JsonObject json;
+    okl::JsonObject json;
     json.AddString("config", row.config_name)
         .AddString("data", row.data->prefix)
         .AddString("task",

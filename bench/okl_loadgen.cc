@@ -85,7 +85,7 @@
 #include "absl/time/time.h"
 #include "bench/loadgen_driver.h"
 #include "bench/loadgen_server_process.h"
-#include "client/cli_json.h"
+#include "client/io/json_writer.h"
 #include "google/protobuf/descriptor.h"
 #include "okl/v1/okl.grpc.pb.h"
 #include "okl/v1/okl.pb.h"
@@ -156,7 +156,7 @@ ABSL_FLAG(uint64_t, seed, 20240607, "Seed of the generated inputs.");
 namespace okl::loadgen {
 namespace {
 
-using ::okl::cli::JsonString;
+using ::okl::JsonString;
 
 constexpr double kPredictVsHealthTarget = 0.7;
 constexpr double kStreamExamplesTarget = 100000;

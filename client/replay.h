@@ -26,7 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "client/data_reader.h"
+#include "client/io/data_reader.h"
 #include "core/config.h"
 #include "core/model.h"
 

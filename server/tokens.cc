@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/file.h"
 #include "core/model_registry.h"
 
 namespace okl {
@@ -241,20 +242,13 @@ absl::StatusOr<TokenTable> TokenTable::Parse(absl::string_view text, absl::strin
 }
 
 absl::StatusOr<TokenTable> TokenTable::ReadFile(const std::string& path) {
-  const auto unreadable = [&path](int error) {
+  absl::StatusOr<std::string> text = okl::ReadFile(path);
+  if (!text.ok()) {
+    // The server cannot start (or reload) without it, whatever errno said.
     return absl::FailedPreconditionError(absl::StrCat(
-        "cannot read the tokens file ", path, " (--auth_tokens_file): ", std::strerror(error)));
-  };
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) return unreadable(errno);
-  std::string text;
-  char buffer[8192];
-  size_t got;
-  while ((got = std::fread(buffer, 1, sizeof(buffer), file)) > 0) text.append(buffer, got);
-  const int error = std::ferror(file) ? errno : 0;
-  std::fclose(file);
-  if (error != 0) return unreadable(error);
-  return Parse(text, path);
+        "cannot read the tokens file (--auth_tokens_file): ", text.status().message()));
+  }
+  return Parse(*text, path);
 }
 
 const Grant* TokenTable::Find(absl::string_view token) const {

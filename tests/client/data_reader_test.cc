@@ -1,6 +1,6 @@
 // tests/client/data_reader_test.cc
 
-#include "client/data_reader.h"
+#include "client/io/data_reader.h"
 
 #include <unistd.h>
 

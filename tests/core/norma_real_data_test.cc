@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "client/data_reader.h"
+#include "client/io/data_reader.h"
 #include "core/config.h"
 #include "core/model.h"
 #include "gtest/gtest.h"

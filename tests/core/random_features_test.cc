@@ -44,7 +44,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
-#include "client/data_reader.h"
+#include "client/io/data_reader.h"
 #include "core/config.h"
 #include "core/model.h"
 #include "core/random_features.h"

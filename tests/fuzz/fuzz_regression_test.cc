@@ -7,11 +7,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "core/file.h"
 #include "gtest/gtest.h"
 #include "tests/fuzz/fuzz_bodies.h"
 
@@ -36,17 +36,14 @@ std::vector<fs::path> InputsIn(const std::string& folder, const std::string& tar
   return files;
 }
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 // Runs `body` on every input of the target's corpus and regressions; returns how many.
 size_t RunAll(Body body, const std::string& target) {
   size_t runs = 0;
   for (const std::string folder : {"corpus", "regressions"}) {
     for (const fs::path& path : InputsIn(folder, target)) {
-      const std::string bytes = ReadFile(path);
+      const absl::StatusOr<std::string> read = ReadFile(path.string());
+      EXPECT_TRUE(read.ok()) << read.status();
+      const std::string bytes = read.value_or("");
       // Printed first: a broken invariant traps, and this says which file did it.
       std::fprintf(stderr, "input: %s\n", path.c_str());
       EXPECT_EQ(body(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), 0);

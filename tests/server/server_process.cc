@@ -20,9 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <system_error>
 #include <utility>
 
@@ -33,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "core/file.h"
 #include "gtest/gtest.h"
 #include "google/protobuf/unknown_field_set.h"
 #include "grpc/grpc.h"
@@ -71,12 +70,8 @@ absl::Status ErrnoError(absl::string_view what) {
   return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  return contents.str();
-}
+// The file's contents, or "" if it cannot be read (a log the server has not written yet).
+std::string ReadFileOrEmpty(const std::string& path) { return ReadFile(path).value_or(""); }
 
 std::string DescribeWaitStatus(int status) {
   if (WIFEXITED(status)) return absl::StrCat("exit code ", WEXITSTATUS(status));
@@ -308,8 +303,8 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
         break;
       }
     }
-    result.out = ReadFile(out_path);
-    result.err = ReadFile(err_path);
+    result.out = ReadFileOrEmpty(out_path);
+    result.err = ReadFileOrEmpty(err_path);
   }
   std::error_code ignored;
   std::filesystem::remove_all(dir_template, ignored);
@@ -462,7 +457,7 @@ absl::Status ServerProcess::WaitUntilServing() {
           absl::StrCat("okl_server exited before writing ", port_file_, " (",
                        DescribeWaitStatus(wait_status_), "); its log:\n", Log()));
     }
-    std::string contents = ReadFile(port_file_);
+    std::string contents = ReadFileOrEmpty(port_file_);
     if (!contents.empty() && contents.back() == '\n') {
       port_file_contents_ = contents;
       contents.pop_back();
@@ -481,7 +476,7 @@ absl::Status ServerProcess::WaitUntilServing() {
   }
 
   // Written before the port file; absent or 0 when a test turned metrics off.
-  std::string metrics_port = ReadFile(dir_ + "/metrics_port");
+  std::string metrics_port = ReadFileOrEmpty(dir_ + "/metrics_port");
   if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(metrics_port), &metrics_port_)) {
     metrics_port_ = 0;
   }
@@ -563,7 +558,7 @@ absl::StatusOr<int> ServerProcess::Kill() {
   return WaitForExit(absl::Seconds(10));
 }
 
-std::string ServerProcess::Log() const { return ReadFile(log_file_); }
+std::string ServerProcess::Log() const { return ReadFileOrEmpty(log_file_); }
 
 // --- GenericCall -----------------------------------------------------------------------
 

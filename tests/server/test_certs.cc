@@ -7,7 +7,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <system_error>
 #include <utility>
 
@@ -15,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/file.h"
 #include "core/status_macros.h"
 #include "tests/server/server_process.h"
 
@@ -52,13 +52,6 @@ authorityKeyIdentifier = keyid
 )";
 
 constexpr char kValidDays[] = "2";
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  return contents.str();
-}
 
 // Runs `openssl args...`; an error quotes its output.
 absl::Status RunOpenssl(std::vector<std::string> args) {
@@ -142,7 +135,7 @@ absl::StatusOr<std::unique_ptr<TestCertificates>> TestCertificates::Generate() {
   for (PemFile* file : {&certs->ca, &certs->server_cert, &certs->server_key,
                         &certs->client_cert, &certs->client_key, &certs->other_ca,
                         &certs->other_client_cert, &certs->other_client_key}) {
-    file->pem = ReadFile(file->path);
+    OKL_ASSIGN_OR_RETURN(file->pem, ReadFile(file->path));
     if (file->pem.find("-----BEGIN ") == std::string::npos) {
       return absl::InternalError(absl::StrCat(file->path, " holds no PEM"));
     }

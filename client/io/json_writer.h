@@ -1,16 +1,16 @@
-// client/cli_json.h
+// client/io/json_writer.h
 //
-// A minimal JSON writer for `okl --json`: one object per command result, built field by
+// A minimal JSON writer for `okl --json` and the benchmarks' reports: one object per result, built field by
 // field. Numbers are written so that they parse back to the same double (shortest
 // round-trip form); NaN and infinities, which JSON cannot hold, become null. Strings are
 // escaped per RFC 8259. Thread-compatible.
 //
 // Example:
-//   okl::cli::JsonObject json;
+//   okl::JsonObject json;
 //   json.AddString("model", "a9a").AddUint("steps", 3000).AddDouble("mean_loss", 0.4567);
 //   std::cout << json.str() << "\n";  // {"model":"a9a","steps":3000,"mean_loss":0.4567}
-#ifndef OKL_CLIENT_CLI_JSON_H_
-#define OKL_CLIENT_CLI_JSON_H_
+#ifndef OKL_CLIENT_IO_JSON_WRITER_H_
+#define OKL_CLIENT_IO_JSON_WRITER_H_
 
 #include <cstdint>
 #include <string>
@@ -18,7 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
-namespace okl::cli {
+namespace okl {
 
 // `value` as a JSON string literal, quotes included.
 std::string JsonString(absl::string_view value);
@@ -46,6 +46,6 @@ class JsonObject {
   std::string body_;
 };
 
-}  // namespace okl::cli
+}  // namespace okl
 
-#endif  // OKL_CLIENT_CLI_JSON_H_
+#endif  // OKL_CLIENT_IO_JSON_WRITER_H_

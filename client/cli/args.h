@@ -1,4 +1,4 @@
-// client/cli_args.h
+// client/cli/args.h
 //
 // Command lines of the form `okl <command> [flags] [arguments]` over Abseil's flag
 // registry. The flags stay ordinary ABSL_FLAGs, defined beside main(); what this adds to

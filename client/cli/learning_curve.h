@@ -1,4 +1,4 @@
-// client/learning_curve.h
+// client/cli/learning_curve.h
 //
 // The prequential learning curve of a stream, for people to look at: one CSV row per
 // example with the columns
@@ -20,8 +20,8 @@
 //   for (...) OKL_RETURN_IF_ERROR(curve->Add(step, loss, expansion_size));
 //   OKL_RETURN_IF_ERROR(curve->Close());
 //   OKL_RETURN_IF_ERROR(okl::cli::PlotCurve(*curve, "curve.png", "a9a, hinge loss"));
-#ifndef OKL_CLIENT_LEARNING_CURVE_H_
-#define OKL_CLIENT_LEARNING_CURVE_H_
+#ifndef OKL_CLIENT_CLI_LEARNING_CURVE_H_
+#define OKL_CLIENT_CLI_LEARNING_CURVE_H_
 
 #include <cstdint>
 #include <cstdio>
@@ -88,4 +88,4 @@ absl::Status PlotCurve(const CurveWriter& curve, const std::string& output,
 
 }  // namespace okl::cli
 
-#endif  // OKL_CLIENT_LEARNING_CURVE_H_
+#endif  // OKL_CLIENT_CLI_LEARNING_CURVE_H_

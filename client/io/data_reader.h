@@ -1,4 +1,4 @@
-// client/data_reader.h
+// client/io/data_reader.h
 //
 // Readers for the three text formats the `okl` tool and the tests replay: CSV rows
 // (x_1, ..., x_d, y), LIBSVM rows ("y idx:val ...", sparse, 1-based) and a scalar time
@@ -15,8 +15,8 @@
 //   for (size_t i = 0; i < data.size(); ++i) {
 //     OKL_ASSIGN_OR_RETURN(okl::Observation o, model->Observe(data.row(i), data.y[i]));
 //   }
-#ifndef OKL_CLIENT_DATA_READER_H_
-#define OKL_CLIENT_DATA_READER_H_
+#ifndef OKL_CLIENT_IO_DATA_READER_H_
+#define OKL_CLIENT_IO_DATA_READER_H_
 
 #include <cstddef>
 #include <vector>
@@ -61,4 +61,4 @@ absl::StatusOr<Dataset> ReadSeries(absl::string_view path, size_t embedding);
 
 }  // namespace okl
 
-#endif  // OKL_CLIENT_DATA_READER_H_
+#endif  // OKL_CLIENT_IO_DATA_READER_H_

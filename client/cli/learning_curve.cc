@@ -1,6 +1,6 @@
-// client/learning_curve.cc
+// client/cli/learning_curve.cc
 
-#include "client/learning_curve.h"
+#include "client/cli/learning_curve.h"
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -15,7 +15,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -24,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "core/file.h"
 
 extern char** environ;
 
@@ -58,14 +58,6 @@ absl::StatusOr<std::string> MakeTempFile(std::string pattern) {
   }
   ::close(fd);
   return pattern;
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  return contents.str();
 }
 
 // Removes its files when it goes out of scope.

@@ -1,6 +1,6 @@
-// client/cli_json.cc
+// client/io/json_writer.cc
 
-#include "client/cli_json.h"
+#include "client/io/json_writer.h"
 
 #include <charconv>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace okl::cli {
+namespace okl {
 
 std::string JsonString(absl::string_view value) {
   std::string out = "\"";
@@ -107,4 +107,4 @@ JsonObject& JsonObject::AddRaw(absl::string_view key, absl::string_view json) {
 
 std::string JsonObject::str() const { return absl::StrCat("{", body_, "}"); }
 
-}  // namespace okl::cli
+}  // namespace okl

@@ -1,6 +1,6 @@
-// client/progress.cc
+// client/cli/progress.cc
 
-#include "client/progress.h"
+#include "client/cli/progress.h"
 
 #include <cmath>
 #include <string>

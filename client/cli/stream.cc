@@ -1,4 +1,4 @@
-// client/cli_stream.cc
+// client/cli/stream.cc
 //
 // `okl observe` and `okl predict`: rows streamed from files or stdin to the server.
 
@@ -15,11 +15,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "client/cli_commands.h"
-#include "client/cli_input.h"
-#include "client/cli_json.h"
-#include "client/learning_curve.h"
-#include "client/progress.h"
+#include "client/cli/commands.h"
+#include "client/cli/input.h"
+#include "client/io/json_writer.h"
+#include "client/cli/learning_curve.h"
+#include "client/cli/progress.h"
 
 namespace okl::cli {
 namespace {

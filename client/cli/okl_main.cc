@@ -1,4 +1,4 @@
-// client/okl_main.cc
+// client/cli/okl_main.cc
 //
 // The `okl` command-line tool: okl_server's models from a shell, and NORMA offline.
 //   okl create|get|list|delete|observe|predict|snapshot|restore|health [flags]
@@ -10,16 +10,14 @@
 // "okl: CODE: message"), 2 a usage error. `okl health` exits 1 when the server is not
 // SERVING.
 //
-// Flags are Abseil flags, all defined here; client/cli_args.h parses them per command,
+// Flags are Abseil flags, all defined here; client/cli/args.h parses them per command,
 // so that each command accepts only its own (okl help COMMAND lists them).
 
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -31,12 +29,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/time.h"
-#include "client/cli_args.h"
-#include "client/cli_commands.h"
-#include "client/cli_input.h"
-#include "client/learning_curve.h"
+#include "client/cli/args.h"
+#include "client/cli/commands.h"
+#include "client/cli/input.h"
+#include "client/cli/learning_curve.h"
 #include "client/replay.h"
 #include "core/config.h"
+#include "core/file.h"
 #include "grpc/support/log.h"
 #include "proto/convert.h"
 #include "server/tokens.h"
@@ -499,14 +498,6 @@ absl::Status ApplyConfigFlags(const CommandLine& line, bool all, okl::ModelConfi
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  return contents.str();
-}
-
 // --- Commands -----------------------------------------------------------------------
 
 int RunCreate(const CommandLine& line, const Command& command) {
@@ -516,7 +507,7 @@ int RunCreate(const CommandLine& line, const Command& command) {
   okl::ModelConfig config;
   const std::string config_path = absl::GetFlag(FLAGS_config);
   if (!config_path.empty()) {
-    absl::StatusOr<std::string> text = ReadFile(config_path);
+    absl::StatusOr<std::string> text = okl::ReadFile(config_path);
     if (!text.ok()) return Fail(text.status());
     absl::StatusOr<okl::ModelConfig> parsed = okl::ParseModelConfigText(*text, config_path);
     if (!parsed.ok()) return Fail(parsed.status());

@@ -1,4 +1,4 @@
-// client/cli_token.cc
+// client/cli/token.cc
 //
 // `okl token new`: a bearer token and the tokens-file line that lets okl_server accept
 // it (server/tokens.h). Runs here alone; the server never sees the token, only its hash.
@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "client/cli_commands.h"
-#include "client/cli_json.h"
+#include "client/cli/commands.h"
+#include "client/io/json_writer.h"
 
 namespace okl::cli {
 

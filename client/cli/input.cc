@@ -1,63 +1,28 @@
-// client/cli_input.cc
+// client/cli/input.cc
 
-#include "client/cli_input.h"
+#include "client/cli/input.h"
 
 #include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cerrno>
-#include <charconv>
-#include <cmath>
+#include <cstdint>
 #include <cstdlib>
-#include <system_error>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "client/text_fields.h"
+#include "client/io/text_fields.h"
 
 namespace okl::cli {
 namespace {
 
 using ::okl::text::IsBlank;
-using ::okl::text::Quote;
 using ::okl::text::Trim;
 
-// Parses all of `token` as a finite double, accepting a leading '+' as data_reader does
-// (LIBSVM labels are often "+1"). An error message, or empty on success.
-std::string ParseNumber(absl::string_view token, double* value) {
-  absl::string_view digits = token;
-  if (digits.size() > 1 && digits.front() == '+' && digits[1] != '-' && digits[1] != '+') {
-    digits.remove_prefix(1);
-  }
-  const char* last = digits.data() + digits.size();
-  const std::from_chars_result result = std::from_chars(digits.data(), last, *value);
-  if (digits.empty() || result.ec != std::errc() || result.ptr != last) {
-    return absl::StrCat("bad number ", Quote(token));
-  }
-  if (!std::isfinite(*value)) return absl::StrCat("non-finite number ", Quote(token));
-  return "";
-}
-
-// Parses "idx:val" with a 1-based idx <= dim into (*index 0-based, *value).
-std::string ParsePair(absl::string_view token, uint32_t dim, uint32_t* index, double* value) {
-  const size_t colon = token.find(':');
-  if (colon == absl::string_view::npos) {
-    return absl::StrCat("expected index:value, got ", Quote(token));
-  }
-  const absl::string_view index_text = token.substr(0, colon);
-  uint64_t one_based = 0;
-  const char* end = index_text.data() + index_text.size();
-  const std::from_chars_result parsed = std::from_chars(index_text.data(), end, one_based);
-  if (index_text.empty() || parsed.ec != std::errc() || parsed.ptr != end) {
-    return absl::StrCat("bad index ", Quote(index_text));
-  }
-  if (one_based == 0) return "index 0: indices are 1-based";
-  if (one_based > dim) {
-    return absl::StrCat("index ", one_based, " exceeds the dimension ", dim);
-  }
-  std::string error = ParseNumber(token.substr(colon + 1), value);
-  if (!error.empty()) return absl::StrCat(error, " at index ", one_based);
-  *index = static_cast<uint32_t>(one_based - 1);
+// The error for a LIBSVM index outside [1, dim], empty if inside.
+std::string CheckIndex(uint64_t index, uint32_t dim) {
+  if (index > dim) return absl::StrCat("index ", index, " exceeds the dimension ", dim);
   return "";
 }
 
@@ -169,7 +134,7 @@ absl::Status RowReader::ParseLine(absl::string_view line, std::vector<double>* x
       ++column;
       if (column <= want) {
         double value = 0;
-        const std::string error = ParseNumber(field, &value);
+        const std::string error = text::ParseNumber(field, &value);
         if (!error.empty()) return Error(absl::StrCat(error, " in column ", column));
         if (column <= dim_) {
           (*x)[column - 1] = value;
@@ -189,32 +154,21 @@ absl::Status RowReader::ParseLine(absl::string_view line, std::vector<double>* x
 
   // libsvm
   const uint64_t mark = rows_ + 1;
-  bool first = true;
-  while (!line.empty()) {
-    size_t end = 0;
-    while (end < line.size() && !IsBlank(line[end])) ++end;
-    const absl::string_view token = line.substr(0, end);
-    line = Trim(line.substr(end));
-    if (first) {
-      first = false;
-      if (labelled_ || token.find(':') == absl::string_view::npos) {
-        double label = 0;
-        const std::string error = ParseNumber(token, &label);
-        if (!error.empty()) return Error(absl::StrCat(error, " as the label"));
+  const std::string error = text::ParseLibsvmLine(
+      line, labelled_,
+      [&](double label) {
         if (labelled_) *y = label;
-        continue;
-      }
-    }
-    uint32_t index = 0;
-    double value = 0;
-    const std::string error = ParsePair(token, dim_, &index, &value);
-    if (!error.empty()) return Error(error);
-    if (seen_[index] == mark) {
-      return Error(absl::StrCat("index ", index + 1, " appears twice"));
-    }
-    seen_[index] = mark;
-    (*x)[index] = value;
-  }
+        return std::string();
+      },
+      [&](uint64_t index, double value) {
+        std::string range = CheckIndex(index, dim_);
+        if (!range.empty()) return range;
+        if (seen_[index - 1] == mark) return absl::StrCat("index ", index, " appears twice");
+        seen_[index - 1] = mark;
+        (*x)[index - 1] = value;
+        return std::string();
+      });
+  if (!error.empty()) return Error(error);
   return absl::OkStatus();
 }
 
@@ -242,17 +196,18 @@ absl::StatusOr<std::vector<double>> ParseInputVector(absl::string_view text, uin
   std::vector<bool> seen(sparse ? dim : 0, false);
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (!sparse) {
-      const std::string error = ParseNumber(tokens[i], &x[i]);
+      const std::string error = text::ParseNumber(tokens[i], &x[i]);
       if (!error.empty()) return invalid(error);
       continue;
     }
-    uint32_t index = 0;
+    uint64_t index = 0;
     double value = 0;
-    const std::string error = ParsePair(tokens[i], dim, &index, &value);
+    std::string error = text::ParseIndexValue(tokens[i], &index, &value);
+    if (error.empty()) error = CheckIndex(index, dim);
     if (!error.empty()) return invalid(error);
-    if (seen[index]) return invalid(absl::StrCat("index ", index + 1, " appears twice"));
-    seen[index] = true;
-    x[index] = value;
+    if (seen[index - 1]) return invalid(absl::StrCat("index ", index, " appears twice"));
+    seen[index - 1] = true;
+    x[index - 1] = value;
   }
   return x;
 }

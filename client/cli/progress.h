@@ -1,4 +1,4 @@
-// client/progress.h
+// client/cli/progress.h
 //
 // ProgressLine reports a long-running stream on stderr: rows so far, rows per second,
 // the running average loss and, when the total is known, the percentage done and the
@@ -14,8 +14,8 @@
 //     progress.Update(reader->rows(), fraction_done, average_loss);
 //   }
 //   progress.Finish();
-#ifndef OKL_CLIENT_PROGRESS_H_
-#define OKL_CLIENT_PROGRESS_H_
+#ifndef OKL_CLIENT_CLI_PROGRESS_H_
+#define OKL_CLIENT_CLI_PROGRESS_H_
 
 #include <chrono>
 #include <cstdint>
@@ -61,4 +61,4 @@ class ProgressLine {
 
 }  // namespace okl::cli
 
-#endif  // OKL_CLIENT_PROGRESS_H_
+#endif  // OKL_CLIENT_CLI_PROGRESS_H_

@@ -1,9 +1,9 @@
-// client/cli_commands.cc
+// client/cli/commands.cc
 //
 // The commands about whole models: create, get, list, delete, snapshot, restore, health.
 // observe and predict are in cli_stream.cc, replay in cli_replay.cc.
 
-#include "client/cli_commands.h"
+#include "client/cli/commands.h"
 
 #include <sys/stat.h>
 
@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "client/cli_json.h"
+#include "client/io/json_writer.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/convert.h"

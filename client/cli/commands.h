@@ -1,4 +1,4 @@
-// client/cli_commands.h
+// client/cli/commands.h
 //
 // The subcommands of the `okl` tool, as functions over okl::Client with plain option
 // structs: okl_main.cc parses flags into these and maps the Status they return to an
@@ -26,7 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "client/cli_input.h"
+#include "client/cli/input.h"
 #include "client/client.h"
 #include "client/replay.h"
 #include "core/config.h"
@@ -55,7 +55,7 @@ struct ConnectionOptions {
 // A client for `options` (reads the TLS files). The channel connects lazily.
 absl::StatusOr<Client> Connect(const ConnectionOptions& options);
 
-// Where a learning curve goes (see client/learning_curve.h). Both empty: none.
+// Where a learning curve goes (see client/cli/learning_curve.h). Both empty: none.
 struct CurveOptions {
   std::string csv_path;   // the curve as CSV
   std::string plot_path;  // the curve drawn by gnuplot, .png or .svg

@@ -1,8 +1,8 @@
-// client/cli_input.h
+// client/cli/input.h
 //
 // RowReader streams the rows of `okl observe` and `okl predict` from files or stdin, one
 // line at a time, so that an input of any length (a pipe that never ends, too) streams in
-// constant memory. Two formats, parsed as client/data_reader.h parses whole files:
+// constant memory. Two formats, parsed as client/io/data_reader.h parses whole files:
 //   csv     x_1,...,x_d,y per line (labelled) or x_1,...,x_d (unlabelled: predict);
 //   libsvm  "y idx:val ..." with 1-based indices; unlabelled, a leading label is optional
 //           and ignored.

@@ -1,4 +1,4 @@
-// client/cli_replay.cc
+// client/cli/replay_command.cc
 //
 // `okl replay`. Without a learning curve it is okl::Replay, unchanged. With one, the
 // same steps run here so that each step's loss and expansion size can be recorded: the
@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "client/cli_commands.h"
-#include "client/cli_json.h"
-#include "client/data_reader.h"
-#include "client/learning_curve.h"
+#include "client/cli/commands.h"
+#include "client/io/json_writer.h"
+#include "client/io/data_reader.h"
+#include "client/cli/learning_curve.h"
 #include "core/model.h"
 #include "proto/convert.h"
 

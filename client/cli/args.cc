@@ -1,6 +1,6 @@
-// client/cli_args.cc
+// client/cli/args.cc
 
-#include "client/cli_args.h"
+#include "client/cli/args.h"
 
 #include <algorithm>
 #include <string>
