@@ -377,10 +377,22 @@ class ServerMetrics::Impl {
 
 // --- ServerMetrics ----------------------------------------------------------------------
 
+absl::string_view ModelLabelsName(ModelLabels labels) {
+  switch (labels) {
+    case ModelLabels::kNames:
+      return "names";
+    case ModelLabels::kHashed:
+      return "hashed";
+    case ModelLabels::kNone:
+      return "none";
+  }
+  return "names";
+}
+
 absl::StatusOr<ModelLabels> ParseModelLabels(absl::string_view text) {
-  if (text == "names") return ModelLabels::kNames;
-  if (text == "hashed") return ModelLabels::kHashed;
-  if (text == "none") return ModelLabels::kNone;
+  for (const ModelLabels labels : {ModelLabels::kNames, ModelLabels::kHashed, ModelLabels::kNone}) {
+    if (text == ModelLabelsName(labels)) return labels;
+  }
   return absl::InvalidArgumentError(absl::StrCat(
       "--metrics_model_labels must be names, hashed or none, got \"", text, "\""));
 }

@@ -49,6 +49,8 @@ class ModelHost;
 enum class ModelLabels { kNames, kHashed, kNone };
 // "names", "hashed", "none"; InvalidArgument naming --metrics_model_labels otherwise.
 absl::StatusOr<ModelLabels> ParseModelLabels(absl::string_view text);
+// The name ParseModelLabels reads back: "names", "hashed" or "none".
+absl::string_view ModelLabelsName(ModelLabels labels);
 
 class ServerMetrics {
  public:

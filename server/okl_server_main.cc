@@ -29,9 +29,25 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "core/config.h"
+#include "server/metrics.h"
 #include "server/server.h"
+#include "server/service.h"
 
-ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+namespace {
+
+// okl::Server::Options as default-constructed: every flag below that maps onto an option
+// takes its default from here, so each default is written once, with the option it sets
+// (server/server.h and the components' Options it nests). Two differ on purpose, as a
+// server binary should: --data_dir (the library's default keeps models in memory only)
+// and --metrics_address (the library's default serves no metrics).
+const okl::Server::Options& Defaults() {
+  static const okl::Server::Options* const defaults = new okl::Server::Options();
+  return *defaults;
+}
+
+}  // namespace
+
+ABSL_FLAG(std::string, listen, Defaults().listen_address,
           "Address to serve gRPC on, host:port; port 0 picks a free port (see --port_file). "
           "An address beyond loopback (e.g. 0.0.0.0:50051) needs --auth_tokens_file or "
           "--allow_unauthenticated.");
@@ -45,30 +61,31 @@ ABSL_FLAG(std::string, auth_tokens_file, "",
           "<tenant>[,<tenant>...]' ('*': every tenant; '#' comments). Every okl call must "
           "then carry 'authorization: Bearer <token>'; health stays open. SIGHUP re-reads "
           "it. Make lines with `okl token new`.");
-ABSL_FLAG(bool, allow_unauthenticated, false,
+ABSL_FLAG(bool, allow_unauthenticated, Defaults().allow_unauthenticated,
           "Serve an address beyond loopback without --auth_tokens_file: anyone who reaches "
           "the port may read, overwrite and delete every tenant's models.");
-ABSL_FLAG(uint64_t, max_models_per_tenant, 0,
+ABSL_FLAG(uint64_t, max_models_per_tenant, Defaults().host.quotas.max_models_per_tenant,
           "Most models one tenant may hold (0: no per-tenant limit); beyond it: "
           "RESOURCE_EXHAUSTED.");
-ABSL_FLAG(uint64_t, max_bytes_per_tenant, 0,
+ABSL_FLAG(uint64_t, max_bytes_per_tenant, Defaults().host.quotas.max_bytes_per_tenant,
           "Most worst-case bytes one tenant's models may come to, each counted as "
           "max_terms x (dim + 1) doubles plus bookkeeping, its regret window and the "
           "comparator's W x W matrix, at CreateModel and Restore (0: no limit).");
-ABSL_FLAG(uint64_t, max_memory_bytes, 0,
+ABSL_FLAG(uint64_t, max_memory_bytes, Defaults().host.quotas.max_memory_bytes,
           "Most worst-case bytes all models together may come to (0: 3/4 of the "
           "machine's memory).");
-ABSL_FLAG(double, max_requests_per_second_per_tenant, 0,
+ABSL_FLAG(double, max_requests_per_second_per_tenant,
+          Defaults().host.quotas.max_requests_per_second_per_tenant,
           "Each tenant's request rate, as a token bucket with one second's burst (each "
           "call and each ObserveStream message is one request; 0: no limit).");
-ABSL_FLAG(uint64_t, max_request_bytes, 64 << 20,
+ABSL_FLAG(uint64_t, max_request_bytes, Defaults().service.max_request_bytes,
           "Most bytes one request's inputs may take as dense doubles ((dim + 1) x 8 bytes "
           "per example), checked before anything is allocated; beyond it: "
           "RESOURCE_EXHAUSTED.");
-ABSL_FLAG(uint64_t, max_response_predictions, 100000,
+ABSL_FLAG(uint64_t, max_response_predictions, Defaults().service.max_response_predictions,
           "An ObserveStream returns predictions and losses for at most this many examples "
           "(the first); the response counts the rest in predictions_omitted.");
-ABSL_FLAG(int32_t, max_concurrent_restores, 2,
+ABSL_FLAG(int32_t, max_concurrent_restores, Defaults().service.max_concurrent_restores,
           "Most Restore calls running at once (each buffers one snapshot); one more: "
           "RESOURCE_EXHAUSTED.");
 ABSL_FLAG(std::string, port_file, "",
@@ -77,57 +94,59 @@ ABSL_FLAG(std::string, port_file, "",
 ABSL_FLAG(std::string, data_dir, "./okl-data",
           "Directory of the durable model store (RocksDB), created if missing. Empty: no "
           "store, models live in memory only and nothing survives a restart.");
-ABSL_FLAG(bool, sync_writes, false,
+ABSL_FLAG(bool, sync_writes, Defaults().host.sync_writes,
           "fsync every store write before acknowledging it: survives power loss (default: "
           "survives a crash of the process), at a throughput cost.");
-ABSL_FLAG(uint64_t, checkpoint_every_examples, 10000,
+ABSL_FLAG(uint64_t, checkpoint_every_examples, Defaults().host.checkpoint_every_examples,
           "Checkpoint a model in the background once this many examples were logged since "
           "its last checkpoint (0: not by count).");
-ABSL_FLAG(absl::Duration, checkpoint_every, absl::Seconds(60),
+ABSL_FLAG(absl::Duration, checkpoint_every, Defaults().host.checkpoint_every,
           "Checkpoint a model with new examples once this long passed since its last "
           "checkpoint (0: not by time).");
-ABSL_FLAG(bool, skip_damaged_models, false,
+ABSL_FLAG(bool, skip_damaged_models, Defaults().host.skip_damaged_models,
           "Start even if stored models are damaged, without them (their data is left in "
           "the store); by default a damaged model stops the start.");
-ABSL_FLAG(uint32_t, max_models, 10000,
+ABSL_FLAG(uint64_t, max_models, Defaults().host.quotas.max_models,
           "Most models held at once; CreateModel/Restore beyond it: RESOURCE_EXHAUSTED.");
-ABSL_FLAG(uint32_t, max_dim, okl::kMaxDimension,
+ABSL_FLAG(uint32_t, max_dim, Defaults().host.max_dim,
           "Largest model input dimension accepted by CreateModel/Restore (at most 65536); "
           "beyond it: INVALID_ARGUMENT.");
-ABSL_FLAG(uint32_t, max_terms, 1000000,
+ABSL_FLAG(uint32_t, max_terms, Defaults().host.max_terms,
           "Largest budget.max_terms accepted by CreateModel/Restore (at most 4194304); a "
           "budget of 0 (unbounded) or beyond it: INVALID_ARGUMENT.");
-ABSL_FLAG(uint32_t, max_batch, 10000,
+ABSL_FLAG(uint32_t, max_batch, Defaults().service.max_batch,
           "Most examples in one ObserveRequest (per ObserveStream message) or inputs in "
           "one PredictRequest; beyond it: RESOURCE_EXHAUSTED.");
-ABSL_FLAG(int32_t, max_message_bytes, 64 << 20,
+ABSL_FLAG(int32_t, max_message_bytes, Defaults().max_message_bytes,
           "Largest message the server receives, in bytes (gRPC answers RESOURCE_EXHAUSTED "
           "beyond it).");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "On SIGTERM/SIGINT, how long calls in flight may take to finish before they are "
           "cancelled.");
-ABSL_FLAG(bool, reflection, true,
+ABSL_FLAG(bool, reflection, Defaults().reflection,
           "Serve gRPC server reflection (grpc.reflection.v1alpha), for grpcurl and the like.");
 ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
           "Address to serve Prometheus metrics on (http://HOST:PORT/metrics); port 0 picks a "
           "free port (see --metrics_port_file); empty: no metrics endpoint.");
 ABSL_FLAG(std::string, metrics_port_file, "",
           "If set, the bound metrics port is written to this file once the server serves.");
-ABSL_FLAG(uint32_t, metrics_max_models, 1000,
+ABSL_FLAG(uint64_t, metrics_max_models, Defaults().metrics.max_models,
           "Per-model metric series for at most this many models (the first in (tenant, "
           "model) order); the rest count only in the aggregate series.");
-ABSL_FLAG(std::string, metrics_model_labels, "names",
+ABSL_FLAG(std::string, metrics_model_labels,
+          std::string(okl::ModelLabelsName(Defaults().metrics.model_labels)),
           "How per-model series name their model: names (tenant and model labels), hashed "
           "(the first 16 hex digits of each name's SHA-256), or none (aggregates only).");
-ABSL_FLAG(uint64_t, regret_every_steps, 1000,
+ABSL_FLAG(uint64_t, regret_every_steps, Defaults().regret.every_steps,
           "Recompute a model's windowed regret (models with regret_window > 0) after its "
           "first batch and then after every this many examples, in the background.");
-ABSL_FLAG(absl::Duration, regret_refresh, absl::Seconds(10),
+ABSL_FLAG(absl::Duration, regret_refresh, Defaults().regret_refresh,
           "Recompute the regret of a model that went idle fewer than --regret_every_steps "
           "examples after its last computation within this long; 0: never.");
-ABSL_FLAG(int32_t, regret_threads, 1,
+ABSL_FLAG(int32_t, regret_threads, Defaults().regret.threads,
           "Background threads that compute regret, at idle CPU priority (SCHED_IDLE; 1-64).");
-ABSL_FLAG(std::string, observe_stream_api, "sync",
+ABSL_FLAG(std::string, observe_stream_api,
+          std::string(okl::StreamApiName(Defaults().service.observe_stream_api)),
           "For benchmarking: the gRPC API serving ObserveStream, sync or callback.");
 
 namespace {
@@ -197,48 +216,51 @@ int main(int argc, char** argv) {
   options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
   options.auth_tokens_file = absl::GetFlag(FLAGS_auth_tokens_file);
   options.allow_unauthenticated = absl::GetFlag(FLAGS_allow_unauthenticated);
-  options.max_models_per_tenant = absl::GetFlag(FLAGS_max_models_per_tenant);
-  options.max_bytes_per_tenant = absl::GetFlag(FLAGS_max_bytes_per_tenant);
-  options.max_memory_bytes = absl::GetFlag(FLAGS_max_memory_bytes);
-  options.max_requests_per_second_per_tenant =
-      absl::GetFlag(FLAGS_max_requests_per_second_per_tenant);
-  options.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
-  options.max_response_predictions = absl::GetFlag(FLAGS_max_response_predictions);
-  options.max_concurrent_restores = absl::GetFlag(FLAGS_max_concurrent_restores);
-  options.max_models = absl::GetFlag(FLAGS_max_models);
-  options.max_dim = absl::GetFlag(FLAGS_max_dim);
-  options.max_terms = absl::GetFlag(FLAGS_max_terms);
-  options.max_batch = absl::GetFlag(FLAGS_max_batch);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.reflection = absl::GetFlag(FLAGS_reflection);
-  options.data_dir = absl::GetFlag(FLAGS_data_dir);
-  options.sync_writes = absl::GetFlag(FLAGS_sync_writes);
-  options.checkpoint_every_examples = absl::GetFlag(FLAGS_checkpoint_every_examples);
-  options.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
-  options.skip_damaged_models = absl::GetFlag(FLAGS_skip_damaged_models);
+
+  okl::ModelHost::Options& host = options.host;
+  host.max_dim = absl::GetFlag(FLAGS_max_dim);
+  host.max_terms = absl::GetFlag(FLAGS_max_terms);
+  host.quotas.max_models = absl::GetFlag(FLAGS_max_models);
+  host.quotas.max_models_per_tenant = absl::GetFlag(FLAGS_max_models_per_tenant);
+  host.quotas.max_bytes_per_tenant = absl::GetFlag(FLAGS_max_bytes_per_tenant);
+  host.quotas.max_memory_bytes = absl::GetFlag(FLAGS_max_memory_bytes);
+  host.quotas.max_requests_per_second_per_tenant =
+      absl::GetFlag(FLAGS_max_requests_per_second_per_tenant);
+  host.data_dir = absl::GetFlag(FLAGS_data_dir);
+  host.sync_writes = absl::GetFlag(FLAGS_sync_writes);
+  host.skip_damaged_models = absl::GetFlag(FLAGS_skip_damaged_models);
+  host.checkpoint_every_examples = absl::GetFlag(FLAGS_checkpoint_every_examples);
+  host.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
+
+  okl::OklService::Options& service = options.service;
+  service.max_batch = absl::GetFlag(FLAGS_max_batch);
+  service.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
+  service.max_response_predictions = absl::GetFlag(FLAGS_max_response_predictions);
+  service.max_concurrent_restores = absl::GetFlag(FLAGS_max_concurrent_restores);
+  if (absl::StatusOr<okl::StreamApi> api =
+          okl::ParseStreamApi(absl::GetFlag(FLAGS_observe_stream_api));
+      api.ok()) {
+    service.observe_stream_api = *api;
+  } else {
+    std::fprintf(stderr, "okl_server: %s\n", std::string(api.status().message()).c_str());
+    return 1;
+  }
+
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
-  options.metrics_max_models = absl::GetFlag(FLAGS_metrics_max_models);
+  options.metrics.max_models = absl::GetFlag(FLAGS_metrics_max_models);
   if (absl::StatusOr<okl::ModelLabels> labels =
           okl::ParseModelLabels(absl::GetFlag(FLAGS_metrics_model_labels));
       labels.ok()) {
-    options.metrics_model_labels = *labels;
+    options.metrics.model_labels = *labels;
   } else {
     std::fprintf(stderr, "okl_server: %s\n", std::string(labels.status().message()).c_str());
     return 1;
   }
-  options.regret_every_steps = absl::GetFlag(FLAGS_regret_every_steps);
-  options.regret_threads = absl::GetFlag(FLAGS_regret_threads);
+  options.regret.every_steps = absl::GetFlag(FLAGS_regret_every_steps);
+  options.regret.threads = absl::GetFlag(FLAGS_regret_threads);
   options.regret_refresh = absl::GetFlag(FLAGS_regret_refresh);
-  const std::string api = absl::GetFlag(FLAGS_observe_stream_api);
-  if (api == "sync") {
-    options.observe_stream_api = okl::StreamApi::kSync;
-  } else if (api == "callback") {
-    options.observe_stream_api = okl::StreamApi::kCallback;
-  } else {
-    std::fprintf(stderr, "okl_server: --observe_stream_api must be sync or callback, got %s\n",
-                 api.c_str());
-    return 1;
-  }
   const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);
   if (grace < absl::ZeroDuration()) {
     std::fprintf(stderr, "okl_server: --shutdown_grace must not be negative\n");

@@ -11,21 +11,21 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "core/file.h"
 #include "core/status_macros.h"
 
 namespace okl {
@@ -79,9 +79,9 @@ uint64_t DefaultMaxMemoryBytes() {
   // cgroup v2 ("max" when unlimited), then v1.
   for (const char* path : {"/sys/fs/cgroup/memory.max",
                            "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
-    std::ifstream in(path);
+    const absl::StatusOr<std::string> text = ReadFile(path);
     uint64_t limit = 0;
-    if (in >> limit && limit > 0) {
+    if (text.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &limit) && limit > 0) {
       memory = std::min(memory, limit);
       break;
     }
@@ -90,15 +90,15 @@ uint64_t DefaultMaxMemoryBytes() {
 }
 
 absl::StatusOr<std::string> ReadPemFile(const std::string& path, absl::string_view flag) {
-  std::ifstream in(path, std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (!in.good() && !in.eof()) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) {
+    // The server cannot start without it, whatever errno said.
     return absl::FailedPreconditionError(
-        absl::StrCat("cannot read ", flag, "=", path, ": ", std::strerror(errno)));
+        absl::StrCat(flag, "=", path, ": ", text.status().message()));
   }
-  if (text.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot read ", flag, "=", path, ": ", in.is_open() ? "it is empty" : "no such file"));
+  if (text->empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot read ", flag, "=", path, ": it is empty"));
   }
   return text;
 }
@@ -124,40 +124,40 @@ absl::Status ValidateOptions(const Server::Options& options) {
     return absl::InvalidArgumentError(
         "--tls_client_ca_file (mutual TLS) needs TLS: give --tls_cert_file and --tls_key_file");
   }
-  if (options.max_request_bytes < 1) {
+  if (options.service.max_request_bytes < 1) {
     return absl::InvalidArgumentError("--max_request_bytes must be at least 1");
   }
-  if (options.max_concurrent_restores < 1) {
+  if (options.service.max_concurrent_restores < 1) {
     return absl::InvalidArgumentError("--max_concurrent_restores must be at least 1");
   }
-  if (!(options.max_requests_per_second_per_tenant >= 0) ||
-      !std::isfinite(options.max_requests_per_second_per_tenant)) {
+  if (!(options.host.quotas.max_requests_per_second_per_tenant >= 0) ||
+      !std::isfinite(options.host.quotas.max_requests_per_second_per_tenant)) {
     return absl::InvalidArgumentError(
         "--max_requests_per_second_per_tenant must be a finite number >= 0 (0: no limit)");
   }
-  if (options.max_models < 1) {
+  if (options.host.quotas.max_models < 1) {
     return absl::InvalidArgumentError("--max_models must be at least 1");
   }
-  if (options.max_dim < 1 || options.max_dim > kMaxDimension) {
+  if (options.host.max_dim < 1 || options.host.max_dim > kMaxDimension) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--max_dim must be 1 to ", kMaxDimension, ", got ", options.max_dim));
+        absl::StrCat("--max_dim must be 1 to ", kMaxDimension, ", got ", options.host.max_dim));
   }
-  if (options.max_terms < 1 || options.max_terms > kMaxTerms) {
+  if (options.host.max_terms < 1 || options.host.max_terms > kMaxTerms) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--max_terms must be 1 to ", kMaxTerms, ", got ", options.max_terms));
+        absl::StrCat("--max_terms must be 1 to ", kMaxTerms, ", got ", options.host.max_terms));
   }
-  if (options.max_batch < 1) {
+  if (options.service.max_batch < 1) {
     return absl::InvalidArgumentError("--max_batch must be at least 1");
   }
-  if (options.checkpoint_every < absl::ZeroDuration()) {
+  if (options.host.checkpoint_every < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--checkpoint_every must not be negative");
   }
-  if (options.regret_every_steps < 1) {
+  if (options.regret.every_steps < 1) {
     return absl::InvalidArgumentError("--regret_every_steps must be at least 1");
   }
-  if (options.regret_threads < 1 || options.regret_threads > 64) {
+  if (options.regret.threads < 1 || options.regret.threads > 64) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--regret_threads must be between 1 and 64, got ", options.regret_threads));
+        "--regret_threads must be between 1 and 64, got ", options.regret.threads));
   }
   if (options.regret_refresh < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--regret_refresh must not be negative");
@@ -169,32 +169,31 @@ absl::Status ValidateOptions(const Server::Options& options) {
   return absl::OkStatus();
 }
 
+
+// The host's options as given, with the memory budget resolved and the server's regret
+// scheduler.
+ModelHost::Options HostOptions(const Server::Options& options, RegretScheduler* scheduler) {
+  ModelHost::Options host = options.host;
+  if (host.quotas.max_memory_bytes == 0) host.quotas.max_memory_bytes = DefaultMaxMemoryBytes();
+  host.regret_scheduler = scheduler;
+  return host;
+}
+
+ServerMetrics::Options MetricsOptions(const Server::Options& options, const ModelHost* host) {
+  ServerMetrics::Options metrics = options.metrics;
+  metrics.host = host;
+  return metrics;
+}
+
 }  // namespace
 
 Server::Server(Options options)
     : options_(std::move(options)),
-      regret_scheduler_({.threads = std::clamp(options_.regret_threads, 1, 64),
-                         .every_steps = std::max<uint64_t>(options_.regret_every_steps, 1)}),
-      host_({.max_dim = options_.max_dim,
-             .max_terms = options_.max_terms,
-             .quotas = {.max_models = options_.max_models,
-                        .max_models_per_tenant = options_.max_models_per_tenant,
-                        .max_bytes_per_tenant = options_.max_bytes_per_tenant,
-                        .max_memory_bytes = options_.max_memory_bytes > 0
-                                                ? options_.max_memory_bytes
-                                                : DefaultMaxMemoryBytes(),
-                        .max_requests_per_second_per_tenant =
-                            options_.max_requests_per_second_per_tenant},
-             .data_dir = options_.data_dir,
-             .sync_writes = options_.sync_writes,
-             .skip_damaged_models = options_.skip_damaged_models,
-             .checkpoint_every_examples = options_.checkpoint_every_examples,
-             .checkpoint_every = options_.checkpoint_every,
-             .regret_scheduler = &regret_scheduler_}),
-      metrics_(&host_.registry(), &regret_scheduler_,
-               {.max_models = options_.metrics_max_models,
-                .model_labels = options_.metrics_model_labels,
-                .host = &host_}) {}
+      regret_scheduler_({.threads = std::clamp(options_.regret.threads, 1, 64),
+                         .every_steps = std::max<uint64_t>(options_.regret.every_steps, 1),
+                         .niceness = options_.regret.niceness}),
+      host_(HostOptions(options_, &regret_scheduler_)),
+      metrics_(&host_.registry(), &regret_scheduler_, MetricsOptions(options_, &host_)) {}
 
 Server::~Server() {
   Shutdown(absl::Now());
@@ -272,11 +271,7 @@ absl::Status Server::Start() {
   }
   service_ = std::make_unique<OklService>(
       &host_, authenticator_.get(),
-      OklService::Options{.max_batch = options_.max_batch,
-                          .max_request_bytes = options_.max_request_bytes,
-                          .max_response_predictions = options_.max_response_predictions,
-                          .max_concurrent_restores = options_.max_concurrent_restores,
-                          .observe_stream_api = options_.observe_stream_api});
+      options_.service);
   service_->set_metrics(&metrics_);
   if (!options_.metrics_address.empty()) {
     if (absl::Status status = metrics_.StartExposer(options_.metrics_address); !status.ok()) {

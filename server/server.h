@@ -15,14 +15,13 @@
 // it). Without tokens the server listens on loopback only, unless allow_unauthenticated.
 //
 // Durability and resources: the ModelHost (server/model_host.h) owns the models, their
-// store (data_dir: restored before listening, checkpointed in the background and after
-// the drain) and the quotas.
+// store (host.data_dir: restored before listening, checkpointed in the background and
+// after the drain) and the quotas.
 //
 // Metrics: with a metrics_address, Start() serves Prometheus metrics there (ServerMetrics:
 // per-model series read at scrape time, per-RPC counters and latency histograms from an
 // interceptor on every call). Regret: models with a regret_window have their windowed
-// regret recomputed in the background by a RegretScheduler (regret_every_steps,
-// regret_threads).
+// regret recomputed in the background by a RegretScheduler (options.regret).
 //
 // Thread-safe: Shutdown() and StartDraining() may be called from any thread, any number
 // of times; port() and InProcessChannel() after Start().
@@ -62,7 +61,9 @@ namespace okl {
 
 class Server {
  public:
-  // Each field is the okl_server flag of the same name; see okl_server --help.
+  // Each default is written once, here or in the component's own Options (ModelHost,
+  // OklService, ServerMetrics, RegretScheduler); okl_server's flags take theirs from a
+  // default-constructed Options and are named after the fields (okl_server --help).
   struct Options {
     // host:port (any address gRPC accepts); port 0 picks a free port, see port(). An
     // address beyond loopback needs auth_tokens_file or allow_unauthenticated.
@@ -78,65 +79,29 @@ class Server {
     // allow_unauthenticated.
     std::string auth_tokens_file;
     bool allow_unauthenticated = false;
-    // Most models held at once, and the other quotas (0: none); see ResourceQuotas.
-    uint32_t max_models = 10000;
-    uint64_t max_models_per_tenant = 0;
-    uint64_t max_bytes_per_tenant = 0;
-    // All models' worst-case bytes together. 0 here means 3/4 of the machine's memory
-    // (or of the cgroup's memory limit, in a container).
-    uint64_t max_memory_bytes = 0;
-    double max_requests_per_second_per_tenant = 0;
-    // Largest model dimension, 1..kMaxDimension.
-    uint32_t max_dim = kMaxDimension;
-    // Largest budget.max_terms, 1..kMaxTerms; an unbounded budget (0) is refused.
-    uint32_t max_terms = 1000000;
-    // Most examples per ObserveRequest (per ObserveStream message) or inputs per
-    // PredictRequest.
-    uint32_t max_batch = 10000;
-    // Most bytes one request's inputs may take as dense doubles.
-    uint64_t max_request_bytes = 64 << 20;
-    // Predictions an ObserveStream returns at most (the rest are counted).
-    uint64_t max_response_predictions = 100000;
-    // Most Restores running at once.
-    int max_concurrent_restores = 2;
     // The largest message the server receives; gRPC answers RESOURCE_EXHAUSTED beyond.
     int max_message_bytes = 64 << 20;
     // Serve grpc.reflection.v1alpha.ServerReflection.
     bool reflection = true;
-    // The gRPC API that serves ObserveStream (see StreamApi).
-    StreamApi observe_stream_api = StreamApi::kSync;
-    // The model store's directory, created if missing; empty: models live in memory
-    // only and nothing survives a restart. (okl_server's flag defaults to ./okl-data.)
-    std::string data_dir;
-    // fsync every store write: survives power loss, not only a crash of the process.
-    bool sync_writes = false;
-    // Checkpoint a model once this many examples were logged since its last checkpoint
-    // (0: never for this reason).
-    uint64_t checkpoint_every_examples = 10000;
-    // Checkpoint a model with new examples once this long passed since its last
-    // checkpoint (0: never for this reason).
-    absl::Duration checkpoint_every = absl::Seconds(60);
-    // Start without a damaged stored model (reported on stderr, its data left in place)
-    // instead of refusing to start.
-    bool skip_damaged_models = false;
+    // The models: their limits, quotas, store and checkpoints. host.quotas.max_memory_bytes
+    // 0 means 3/4 of the machine's memory (or of the cgroup's limit, in a container);
+    // host.regret_scheduler is the server's own, whatever is set here.
+    ModelHost::Options host;
+    // The RPC handlers' per-request limits and the ObserveStream API.
+    OklService::Options service;
     // host:port to serve Prometheus metrics on (/metrics); port 0 picks a free port, see
     // metrics_port(). Empty: no metrics endpoint. (okl_server's flag defaults to
     // 127.0.0.1:9464.)
     std::string metrics_address;
-    // Per-model metric series for at most this many models; the rest count only in the
-    // aggregate series.
-    uint32_t metrics_max_models = 1000;
-    // How per-model series name their model: the tenant and model names, a hash of
-    // each (so /metrics does not disclose them), or no per-model series at all.
-    ModelLabels metrics_model_labels = ModelLabels::kNames;
-    // A model's windowed regret is recomputed after its first batch and then after every
-    // this many examples, in the background.
-    uint64_t regret_every_steps = 1000;
-    // Background threads that compute regret (at idle CPU priority, SCHED_IDLE).
-    int regret_threads = 1;
+    // Per-model series; metrics.host is set by the server.
+    ServerMetrics::Options metrics;
+    // The background regret computations: a model with a regret_window is recomputed
+    // after its first batch and then after every regret.every_steps examples, on
+    // regret.threads threads (1 to 64) at idle CPU priority.
+    RegretScheduler::Options regret;
     // A model whose regret does not cover its latest step (it went idle fewer than
-    // regret_every_steps examples after the last computation) is recomputed within this
-    // long. Zero: only every regret_every_steps examples.
+    // regret.every_steps examples after the last computation) is recomputed within this
+    // long. Zero: only every regret.every_steps examples.
     absl::Duration regret_refresh = absl::Seconds(10);
   };
 

@@ -21,6 +21,19 @@
 #include "server/status.h"
 
 namespace okl {
+
+absl::string_view StreamApiName(StreamApi api) {
+  return api == StreamApi::kCallback ? "callback" : "sync";
+}
+
+absl::StatusOr<StreamApi> ParseStreamApi(absl::string_view text) {
+  for (const StreamApi api : {StreamApi::kSync, StreamApi::kCallback}) {
+    if (text == StreamApiName(api)) return api;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--observe_stream_api must be sync or callback, got \"", text, "\""));
+}
+
 namespace {
 
 // A Restore reads at most this many bytes before it must have found the snapshot's

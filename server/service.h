@@ -34,6 +34,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/config.h"
 #include "core/model_registry.h"
@@ -52,6 +54,11 @@ namespace okl {
 // (16 streams into 4 models: ~0.8-1.0 M examples/s vs ~0.68 M), so it is the default;
 // callback is kept for comparison (okl_server --observe_stream_api=callback).
 enum class StreamApi { kSync, kCallback };
+
+// "sync" or "callback", as okl_server's --observe_stream_api names them.
+absl::string_view StreamApiName(StreamApi api);
+// The reverse; InvalidArgument naming --observe_stream_api otherwise.
+absl::StatusOr<StreamApi> ParseStreamApi(absl::string_view text);
 
 class OklService final : public v1::OnlineKernelLearning::Service {
  public:
