@@ -9,14 +9,13 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/io/json_writer.h"
+#include "core/file.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/convert.h"
@@ -25,13 +24,12 @@ namespace okl::cli {
 namespace {
 
 absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("cannot open ", what, " file ", path));
+  absl::StatusOr<std::string> pem = ReadFile(path);
+  if (!pem.ok()) {
+    return absl::Status(pem.status().code(),
+                        absl::StrCat(what, " file: ", pem.status().message()));
   }
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  return contents.str();
+  return pem;
 }
 
 void Print(const Output& output, absl::string_view text) {

@@ -278,7 +278,7 @@ class OklCliTest(unittest.TestCase):
         self.assertOneErrorLine(err, "okl: UNAVAILABLE: ")
         code, _, err = self.okl("health", "--tls_ca=" + self.path("no-such-ca.pem"))
         self.assertEqual(code, 1)
-        self.assertOneErrorLine(err, "okl: NOT_FOUND: cannot open --tls_ca file")
+        self.assertOneErrorLine(err, "okl: NOT_FOUND: --tls_ca file: cannot open ")
         code, _, err = self.okl("health", "--tls_cert=" + self.path("cert.pem"))
         self.assertEqual(code, 2)
         self.assertIn("--tls_cert and --tls_key go together", err)
