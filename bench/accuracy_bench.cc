@@ -52,6 +52,7 @@
 #include "client/io/data_reader.h"
 #include "client/replay.h"
 #include "core/config.h"
+#include "core/file.h"
 #include "core/model.h"
 #include "core/status_macros.h"
 #include "proto/convert.h"
@@ -227,7 +228,7 @@ absl::StatusOr<Row> RunConfig(const std::string& name, DataFiles& files, size_t 
         name, ": cannot tell its data set: the file name must start with a9a, mg30 or lorenz"));
   }
   OKL_ASSIGN_OR_RETURN(const std::string path, ResolveConfigPath(name));
-  OKL_ASSIGN_OR_RETURN(const std::string text, okl::ReadTextFile(path));
+  OKL_ASSIGN_OR_RETURN(const std::string text, okl::ReadFile(path));
   OKL_ASSIGN_OR_RETURN(row.config, okl::ParseModelConfigText(text, name));
   const Task task = row.data->task;
   absl::StatusOr<const Dataset*> train_data =

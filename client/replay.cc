@@ -6,15 +6,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/file.h"
 #include "core/status_macros.h"
 #include "proto/convert.h"
 
@@ -88,18 +87,6 @@ class PredictionWriter {
 
 }  // namespace
 
-absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int error = errno;
-    return absl::ErrnoToStatus(error, absl::StrCat("cannot open ", path));
-  }
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read ", path));
-  return contents.str();
-}
-
 absl::StatusOr<Dataset> ReadReplayInput(const ReplayOptions& options, uint32_t dim) {
   switch (options.format) {
     case InputFormat::kCsv:
@@ -133,7 +120,8 @@ absl::string_view InputFormatName(InputFormat format) {
 }
 
 absl::StatusOr<ReplaySummary> ReplayDataset(const ModelConfig& config, const Dataset& data,
-                                            std::vector<double>* predictions) {
+                                            std::vector<double>* predictions,
+                                            const ReplayStepObserver& on_step) {
   if (data.dim != config.dim) {
     return absl::InvalidArgumentError(absl::StrCat("the data has dimension ", data.dim,
                                                    " but the config's dim is ", config.dim));
@@ -150,6 +138,7 @@ absl::StatusOr<ReplaySummary> ReplayDataset(const ModelConfig& config, const Dat
           absl::StrCat("example ", i + 1, ": ", observation.status().message()));
     }
     if (predictions != nullptr) predictions->push_back(observation->prediction);
+    if (on_step) OKL_RETURN_IF_ERROR(on_step(i + 1, *observation, *model));
   }
   ReplaySummary summary;
   summary.elapsed_seconds = SecondsSince(start);
@@ -169,7 +158,7 @@ absl::StatusOr<ReplaySummary> Replay(const ReplayOptions& options) {
   if (options.embedding != 0 && options.format != InputFormat::kSeries) {
     return absl::InvalidArgumentError("--embedding applies only to --format=series");
   }
-  OKL_ASSIGN_OR_RETURN(std::string config_text, ReadTextFile(options.config_path));
+  OKL_ASSIGN_OR_RETURN(std::string config_text, ReadFile(options.config_path));
   OKL_ASSIGN_OR_RETURN(ModelConfig config,
                        ParseModelConfigText(config_text, options.config_path));
   if (options.format == InputFormat::kSeries && options.embedding != 0 &&
@@ -190,7 +179,7 @@ absl::StatusOr<ReplaySummary> Replay(const ReplayOptions& options) {
 
   std::vector<double> predictions;
   absl::StatusOr<ReplaySummary> summary =
-      ReplayDataset(config, data, writer.has_value() ? &predictions : nullptr);
+      ReplayDataset(config, data, writer.has_value() ? &predictions : nullptr, options.on_step);
   if (!summary.ok()) {
     return absl::Status(summary.status().code(),
                         absl::StrCat(options.input_path, ": ", summary.status().message()));

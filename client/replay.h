@@ -2,7 +2,8 @@
 //
 // Replay streams a data file through a local model (core/model.h), prequentially: each example is
 // first predicted, then learned (Model::Observe), exactly as the service would see
-// it. It is the logic of `okl replay`; okl_main.cc only parses flags and prints.
+// it. It is the logic of `okl replay` (client/cli/ parses flags, records the learning
+// curve through ReplayOptions::on_step, and prints) and of bench/okl_accuracy_bench.
 //
 // Thread-compatible: concurrent calls share nothing.
 //
@@ -19,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,6 +44,11 @@ enum class InputFormat {
 absl::StatusOr<InputFormat> ParseInputFormat(absl::string_view name);
 absl::string_view InputFormatName(InputFormat format);
 
+// Called after each step with its 1-based number, its observation and the model after
+// it; an error stops the replay and is returned (with the input's name).
+using ReplayStepObserver =
+    std::function<absl::Status(uint64_t step, const Observation& observation, const Model& model)>;
+
 struct ReplayOptions {
   // A text-format okl.v1.ModelConfig (see client/examples/). Its dim decides the input
   // dimension: a data file that disagrees is an error.
@@ -54,6 +61,8 @@ struct ReplayOptions {
   // One prediction per input row, "%.17g\n" (round-trips every double); "-" is stdout;
   // empty writes none.
   std::string output_path;
+  // Sees every step (a learning curve); empty: none.
+  ReplayStepObserver on_step;
 };
 
 struct ReplaySummary {
@@ -68,14 +77,13 @@ struct ReplaySummary {
 };
 
 // Observes every row of `data` in order with a fresh model built from `config`, and
-// appends each prequential prediction p_t = f_t(x_t) to `predictions` (if not null).
-// InvalidArgument if the config is invalid, data.dim differs from config.dim or an
-// example is rejected (the message names its 1-based row).
+// appends each prequential prediction p_t = f_t(x_t) to `predictions` (if not null),
+// calling `on_step` (if set) after each. InvalidArgument if the config is invalid,
+// data.dim differs from config.dim or an example is rejected (the message names its
+// 1-based row); on_step's error as it is.
 absl::StatusOr<ReplaySummary> ReplayDataset(const ModelConfig& config, const Dataset& data,
-                                            std::vector<double>* predictions);
-
-// The whole of a text file (a config); NotFound/PermissionDenied/... naming the path.
-absl::StatusOr<std::string> ReadTextFile(const std::string& path);
+                                            std::vector<double>* predictions,
+                                            const ReplayStepObserver& on_step = {});
 
 // options.input_path read in options.format for a model of dimension `dim` (a series is
 // embedded with options.embedding lags, or dim if 0).
