@@ -19,11 +19,13 @@
 #include <cstring>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -188,6 +190,17 @@ absl::Status WritePortFile(const std::string& path, int port, absl::string_view 
   return absl::OkStatus();
 }
 
+// Sets *out to a flag's parsed value; or prints why it is wrong and returns false.
+template <typename T>
+bool TakeParsed(absl::StatusOr<T> parsed, T* out) {
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "okl_server: %s\n", std::string(parsed.status().message()).c_str());
+    return false;
+  }
+  *out = *std::move(parsed);
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -239,23 +252,15 @@ int main(int argc, char** argv) {
   service.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   service.max_response_predictions = absl::GetFlag(FLAGS_max_response_predictions);
   service.max_concurrent_restores = absl::GetFlag(FLAGS_max_concurrent_restores);
-  if (absl::StatusOr<okl::StreamApi> api =
-          okl::ParseStreamApi(absl::GetFlag(FLAGS_observe_stream_api));
-      api.ok()) {
-    service.observe_stream_api = *api;
-  } else {
-    std::fprintf(stderr, "okl_server: %s\n", std::string(api.status().message()).c_str());
+  if (!TakeParsed(okl::ParseStreamApi(absl::GetFlag(FLAGS_observe_stream_api)),
+                  &service.observe_stream_api)) {
     return 1;
   }
 
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   options.metrics.max_models = absl::GetFlag(FLAGS_metrics_max_models);
-  if (absl::StatusOr<okl::ModelLabels> labels =
-          okl::ParseModelLabels(absl::GetFlag(FLAGS_metrics_model_labels));
-      labels.ok()) {
-    options.metrics.model_labels = *labels;
-  } else {
-    std::fprintf(stderr, "okl_server: %s\n", std::string(labels.status().message()).c_str());
+  if (!TakeParsed(okl::ParseModelLabels(absl::GetFlag(FLAGS_metrics_model_labels)),
+                  &options.metrics.model_labels)) {
     return 1;
   }
   options.regret.every_steps = absl::GetFlag(FLAGS_regret_every_steps);
