@@ -17,7 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
-#include "absl/synchronization/notification.h"
+#include "grpc/health/v1/health.pb.h"
 
 namespace okl::loadgen {
 namespace {
@@ -553,54 +553,10 @@ Result RunStreams(ClientApi api, int threads, const std::string& method,
 }
 
 grpc::ByteBuffer HealthCheckRequest(absl::string_view service) {
-  // HealthCheckRequest { string service = 1; }: proto3 omits an empty string, so the
-  // whole-server check is the empty message.
-  std::string bytes;
-  if (!service.empty()) {
-    bytes.push_back(0x0A);  // field 1, length-delimited
-    for (uint64_t n = service.size();; n >>= 7) {
-      if (n < 0x80) {
-        bytes.push_back(static_cast<char>(n));
-        break;
-      }
-      bytes.push_back(static_cast<char>((n & 0x7F) | 0x80));
-    }
-    bytes.append(service.data(), service.size());
-  }
-  grpc::Slice slice(bytes);
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(std::string(service));
+  grpc::Slice slice(request.SerializeAsString());
   return grpc::ByteBuffer(&slice, 1);
-}
-
-absl::StatusOr<int> HealthCheck(grpc::Channel& channel, absl::string_view service,
-                                absl::Duration timeout) {
-  grpc::GenericStub stub(std::shared_ptr<grpc::Channel>(&channel, [](grpc::Channel*) {}));
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  const grpc::ByteBuffer request = HealthCheckRequest(service);
-  grpc::ByteBuffer response;
-  grpc::Status status;
-  absl::Notification done;
-  stub.UnaryCall(&context, kHealthCheckMethod, grpc::StubOptions(), &request, &response,
-                 [&](grpc::Status s) {
-                   status = std::move(s);
-                   done.Notify();
-                 });
-  done.WaitForNotification();
-  if (!status.ok()) {
-    return absl::UnavailableError(absl::StrCat("health Check failed: ", Describe(status)));
-  }
-  std::vector<grpc::Slice> slices;
-  if (!response.Dump(&slices).ok()) return absl::DataLossError("unreadable health response");
-  std::string bytes;
-  for (const grpc::Slice& slice : slices) {
-    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
-  }
-  // HealthCheckResponse { ServingStatus status = 1; }: absent means 0 (UNKNOWN).
-  if (bytes.empty()) return 0;
-  if (bytes.size() < 2 || bytes[0] != 0x08 || (bytes[1] & 0x80) != 0) {
-    return absl::DataLossError("health response is not a HealthCheckResponse");
-  }
-  return static_cast<int>(bytes[1]);
 }
 
 }  // namespace okl::loadgen

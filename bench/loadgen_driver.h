@@ -107,13 +107,8 @@ Result RunStreams(ClientApi api, int threads, const std::string& method,
                   const std::vector<Caller>& callers, int messages_per_stream,
                   const Window& window);
 
-// One grpc.health.v1.Health/Check of `service` ("" for the whole server), through
-// GenericStub with a hand-encoded request, so that no health.proto is needed. Returns
-// the response's ServingStatus (1 is SERVING) or the call's error.
-absl::StatusOr<int> HealthCheck(grpc::Channel& channel, absl::string_view service,
-                                absl::Duration timeout);
-
-// The serialized request of a health Check for `service` ("" encodes to no bytes).
+// The serialized grpc.health.v1.HealthCheckRequest of a health Check for `service` (""
+// for the whole server: the empty message, the transport alone).
 grpc::ByteBuffer HealthCheckRequest(absl::string_view service);
 
 inline constexpr char kHealthCheckMethod[] = "/grpc.health.v1.Health/Check";

@@ -1,11 +1,12 @@
 // bench/loadgen_server_process.h
 //
-// An okl_server child process for okl_loadgen --spawn_server: started on 127.0.0.1:0
-// with --port_file and --data_dir in a fresh temporary directory (removed when the
-// server has stopped), ready once the port file exists and
-// grpc.health.v1 reports SERVING, stopped with SIGTERM (the server's drain) and reaped.
-// The destructor stops a server that is still running, so a setup failure never leaves
-// one behind.
+// The okl_server child process of okl_loadgen --spawn_server: the shared launcher
+// (tests/support/spawned_server.h: 127.0.0.1:0, --port_file and --data_dir in a fresh
+// temporary directory, ready once the port file exists and grpc.health.v1 reports
+// SERVING, SIGTERM and reap on Stop(), SIGKILL on destruction) with what the benchmark
+// adds: the server's output on our stderr (our stdout carries only the JSON result), TLS
+// credentials for the readiness check, the server's CPU time, and a Stop() that demands a
+// clean exit.
 //
 // Not thread-safe; one owner.
 //
@@ -22,32 +23,33 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/security/credentials.h"
+#include "tests/support/spawned_server.h"
 
 namespace okl::loadgen {
 
 class ServerProcess {
  public:
-  // Starts `binary` with `extra_args` after the listen and port-file flags and waits up
-  // to `timeout` for it to serve, checking health over a channel with `credentials` (TLS
+  // Starts `binary` with `extra_args` after the launcher's flags and waits up to
+  // `timeout` for it to serve, checking health over a channel with `credentials` (TLS
   // ones when extra_args turn TLS on; null: plaintext). On failure the child (if any) is
   // killed and reaped.
   static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
       const std::string& binary, const std::vector<std::string>& extra_args,
       absl::Duration timeout, std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
 
-  ~ServerProcess();
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
 
   // "127.0.0.1:<port>".
   const std::string& address() const { return address_; }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return process_->pid(); }
 
   // The CPU time (user + system) the server has used so far, from /proc; -1 if unknown.
   double CpuSeconds() const;
@@ -57,14 +59,10 @@ class ServerProcess {
   absl::Status Stop(absl::Duration grace);
 
  private:
-  ServerProcess(pid_t pid, std::string temp_dir) : pid_(pid), temp_dir_(std::move(temp_dir)) {}
-  // Reaps the child if it has exited; returns whether it has.
-  bool Exited(int* wait_status);
-  void RemoveTempDir();
+  ServerProcess(std::unique_ptr<testing::SpawnedServer> process, std::string address)
+      : process_(std::move(process)), address_(std::move(address)) {}
 
-  pid_t pid_;
-  bool reaped_ = false;
-  std::string temp_dir_;
+  std::unique_ptr<testing::SpawnedServer> process_;
   std::string address_;
 };
 

@@ -20,12 +20,11 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
-#include "google/protobuf/unknown_field_set.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpc/health/v1/health.pb.h"
 #include "grpcpp/create_channel.h"
-#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/security/credentials.h"
-#include "grpcpp/support/byte_buffer.h"
 #include "okl/v1/okl.grpc.pb.h"
 #include "okl/v1/okl.pb.h"
 #include "proto/convert.h"
@@ -35,15 +34,15 @@ namespace okl {
 class Client::Stub {
  public:
   explicit Stub(const std::shared_ptr<grpc::Channel>& channel)
-      : okl(v1::OnlineKernelLearning::NewStub(channel)) {}
+      : okl(v1::OnlineKernelLearning::NewStub(channel)),
+        health(grpc::health::v1::Health::NewStub(channel)) {}
 
   // Generated stubs are thread-safe; their methods are merely not const.
   const std::unique_ptr<v1::OnlineKernelLearning::Stub> okl;
+  const std::unique_ptr<grpc::health::v1::Health::Stub> health;
 };
 
 namespace {
-
-constexpr char kHealthCheckMethod[] = "/grpc.health.v1.Health/Check";
 
 // The codes are the same numbers on both sides; the message is kept as it is.
 absl::Status FromGrpcStatus(const grpc::Status& status) {
@@ -201,39 +200,6 @@ class AtomicFile {
   std::string temp_path_;
   int fd_ = -1;
 };
-
-// grpc.health.v1 messages, encoded by hand: Debian's libgrpc++ ships no generated code
-// for them, and they are one field each.
-std::string HealthCheckRequest(absl::string_view service) {
-  std::string bytes;
-  if (service.empty()) return bytes;
-  bytes.push_back(0x0a);  // field 1 (service), length-delimited
-  for (uint64_t n = service.size();; n >>= 7) {
-    if (n < 0x80) {
-      bytes.push_back(static_cast<char>(n));
-      break;
-    }
-    bytes.push_back(static_cast<char>((n & 0x7f) | 0x80));
-  }
-  bytes.append(service.data(), service.size());
-  return bytes;
-}
-
-// HealthCheckResponse.status (field 1): 1 is SERVING.
-absl::StatusOr<bool> ParseHealthCheckResponse(const std::string& bytes) {
-  google::protobuf::UnknownFieldSet fields;
-  if (!fields.ParseFromString(bytes)) {
-    return absl::InternalError("the server sent an unparsable HealthCheckResponse");
-  }
-  uint64_t status = 0;  // UNKNOWN when absent
-  for (int i = 0; i < fields.field_count(); ++i) {
-    const google::protobuf::UnknownField& field = fields.field(i);
-    if (field.number() == 1 && field.type() == google::protobuf::UnknownField::TYPE_VARINT) {
-      status = field.varint();
-    }
-  }
-  return status == 1;
-}
 
 }  // namespace
 
@@ -546,36 +512,14 @@ absl::StatusOr<ModelSummary> Client::RestoreFromFile(const ModelId& id,
 }
 
 absl::StatusOr<bool> Client::Health(absl::string_view service) const {
-  grpc::GenericStub stub(channel_);
-  const std::string request_bytes = HealthCheckRequest(service);
-  std::string response_bytes;
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(std::string(service));
+  grpc::health::v1::HealthCheckResponse response;
   OKL_RETURN_IF_ERROR(
       Call(options_, /*tenant=*/"", Retry::kOnUnavailable, [&](grpc::ClientContext* context) {
-        grpc::Slice slice(request_bytes);
-        grpc::ByteBuffer request(&slice, 1);
-        grpc::ByteBuffer response;
-        grpc::Status status;
-        grpc::CompletionQueue queue;
-        std::unique_ptr<grpc::GenericClientAsyncResponseReader> call =
-            stub.PrepareUnaryCall(context, kHealthCheckMethod, request, &queue);
-        call->StartCall();
-        call->Finish(&response, &status, /*tag=*/&status);
-        void* tag = nullptr;
-        bool ok = false;
-        queue.Next(&tag, &ok);  // the one event: Finish, which always completes
-        queue.Shutdown();
-        while (queue.Next(&tag, &ok)) {
-        }
-        if (status.ok()) {
-          grpc::Slice joined;
-          if (!response.DumpToSingleSlice(&joined).ok()) {
-            return grpc::Status(grpc::StatusCode::INTERNAL, "unreadable HealthCheckResponse");
-          }
-          response_bytes.assign(reinterpret_cast<const char*>(joined.begin()), joined.size());
-        }
-        return status;
+        return stub_->health->Check(context, request, &response);
       }));
-  return ParseHealthCheckResponse(response_bytes);
+  return response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
 }
 
 absl::StatusOr<std::unique_ptr<ObserveWriter>> Client::OpenObserveWriter(

@@ -9,11 +9,15 @@
 // directory, so no test leaks a process. The child also dies with SIGKILL if the thread
 // that started it exits first (PR_SET_PDEATHSIG): start servers from the test's main
 // thread. For a server with TLS or bearer tokens, options' channel_security says how the
-// harness's channels connect (see ChannelSecurity).
+// harness's channels connect (see ChannelSecurity). The process itself is a SpawnedServer
+// (tests/support/spawned_server.h), the launcher the benchmarks use too; this class adds
+// the tests' channels, stub and options.
 //
-// The helpers below speak grpc.health.v1 and grpc.reflection.v1alpha without generated
-// stubs (Debian's libgrpc++ ships neither proto): the messages are tiny and are encoded
-// by hand and decoded with protobuf's UnknownFieldSet, over grpc::GenericStub.
+// The health helpers below call grpc.health.v1 through the stubs generated from
+// proto/grpc/health/v1/health.proto. grpc.reflection.v1alpha is spoken without generated
+// stubs (Debian's libgrpc++ ships none, and listing the services is all the tests do):
+// its messages are encoded by hand and decoded with protobuf's UnknownFieldSet, over
+// grpc::GenericStub.
 //
 // ServerProcess is thread-compatible; its channel and stub are thread-safe.
 //
@@ -47,11 +51,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/security/credentials.h"
 #include "okl/v1/okl.grpc.pb.h"
+#include "tests/support/spawned_server.h"
 
 namespace okl::testing {
 
@@ -111,7 +117,7 @@ struct ServerProcessOptions {
   std::string connect_host = "";
 };
 
-// grpc.health.v1.HealthCheckResponse.ServingStatus.
+// grpc.health.v1.HealthCheckResponse.ServingStatus (the same numbers, checked in the .cc).
 enum class ServingStatus {
   kUnknown = 0,
   kServing = 1,
@@ -136,16 +142,16 @@ class ServerProcess {
   // Waits for the port file, connects, and waits for health SERVING on service "".
   absl::Status WaitUntilServing();
 
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return process_->pid(); }
   // The bound port; 0 before WaitUntilServing() succeeded (or the fixed --listen port).
   int port() const { return port_; }
   std::string address() const;
   // The metrics endpoint's port (the harness passes --metrics_address=127.0.0.1:0); 0 if
   // a test turned metrics off with --metrics_address=.
-  int metrics_port() const { return metrics_port_; }
+  int metrics_port() const { return process_->metrics_port(); }
   // The raw text of the port file, as the server wrote it.
-  const std::string& port_file_contents() const { return port_file_contents_; }
-  const std::string& data_dir() const { return data_dir_; }
+  const std::string& port_file_contents() const { return process_->port_file_contents(); }
+  const std::string& data_dir() const { return process_->data_dir(); }
 
   // A channel (and a stub over it) made once the server was reachable.
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
@@ -173,16 +179,8 @@ class ServerProcess {
   ServerProcess() = default;
 
   ServerProcessOptions options_;
-  std::string dir_;  // private temporary directory, removed by the destructor
-  std::string port_file_;
-  std::string log_file_;
-  std::string data_dir_;
-  pid_t pid_ = -1;
-  bool exited_ = false;
-  int wait_status_ = 0;
+  std::unique_ptr<SpawnedServer> process_;
   int port_ = 0;
-  int metrics_port_ = 0;
-  std::string port_file_contents_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::OnlineKernelLearning::Stub> stub_;
 };
@@ -240,17 +238,29 @@ absl::StatusOr<ServingStatus> CheckHealth(const std::shared_ptr<grpc::Channel>& 
                                           absl::Duration timeout = absl::Seconds(5));
 
 // grpc.health.v1.Health/Watch for `service`: the stream of statuses the server pushes.
+// The constructor returns once the request is sent (with `wait_for_ready`, once the
+// channel connected, or the deadline passed). Not thread-safe.
 class HealthWatch {
  public:
   HealthWatch(const std::shared_ptr<grpc::Channel>& channel, absl::string_view service,
               absl::Duration deadline, bool wait_for_ready = false);
+  HealthWatch(const HealthWatch&) = delete;
+  HealthWatch& operator=(const HealthWatch&) = delete;
+  // Cancels the call if it has not finished.
+  ~HealthWatch();
+
   // The next status pushed, or nullopt when the stream ends (see Finish()).
   std::optional<ServingStatus> Next();
-  void Cancel() { call_.Cancel(); }
-  grpc::Status Finish() { return call_.Finish(); }
+  void Cancel() { context_.TryCancel(); }
+  // Waits for the call's status (until it is cancelled or its deadline passes, for a
+  // stream the server keeps open); later calls return the same status.
+  grpc::Status Finish();
 
  private:
-  GenericCall call_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::health::v1::Health::Stub> stub_;
+  std::unique_ptr<grpc::ClientReader<grpc::health::v1::HealthCheckResponse>> reader_;
+  std::optional<grpc::Status> status_;
 };
 
 // The services grpc.reflection.v1alpha.ServerReflection lists; the call's status (e.g.
