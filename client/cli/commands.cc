@@ -130,6 +130,11 @@ absl::StatusOr<Client> Connect(const ConnectionOptions& options) {
 
 std::string ModelLabel(const ModelId& id) { return absl::StrCat(id.tenant, "/", id.model); }
 
+std::string ModelSizeText(const ModelConfig& config, uint64_t expansion_size) {
+  return absl::StrCat(expansion_size, config.random_features.dimension > 0 ? " random features"
+                                                                           : " terms");
+}
+
 std::string SummaryText(const ModelSummary& summary) {
   const ModelStats& stats = summary.stats;
   std::string text;
@@ -284,9 +289,8 @@ absl::Status RunRestore(const Client& client, const ModelId& id, const std::stri
   } else {
     Print(output,
           absl::StrCat("restored ", ModelLabel(id), " from ", path, ": ", restored->stats.steps,
-                       " steps, ", restored->stats.expansion_size,
-                       restored->config.random_features.dimension > 0 ? " random features\n"
-                                                                      : " terms\n"));
+                       " steps, ",
+                       ModelSizeText(restored->config, restored->stats.expansion_size), "\n"));
   }
   return absl::OkStatus();
 }

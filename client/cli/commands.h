@@ -66,6 +66,9 @@ struct CurveOptions {
 
 // "tenant/model", for messages.
 std::string ModelLabel(const ModelId& id);
+// A model's size as its kind counts it: "1000 terms" (a kernel expansion) or "400 random
+// features".
+std::string ModelSizeText(const ModelConfig& config, uint64_t expansion_size);
 
 // The model's summary: text (a block of "name value" lines and the config in protobuf
 // text format, as `okl create --config` reads it) or JSON.

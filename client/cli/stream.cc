@@ -204,8 +204,8 @@ absl::Status RunObserve(const Client& client, const ModelId& id, const ObserveOp
         sent > 0 ? 100.0 * static_cast<double>(totals.mistakes) / static_cast<double>(sent)
                  : 0.0);
   }
-  absl::StrAppendFormat(&text, "model            %d steps, %d terms\n", totals.steps,
-                        totals.expansion_size);
+  absl::StrAppend(&text, "model            ", totals.steps, " steps, ",
+                  ModelSizeText(model->config, totals.expansion_size), "\n");
   if (!options.curve.csv_path.empty()) {
     absl::StrAppend(&text, "curve            ", options.curve.csv_path, "\n");
   }

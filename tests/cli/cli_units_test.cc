@@ -81,6 +81,13 @@ class Argv {
 
 constexpr absl::string_view kAllowed[] = {"test_name", "test_verbose", "test_count"};
 
+TEST(ModelSizeTextTest, CountsTermsOrRandomFeaturesByTheModelsKind) {
+  ModelConfig config;
+  EXPECT_EQ(ModelSizeText(config, 1000), "1000 terms");
+  config.random_features.dimension = 400;
+  EXPECT_EQ(ModelSizeText(config, 400), "400 random features");
+}
+
 TEST(CliArgsTest, SplitsCommandFlagsAndArgumentsInAnyOrder) {
   absl::FlagSaver saver;
   Argv argv({"--test_name", "a", "observe", "-test_count=5", "file.csv", "-", "--test_verbose",
