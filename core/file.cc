@@ -21,14 +21,17 @@ absl::StatusOr<std::string> ReadFile(absl::string_view path) {
     fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot open ", path));
-  std::string contents;
+  // Read straight into the string, never through a stack buffer: callers include threads
+  // with small stacks (the metrics exposer's reads /proc). One byte beyond a regular
+  // file's size lets the read that finds its end need no growth.
   struct stat st;
-  if (::fstat(fd, &st) == 0 && st.st_size > 0) {
-    contents.reserve(static_cast<size_t>(st.st_size));
-  }
-  char buffer[1 << 16];
+  const size_t expected =
+      ::fstat(fd, &st) == 0 && st.st_size > 0 ? static_cast<size_t>(st.st_size) + 1 : 4096;
+  std::string contents(expected, '\0');
+  size_t used = 0;
   for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (used == contents.size()) contents.resize(2 * contents.size());
+    const ssize_t n = ::read(fd, contents.data() + used, contents.size() - used);
     if (n < 0) {
       if (errno == EINTR) continue;
       const int error = errno;
@@ -37,8 +40,9 @@ absl::StatusOr<std::string> ReadFile(absl::string_view path) {
       return absl::ErrnoToStatus(error, absl::StrCat("cannot read ", path));
     }
     if (n == 0) break;
-    contents.append(buffer, static_cast<size_t>(n));
+    used += static_cast<size_t>(n);
   }
+  contents.resize(used);
   ::close(fd);
   return contents;
 }

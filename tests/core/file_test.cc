@@ -3,6 +3,8 @@
 
 #include "core/file.h"
 
+#include <pthread.h>
+
 #include <cstdio>
 #include <string>
 
@@ -43,6 +45,34 @@ TEST(ReadFileTest, ReadsAnEmptyFileAndAProcFileWhoseSizeIsZero) {
   absl::StatusOr<std::string> stat = ReadFile("/proc/self/stat");
   ASSERT_TRUE(stat.ok()) << stat.status();
   EXPECT_THAT(*stat, HasSubstr(" ("));
+}
+
+// The metrics exposer reads /proc on a web server thread with a small stack: ReadFile
+// must not put a large buffer on the stack (it once held 64 KiB there, and overflowed).
+TEST(ReadFileTest, ReadsOnAThreadWithASmallStack) {
+  pthread_attr_t attributes;
+  ASSERT_EQ(pthread_attr_init(&attributes), 0);
+  ASSERT_EQ(pthread_attr_setstacksize(&attributes, 64 << 10), 0);
+  struct Result {
+    bool ok = false;
+    size_t bytes = 0;
+  } result;
+  pthread_t thread;
+  ASSERT_EQ(pthread_create(
+                &thread, &attributes,
+                [](void* argument) -> void* {
+                  auto* out = static_cast<Result*>(argument);
+                  absl::StatusOr<std::string> stat = ReadFile("/proc/self/stat");
+                  out->ok = stat.ok();
+                  out->bytes = stat.ok() ? stat->size() : 0;
+                  return nullptr;
+                },
+                &result),
+            0);
+  ASSERT_EQ(pthread_join(thread, nullptr), 0);
+  pthread_attr_destroy(&attributes);
+  EXPECT_TRUE(result.ok);
+  EXPECT_GT(result.bytes, 0u);
 }
 
 TEST(ReadFileTest, AMissingFileIsNotFoundAndNamed) {
