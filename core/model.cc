@@ -17,15 +17,23 @@ size_t WorstCaseMemoryBytes(const ModelConfig& config) {
              : NormaModel::WorstCaseMemoryBytes(config);
 }
 
-double WorstCaseWorkPerExample(const ModelConfig& config) {
-  const double dim = config.dim;
+std::optional<ModelCapacity> LargestState(const ModelConfig& config) {
   if (config.random_features.dimension > 0) {
-    const double features = config.random_features.dimension;
-    return dim * features / 2 + features;
+    return ModelCapacity{.features = config.random_features.dimension};
   }
-  if (config.budget.max_terms == 0) return std::numeric_limits<double>::infinity();
-  return dim * (static_cast<double>(config.budget.max_terms) +
-                static_cast<double>(NormaModel::MaxRetiredTerms(config)));
+  if (config.budget.max_terms == 0) return std::nullopt;
+  return ModelCapacity{.terms = config.budget.max_terms,
+                       .retired_terms = NormaModel::MaxRetiredTerms(config)};
+}
+
+double WorstCaseWorkPerExample(const ModelConfig& config) {
+  const std::optional<ModelCapacity> capacity = LargestState(config);
+  if (!capacity.has_value()) return std::numeric_limits<double>::infinity();
+  const double dim = config.dim;
+  const double features = static_cast<double>(capacity->features);
+  // Random features: the projections over dim inputs, then the features' weights.
+  return dim * (features / 2 + static_cast<double>(capacity->terms + capacity->retired_terms)) +
+         features;
 }
 
 absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelConfig& config) {

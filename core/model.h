@@ -122,15 +122,25 @@ enum class PredictionMode {
 // memory quotas count for a model, before it exists). SIZE_MAX for an unbounded expansion.
 size_t WorstCaseMemoryBytes(const ModelConfig& config);
 
-// The validation, the batching and the scalar half of a step (t, eta_t, the loss, the
-// offset, the margin, the statistics, the regret window) every kind shares live here; a
-// kind implements its representation of f: the prediction, the update and its state.
+// The most a model of `config` can come to hold, whatever its kind: what its memory, its
+// snapshot and its work per example are bounded by. nullopt for an expansion without a
+// budget, which has no bound.
+struct ModelCapacity {
+  uint64_t terms = 0;          // kernel-expansion terms: budget.max_terms
+  uint64_t retired_terms = 0;  // removed terms an averaged expansion keeps for its average
+  uint64_t features = 0;       // random features: random_features.dimension
+};
+std::optional<ModelCapacity> LargestState(const ModelConfig& config);
+
 // Roughly the multiply-adds one step or one prediction of a model of `config` costs at
 // most: dim times the terms a sweep visits (an averaged expansion's retired terms
 // included), or a random-feature model's projections and weights. What the server sizes
 // its units of work by. Infinite for an expansion without a budget.
 double WorstCaseWorkPerExample(const ModelConfig& config);
 
+// The validation, the batching and the scalar half of a step (t, eta_t, the loss, the
+// offset, the margin, the statistics, the regret window) every kind shares live here; a
+// kind implements its representation of f: the prediction, the update and its state.
 class Model {
  public:
   virtual ~Model() = default;

@@ -8,7 +8,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "core/norma.h"
 #include "core/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/tokenizer.h"
@@ -692,18 +691,16 @@ size_t MaxSnapshotBytes(const ModelConfig& config) {
   constexpr uint64_t kFixedBytes = 4096;
   const uint64_t dim = config.dim;
   const uint64_t window_bytes = uint64_t{config.regret_window} * (dim + 2) * sizeof(double);
-  const uint64_t features = config.random_features.dimension;
-  if (features > 0) {  // the weights and, averaged, their sums
-    return kFixedBytes + features * sizeof(double) * (config.averaged ? 2 : 1) + window_bytes;
-  }
-  if (config.budget.max_terms == 0) return SIZE_MAX;
-  // Per term: the support (dim doubles), the coefficient, added_at (a varint of at most
-  // 10 bytes) and, averaged, three more doubles; per retired term, its support, two sums
-  // and retired_at.
+  const std::optional<ModelCapacity> capacity = LargestState(config);
+  if (!capacity.has_value()) return SIZE_MAX;
+  // Random features: the weights and, averaged, their sums. Per term: the support (dim
+  // doubles), the coefficient, added_at (a varint of at most 10 bytes) and, averaged,
+  // three more doubles; per retired term, its support, two sums and retired_at.
+  const uint64_t per_feature = sizeof(double) * (config.averaged ? 2 : 1);
   const uint64_t per_term = (dim + 1) * sizeof(double) + 10 + (config.averaged ? 24 : 0);
   const uint64_t per_retired = (dim + 2) * sizeof(double) + 10;
-  return kFixedBytes + uint64_t{config.budget.max_terms} * per_term +
-         NormaModel::MaxRetiredTerms(config) * per_retired + window_bytes;
+  return kFixedBytes + capacity->features * per_feature + capacity->terms * per_term +
+         capacity->retired_terms * per_retired + window_bytes;
 }
 
 absl::StatusOr<std::optional<ModelConfig>> PeekSnapshotConfig(absl::string_view prefix) {
