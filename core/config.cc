@@ -1,5 +1,6 @@
 #include "core/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <utility>
@@ -206,13 +207,39 @@ absl::Status CheckAllFinite(const ModelConfig& config) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateSparseStorage(const ModelConfig& config) {
+  if (!config.sparse_storage()) return absl::OkStatus();
+  const uint32_t max_nonzeros = std::min(config.dim, kMaxNonZeros);
+  if (config.sparse.max_nonzeros > max_nonzeros) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sparse.max_nonzeros must be in [1, ", max_nonzeros, "] (at most dim and ",
+        kMaxNonZeros, "), got ", config.sparse.max_nonzeros));
+  }
+  if (config.random_features.dimension > 0) {
+    return absl::InvalidArgumentError(
+        "sparse storage is for kernel expansions; a random-feature model stores no terms "
+        "(it already costs only an input's non-zeros): set sparse.max_nonzeros = 0 or "
+        "random_features.dimension = 0");
+  }
+  if (config.budget.policy == BudgetPolicy::kMerge) {
+    return absl::InvalidArgumentError(
+        "budget.policy MERGE is not available with sparse storage: a merged point holds "
+        "the non-zeros of both its terms, more than sparse.max_nonzeros; use OLDEST or "
+        "SMALLEST");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateConfig(const ModelConfig& config) {
-  if (config.dim < 1 || config.dim > kMaxDimension) {
+  const uint32_t max_dim = config.sparse_storage() ? kMaxSparseDimension : kMaxDimension;
+  if (config.dim < 1 || config.dim > max_dim) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "dim must be in [1, ", kMaxDimension, "], got ", config.dim));
+        "dim must be in [1, ", max_dim, "]", config.sparse_storage() ? "" :
+        " (up to 2^24 with sparse storage)", ", got ", config.dim));
   }
+  OKL_RETURN_IF_ERROR(ValidateSparseStorage(config));
   OKL_RETURN_IF_ERROR(CheckAllFinite(config));
   OKL_RETURN_IF_ERROR(ValidateKernel(config.kernel, config.dim));
   OKL_RETURN_IF_ERROR(ValidateLoss(config.loss));
@@ -240,6 +267,11 @@ absl::Status ValidateConfig(const ModelConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat("regret_window must be at most ",
                                                    kMaxRegretWindow, " (0: off), got ",
                                                    config.regret_window));
+  }
+  if (config.regret_window > 0 && config.dim > kMaxDimension) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "regret_window needs dim <= ", kMaxDimension, " (its examples and the comparator's "
+        "kernel are dense), got dim ", config.dim, "; set regret_window = 0"));
   }
   if (config.regret_window > 0 && config.lambda <= 0) {
     return absl::InvalidArgumentError(

@@ -38,6 +38,10 @@ inline constexpr uint32_t kMaxRegretWindow = 8192;
 inline constexpr uint32_t kMaxRandomFeatures = 65536;
 // The averaged hypothesis' window, in steps (see ModelConfig::averaging_window).
 inline constexpr uint32_t kMaxAveragingWindow = 1u << 24;
+// A sparse-storage model (SparseStorageConfig) stores only its terms' non-zeros, so its
+// dim may be far larger; its memory is bounded by max_terms * max_nonzeros instead.
+inline constexpr uint32_t kMaxSparseDimension = 1u << 24;
+inline constexpr uint32_t kMaxNonZeros = 65536;
 
 enum class KernelType { kGaussian, kLaplacian, kLinear, kPolynomial, kHeat };
 
@@ -123,6 +127,18 @@ struct RandomFeaturesConfig {
   friend bool operator==(const RandomFeaturesConfig&, const RandomFeaturesConfig&) = default;
 };
 
+// Sparse storage: the expansion stores each term's non-zeros (index and value) instead of
+// all dim coordinates, and a kernel sweep costs the non-zeros of the term and the input
+// rather than dim. For inputs with few non-zeros (text, one-hot features); dim may then be
+// up to 2^24. Every input, dense or sparse, may have at most max_nonzeros non-zeros.
+// Kernel expansions only (not random features), and not with the MERGE budget, whose
+// merged points gather their pair's non-zeros.
+struct SparseStorageConfig {
+  uint32_t max_nonzeros = 0;  // 0: dense storage; else 1..min(dim, 65536)
+
+  friend bool operator==(const SparseStorageConfig&, const SparseStorageConfig&) = default;
+};
+
 struct ModelConfig {
   uint32_t dim = 0;
   KernelConfig kernel;
@@ -138,6 +154,9 @@ struct ModelConfig {
   uint32_t averaging_window = 0;
   uint32_t regret_window = 0;   // 0: no regret tracking
   RandomFeaturesConfig random_features;
+  SparseStorageConfig sparse;
+
+  bool sparse_storage() const { return sparse.max_nonzeros > 0; }
 
   friend bool operator==(const ModelConfig&, const ModelConfig&) = default;
 };

@@ -25,8 +25,8 @@ size_t RoundUpToSlotAlignment(size_t n) {
 
 }  // namespace
 
-Expansion::Expansion(size_t dim, bool track_average, size_t max_terms)
-    : dim_(dim), track_average_(track_average), max_terms_(max_terms) {}
+Expansion::Expansion(size_t dim, bool track_average, size_t max_terms, Storage storage)
+    : dim_(dim), track_average_(track_average), max_terms_(max_terms), storage_(storage) {}
 
 void Expansion::Reserve(size_t terms) {
   if (terms > capacity_) Grow(terms);
@@ -34,11 +34,15 @@ void Expansion::Reserve(size_t terms) {
 
 void Expansion::Grow(size_t min_capacity) {
   const size_t capacity = RoundUpToSlotAlignment(std::max(min_capacity, kSlotAlignment));
-  AlignedVector<double> columns(capacity * dim_);
-  for (size_t j = 0; j < dim_; ++j) {
-    std::copy_n(columns_.data() + j * capacity_, size_, columns.data() + j * capacity);
+  if (sparse()) {
+    sparse_terms_.resize(capacity);
+  } else {
+    AlignedVector<double> columns(capacity * dim_);
+    for (size_t j = 0; j < dim_; ++j) {
+      std::copy_n(columns_.data() + j * capacity_, size_, columns.data() + j * capacity);
+    }
+    columns_ = std::move(columns);
   }
-  columns_ = std::move(columns);
   coefficients_.resize(capacity);
   added_at_.resize(capacity);
   if (track_average_) {
@@ -49,18 +53,30 @@ void Expansion::Grow(size_t min_capacity) {
   capacity_ = capacity;
 }
 
-template <typename Sweep>
-void Expansion::ForEachBlock(const Kernel& kernel, absl::Span<const double> x,
-                             Sweep sweep) const {
+void Expansion::EvaluateBlock(const Kernel& kernel, absl::Span<const double> x,
+                              size_t first, size_t rows, double* out) const {
+  kernel.EvaluateRows(columns_.data() + first, capacity_, rows, x, out);
+}
+
+void Expansion::EvaluateBlock(const Kernel& kernel, SparseVectorView x, size_t first,
+                              size_t rows, double* out) const {
+  SparseVectorView terms[kBlockRows];
+  for (size_t r = 0; r < rows; ++r) terms[r] = SparseSupport(first + r);
+  kernel.EvaluateSparseRows(absl::MakeConstSpan(terms, rows), x, out);
+}
+
+template <typename Input, typename Sweep>
+void Expansion::ForEachBlock(const Kernel& kernel, const Input& x, Sweep sweep) const {
   alignas(kCacheLineBytes) double values[kBlockRows];
   for (size_t first = 0; first < size_; first += kBlockRows) {
     const size_t rows = std::min(kBlockRows, size_ - first);
-    kernel.EvaluateRows(columns_.data() + first, capacity_, rows, x, values);
+    EvaluateBlock(kernel, x, first, rows, values);
     sweep(first, rows, AlignedConstMap(values, static_cast<Eigen::Index>(rows)));
   }
 }
 
-double Expansion::Dot(const Kernel& kernel, absl::Span<const double> x) const {
+template <typename Input>
+double Expansion::DotOf(const Kernel& kernel, const Input& x) const {
   double sum = 0;
   ForEachBlock(kernel, x, [&](size_t first, size_t rows, const AlignedConstMap& k) {
     sum += (k * AlignedConstMap(coefficients_.data() + first,
@@ -70,6 +86,14 @@ double Expansion::Dot(const Kernel& kernel, absl::Span<const double> x) const {
   return sum;
 }
 
+double Expansion::Dot(const Kernel& kernel, absl::Span<const double> x) const {
+  return DotOf(kernel, x);
+}
+
+double Expansion::Dot(const Kernel& kernel, SparseVectorView x) const {
+  return DotOf(kernel, x);
+}
+
 void Expansion::KernelValues(const Kernel& kernel, absl::Span<const double> x,
                              absl::Span<double> out) const {
   ForEachBlock(kernel, x, [&](size_t first, size_t rows, const AlignedConstMap& k) {
@@ -77,8 +101,16 @@ void Expansion::KernelValues(const Kernel& kernel, absl::Span<const double> x,
   });
 }
 
-double Expansion::AveragedDot(const Kernel& kernel, absl::Span<const double> x,
-                              double average_sum) const {
+void Expansion::KernelValues(const Kernel& kernel, SparseVectorView x,
+                             absl::Span<double> out) const {
+  ForEachBlock(kernel, x, [&](size_t first, size_t rows, const AlignedConstMap& k) {
+    std::copy_n(k.data(), rows, out.data() + first);
+  });
+}
+
+template <typename Input>
+double Expansion::AveragedDotOf(const Kernel& kernel, const Input& x,
+                                double average_sum) const {
   double sum = 0;
   ForEachBlock(kernel, x, [&](size_t first, size_t rows, const AlignedConstMap& k) {
     const auto n = static_cast<Eigen::Index>(rows);
@@ -91,9 +123,18 @@ double Expansion::AveragedDot(const Kernel& kernel, absl::Span<const double> x,
   return sum;
 }
 
-void Expansion::WriteSlot(size_t slot, absl::Span<const double> x, double coefficient,
-                          uint64_t added_at, double average_mark) {
-  for (size_t j = 0; j < dim_; ++j) columns_[j * capacity_ + slot] = x[j];
+double Expansion::AveragedDot(const Kernel& kernel, absl::Span<const double> x,
+                              double average_sum) const {
+  return AveragedDotOf(kernel, x, average_sum);
+}
+
+double Expansion::AveragedDot(const Kernel& kernel, SparseVectorView x,
+                              double average_sum) const {
+  return AveragedDotOf(kernel, x, average_sum);
+}
+
+void Expansion::WriteSlotScalars(size_t slot, double coefficient, uint64_t added_at,
+                                 double average_mark) {
   coefficients_[slot] = coefficient;
   added_at_[slot] = added_at;
   if (track_average_) {
@@ -101,6 +142,21 @@ void Expansion::WriteSlot(size_t slot, absl::Span<const double> x, double coeffi
     average_mark_[slot] = average_mark;
     average_previous_[slot] = 0.0;
   }
+}
+
+void Expansion::WriteSupport(size_t slot, absl::Span<const double> x) {
+  for (size_t j = 0; j < dim_; ++j) columns_[j * capacity_ + slot] = x[j];
+}
+
+void Expansion::WriteSupport(size_t slot, SparseVectorView x) {
+  SparseTerm& term = sparse_terms_[slot];
+  auto bytes = [](const SparseTerm& t) {
+    return t.indices.capacity() * sizeof(uint32_t) + t.values.capacity() * sizeof(double);
+  };
+  sparse_entry_bytes_ -= bytes(term);
+  term.indices.assign(x.indices.begin(), x.indices.end());
+  term.values.assign(x.values.begin(), x.values.end());
+  sparse_entry_bytes_ += bytes(term);
 }
 
 void Expansion::InsertByAge(size_t slot) {
@@ -118,23 +174,63 @@ void Expansion::EraseByAge(size_t slot) {
   }
 }
 
-void Expansion::Append(absl::Span<const double> x, double coefficient, uint64_t added_at,
-                       double average_mark) {
+template <typename Input>
+void Expansion::AppendTerm(const Input& x, double coefficient, uint64_t added_at,
+                           double average_mark) {
   if (size_ == capacity_) {
     size_t capacity = std::max(2 * capacity_, size_ + 1);
     if (max_terms_ > 0) capacity = std::max(std::min(capacity, max_terms_), size_ + 1);
     Grow(capacity);
   }
-  WriteSlot(size_, x, coefficient, added_at, average_mark);
+  WriteSupport(size_, x);
+  WriteSlotScalars(size_, coefficient, added_at, average_mark);
   InsertByAge(size_);
   ++size_;
 }
 
+void Expansion::Append(absl::Span<const double> x, double coefficient, uint64_t added_at,
+                       double average_mark) {
+  AppendTerm(x, coefficient, added_at, average_mark);
+}
+
+void Expansion::Append(SparseVectorView x, double coefficient, uint64_t added_at,
+                       double average_mark) {
+  AppendTerm(x, coefficient, added_at, average_mark);
+}
+
+template <typename Input>
+void Expansion::ReplaceTerm(size_t slot, const Input& x, double coefficient,
+                            uint64_t added_at, double average_mark) {
+  EraseByAge(slot);
+  WriteSupport(slot, x);
+  WriteSlotScalars(slot, coefficient, added_at, average_mark);
+  InsertByAge(slot);
+}
+
 void Expansion::Replace(size_t slot, absl::Span<const double> x, double coefficient,
                         uint64_t added_at, double average_mark) {
-  EraseByAge(slot);
-  WriteSlot(slot, x, coefficient, added_at, average_mark);
-  InsertByAge(slot);
+  ReplaceTerm(slot, x, coefficient, added_at, average_mark);
+}
+
+void Expansion::Replace(size_t slot, SparseVectorView x, double coefficient,
+                        uint64_t added_at, double average_mark) {
+  ReplaceTerm(slot, x, coefficient, added_at, average_mark);
+}
+
+void Expansion::MoveSlot(size_t from, size_t to) {
+  if (sparse()) {
+    // A swap, so that `from` keeps the arrays of the term that left, for reuse.
+    std::swap(sparse_terms_[to], sparse_terms_[from]);
+  } else {
+    for (size_t j = 0; j < dim_; ++j) columns_[j * capacity_ + to] = columns_[j * capacity_ + from];
+  }
+  coefficients_[to] = coefficients_[from];
+  added_at_[to] = added_at_[from];
+  if (track_average_) {
+    average_base_[to] = average_base_[from];
+    average_mark_[to] = average_mark_[from];
+    average_previous_[to] = average_previous_[from];
+  }
 }
 
 void Expansion::Remove(size_t slot) {
@@ -142,16 +238,7 @@ void Expansion::Remove(size_t slot) {
   EraseByAge(slot);
   if (slot != last) {
     *std::find(by_age_.begin(), by_age_.end(), last) = static_cast<uint32_t>(slot);
-    for (size_t j = 0; j < dim_; ++j) {
-      columns_[j * capacity_ + slot] = columns_[j * capacity_ + last];
-    }
-    coefficients_[slot] = coefficients_[last];
-    added_at_[slot] = added_at_[last];
-    if (track_average_) {
-      average_base_[slot] = average_base_[last];
-      average_mark_[slot] = average_mark_[last];
-      average_previous_[slot] = average_previous_[last];
-    }
+    MoveSlot(last, slot);
   }
   --size_;
 }
@@ -161,18 +248,7 @@ void Expansion::RemoveAddedAtMost(uint64_t step) {
   size_t kept = 0;
   for (size_t slot = 0; slot < size_; ++slot) {
     if (added_at_[slot] <= step) continue;
-    if (kept != slot) {
-      for (size_t j = 0; j < dim_; ++j) {
-        columns_[j * capacity_ + kept] = columns_[j * capacity_ + slot];
-      }
-      coefficients_[kept] = coefficients_[slot];
-      added_at_[kept] = added_at_[slot];
-      if (track_average_) {
-        average_base_[kept] = average_base_[slot];
-        average_mark_[kept] = average_mark_[slot];
-        average_previous_[kept] = average_previous_[slot];
-      }
-    }
+    if (kept != slot) MoveSlot(slot, kept);
     new_slot[slot] = static_cast<uint32_t>(kept++);
   }
   std::deque<uint32_t> by_age;

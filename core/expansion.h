@@ -12,6 +12,13 @@
 // the insertion order (added_at() gives that). Sums run in slot order, which is part of a
 // model's exported state: a model rebuilt from it sums identically.
 //
+// Sparse storage (Storage::kSparse) keeps each term's non-zeros instead: its indices and
+// values, in one pair of arrays per slot that a removed term leaves to the next one
+// written there. A sweep then costs the non-zeros of the term and the input rather than
+// dim, and computes the same sums as the dense sweep (see Kernel::EvaluateSparse). Its
+// calls take SparseVectorView inputs; the dense calls take spans. Each storage accepts only
+// its own kind of input.
+//
 // Not thread-safe for writes; const methods may run concurrently with each other.
 //
 // Example:
@@ -29,6 +36,7 @@
 #include "absl/types/span.h"
 #include "core/aligned_allocator.h"
 #include "core/kernel.h"
+#include "core/sparse_vector.h"
 
 namespace okl {
 
@@ -38,9 +46,12 @@ class Expansion {
   // expansion may hold up to this many slots more than its terms.
   static constexpr size_t kSlotAlignment = kCacheLineBytes / sizeof(double);
 
+  enum class Storage { kDense, kSparse };
+
   // `max_terms` > 0 caps the capacity that appends grow to (0: unbounded), so that a
   // full budgeted expansion holds no slack beyond rounding to a cache line.
-  Expansion(size_t dim, bool track_average, size_t max_terms = 0);
+  Expansion(size_t dim, bool track_average, size_t max_terms = 0,
+            Storage storage = Storage::kDense);
 
   // Reserves room for `terms` terms so that appending up to that many never reallocates.
   void Reserve(size_t terms);
@@ -48,25 +59,33 @@ class Expansion {
   size_t size() const { return size_; }
   size_t dim() const { return dim_; }
   bool tracks_average() const { return track_average_; }
+  bool sparse() const { return storage_ == Storage::kSparse; }
 
   // sum_i a_i k(x_i, x) over all terms, in slot order.
   double Dot(const Kernel& kernel, absl::Span<const double> x) const;
+  double Dot(const Kernel& kernel, SparseVectorView x) const;
 
   // out[i] = k(x_i, x) for every slot i; out.size() must be size().
   void KernelValues(const Kernel& kernel, absl::Span<const double> x,
                     absl::Span<double> out) const;
+  void KernelValues(const Kernel& kernel, SparseVectorView x, absl::Span<double> out) const;
 
   // sum_i (previous_i + base_i + a_i (average_sum - mark_i)) k(x_i, x): the summed
   // coefficients of the averaged hypothesis (see NormaModel). Requires tracks_average().
   double AveragedDot(const Kernel& kernel, absl::Span<const double> x,
                      double average_sum) const;
+  double AveragedDot(const Kernel& kernel, SparseVectorView x, double average_sum) const;
 
   // Adds a term in slot size(). `average_mark` is ignored unless tracks_average().
   void Append(absl::Span<const double> x, double coefficient, uint64_t added_at,
               double average_mark);
+  void Append(SparseVectorView x, double coefficient, uint64_t added_at,
+              double average_mark);
   // Overwrites the term in `slot` with a new one.
   void Replace(size_t slot, absl::Span<const double> x, double coefficient,
                uint64_t added_at, double average_mark);
+  void Replace(size_t slot, SparseVectorView x, double coefficient, uint64_t added_at,
+               double average_mark);
   // Removes the term in `slot`; the last term moves into it.
   void Remove(size_t slot);
   // Removes every term with added_at <= step, keeping the others in their slot order.
@@ -109,41 +128,85 @@ class Expansion {
   void set_average_base(size_t slot, double base) { average_base_[slot] = base; }
   // Restores a term's previous-block sum (Append starts it at 0). Requires tracks_average().
   void set_average_previous(size_t slot, double previous) { average_previous_[slot] = previous; }
-  // Coordinate j of the term in `slot`.
+  // Coordinate j of the term in `slot`. Dense storage only.
   double support(size_t slot, size_t j) const { return columns_[j * capacity_ + slot]; }
-  // Copies the support vector in `slot` to out[0, dim()).
+  // Copies the support vector in `slot` to out[0, dim()). Dense storage only.
   void CopySupport(size_t slot, double* out) const;
+  // The non-zeros of the term in `slot`, valid until the expansion changes. Sparse
+  // storage only.
+  SparseVectorView SparseSupport(size_t slot) const {
+    const SparseTerm& term = sparse_terms_[slot];
+    return {.indices = term.indices, .values = term.values};
+  }
 
   // Bytes held by the term arrays (what a full expansion costs in memory).
-  size_t MemoryBytes() const { return capacity_ * BytesPerSlot(dim_, track_average_); }
+  size_t MemoryBytes() const {
+    return sparse() ? capacity_ * SparseBytesPerSlot(0, track_average_) + sparse_entry_bytes_
+                    : capacity_ * BytesPerSlot(dim_, track_average_);
+  }
   // What one slot of an expansion of `dim` costs: its column entries, coefficient, step,
   // age-order entry and, if averaged, its three sums.
   static size_t BytesPerSlot(size_t dim, bool track_average) {
     return (dim + 1) * sizeof(double) + sizeof(uint64_t) + sizeof(uint32_t) +
            (track_average ? 3 * sizeof(double) : 0);
   }
+  // The same for sparse storage, whose terms have at most `max_nonzeros` non-zeros: the
+  // slot's pair of arrays and their entries instead of the columns.
+  static size_t SparseBytesPerSlot(size_t max_nonzeros, bool track_average) {
+    return sizeof(SparseTerm) + max_nonzeros * (sizeof(uint32_t) + sizeof(double)) +
+           BytesPerSlot(0, track_average);
+  }
 
  private:
   void Grow(size_t min_capacity);
-  void WriteSlot(size_t slot, absl::Span<const double> x, double coefficient,
-                 uint64_t added_at, double average_mark);
+  // One slot's inputs under sparse storage; the arrays stay allocated when the term
+  // leaves, for the next term written there.
+  struct SparseTerm {
+    std::vector<uint32_t> indices;
+    std::vector<double> values;
+  };
+
+  // Writes the term's scalars; the input is written by the caller.
+  void WriteSlotScalars(size_t slot, double coefficient, uint64_t added_at,
+                        double average_mark);
+  void WriteSupport(size_t slot, absl::Span<const double> x);
+  void WriteSupport(size_t slot, SparseVectorView x);
+  template <typename Input>
+  void AppendTerm(const Input& x, double coefficient, uint64_t added_at, double average_mark);
+  template <typename Input>
+  void ReplaceTerm(size_t slot, const Input& x, double coefficient, uint64_t added_at,
+                   double average_mark);
+  // Moves the term in slot `from` to slot `to` (whose term is gone).
+  void MoveSlot(size_t from, size_t to);
+  // out[r] = k(x_{first + r}, x) for r < rows (<= the sweep's block).
+  void EvaluateBlock(const Kernel& kernel, absl::Span<const double> x, size_t first,
+                     size_t rows, double* out) const;
+  void EvaluateBlock(const Kernel& kernel, SparseVectorView x, size_t first, size_t rows,
+                     double* out) const;
+  template <typename Input>
+  double DotOf(const Kernel& kernel, const Input& x) const;
+  template <typename Input>
+  double AveragedDotOf(const Kernel& kernel, const Input& x, double average_sum) const;
   // Keep by_age_ sorted by added_at as slots are written and removed.
   void InsertByAge(size_t slot);
   void EraseByAge(size_t slot);
   // Calls sweep(first_row, rows, kernel_values) for consecutive blocks of rows.
-  template <typename Sweep>
-  void ForEachBlock(const Kernel& kernel, absl::Span<const double> x, Sweep sweep) const;
+  template <typename Input, typename Sweep>
+  void ForEachBlock(const Kernel& kernel, const Input& x, Sweep sweep) const;
 
   size_t dim_;
   bool track_average_;
   size_t max_terms_;
+  Storage storage_;
   size_t size_ = 0;
   size_t capacity_ = 0;
   template <typename T>
   using AlignedVector = std::vector<T, CacheAlignedAllocator<T>>;
 
   // capacity_ is a multiple of 8, so every column starts on a cache line.
-  AlignedVector<double> columns_;  // dim_ columns of capacity_ rows each
+  AlignedVector<double> columns_;  // dim_ columns of capacity_ rows each; dense storage
+  std::vector<SparseTerm> sparse_terms_;  // capacity_ slots; sparse storage
+  size_t sparse_entry_bytes_ = 0;  // the bytes sparse_terms_' arrays hold
   AlignedVector<double> coefficients_;
   std::vector<uint64_t> added_at_;
   AlignedVector<double> average_base_;  // empty unless track_average_

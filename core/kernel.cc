@@ -31,6 +31,52 @@ bool UsesDistance(KernelType type) {
          type == KernelType::kHeat;
 }
 
+// |a - b|^2 over the union of the non-zeros, in index order.
+double SparseSquaredDistance(SparseVectorView a, SparseVectorView b) {
+  const size_t na = a.indices.size();
+  const size_t nb = b.indices.size();
+  size_t i = 0;
+  size_t j = 0;
+  double s = 0;
+  while (i < na && j < nb) {
+    const uint32_t ia = a.indices[i];
+    const uint32_t ib = b.indices[j];
+    double d;
+    if (ia == ib) {
+      d = a.values[i++] - b.values[j++];
+    } else if (ia < ib) {
+      d = a.values[i++];
+    } else {
+      d = b.values[j++];
+    }
+    s += d * d;
+  }
+  for (; i < na; ++i) s += a.values[i] * a.values[i];
+  for (; j < nb; ++j) s += b.values[j] * b.values[j];
+  return s;
+}
+
+// <a, b> over the shared non-zeros, in index order.
+double SparseDot(SparseVectorView a, SparseVectorView b) {
+  const size_t na = a.indices.size();
+  const size_t nb = b.indices.size();
+  size_t i = 0;
+  size_t j = 0;
+  double s = 0;
+  while (i < na && j < nb) {
+    const uint32_t ia = a.indices[i];
+    const uint32_t ib = b.indices[j];
+    if (ia == ib) {
+      s += a.values[i++] * b.values[j++];
+    } else if (ia < ib) {
+      ++i;
+    } else {
+      ++j;
+    }
+  }
+  return s;
+}
+
 }  // namespace
 
 Kernel::Kernel(const KernelConfig& config, size_t dim)
@@ -84,6 +130,20 @@ void Kernel::EvaluateRows(const double* columns, size_t stride, size_t rows,
     }
   }
   Finish(out, rows);
+}
+
+double Kernel::EvaluateSparse(SparseVectorView a, SparseVectorView b) const {
+  double s = uses_distance_ ? SparseSquaredDistance(a, b) : SparseDot(a, b);
+  Finish(&s, 1);
+  return s;
+}
+
+void Kernel::EvaluateSparseRows(absl::Span<const SparseVectorView> rows, SparseVectorView x,
+                                double* out) const {
+  for (size_t r = 0; r < rows.size(); ++r) {
+    out[r] = uses_distance_ ? SparseSquaredDistance(rows[r], x) : SparseDot(rows[r], x);
+  }
+  Finish(out, rows.size());
 }
 
 void Kernel::Finish(double* values, size_t n) const {

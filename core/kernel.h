@@ -18,6 +18,7 @@
 
 #include "absl/types/span.h"
 #include "core/config.h"
+#include "core/sparse_vector.h"
 
 namespace okl {
 
@@ -33,6 +34,15 @@ class Kernel {
   // coordinate at columns[j * stride + r]; `stride` >= rows. `out` holds `rows` values.
   void EvaluateRows(const double* columns, size_t stride, size_t rows,
                     absl::Span<const double> x, double* out) const;
+
+  // The same for sparse vectors (core/sparse_vector.h): k(a, b), and out[r] = k(rows[r], x).
+  // The sums run over the union of the non-zeros in index order, so they equal the dense
+  // sums of the same vectors (a coordinate zero in both adds exactly 0). The squared
+  // distance is summed from differences, not as |a|^2 + |b|^2 - 2 <a, b>, for the same
+  // reason as EvaluateRows: that form cancels for near-duplicate points.
+  double EvaluateSparse(SparseVectorView a, SparseVectorView b) const;
+  void EvaluateSparseRows(absl::Span<const SparseVectorView> rows, SparseVectorView x,
+                          double* out) const;
 
   // sup_x sqrt(k(x, x)) when it is finite (X in seed 003's truncation bound): 1 for the
   // gaussian and laplacian kernels, (4 pi t)^(-d/4) for the heat kernel; nullopt for the

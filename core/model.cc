@@ -1,5 +1,6 @@
 #include "core/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -95,6 +96,14 @@ Observation Model::CommitStepScalars(const StepScalars& step, absl::Span<const d
   if (IsClassificationLoss(config_.loss.type) && !(y * step.prediction > 0)) ++mistakes_;
   regret_window_.Record(x, y, step.at.value, step.t);
   return Observation{.prediction = step.prediction, .loss = step.at.value};
+}
+
+Observation Model::CommitStepScalars(const StepScalars& step, SparseVectorView x, double y) {
+  if (config_.regret_window == 0) return CommitStepScalars(step, absl::Span<const double>(), y);
+  // The regret window keeps its examples dense (ValidateConfig bounds dim for it).
+  dense_scratch_.resize(config_.dim);
+  Densify(x, absl::MakeSpan(dense_scratch_));
+  return CommitStepScalars(step, dense_scratch_, y);
 }
 
 ModelStats Model::ScalarStats() const {
@@ -193,11 +202,31 @@ absl::Status Model::ValidateInput(absl::Span<const double> x) const {
     return absl::InvalidArgumentError(absl::StrCat(
         "input has ", x.size(), " values but the model's dim is ", config_.dim));
   }
-  return CheckFiniteValues("x", x);
+  OKL_RETURN_IF_ERROR(CheckFiniteValues("x", x));
+  if (config_.sparse_storage()) {
+    const auto nonzeros = static_cast<size_t>(std::count_if(
+        x.begin(), x.end(), [](double v) { return v != 0; }));
+    if (nonzeros > config_.sparse.max_nonzeros) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input has ", nonzeros, " non-zeros, more than the model's ",
+          config_.sparse.max_nonzeros, " (sparse.max_nonzeros)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Model::ValidateSparseInput(SparseVectorView x) const {
+  return ValidateSparseVector("x", x, config_.dim,
+                              config_.sparse_storage() ? config_.sparse.max_nonzeros
+                                                       : config_.dim);
 }
 
 absl::Status Model::ValidateExample(absl::Span<const double> x, double y) const {
   OKL_RETURN_IF_ERROR(ValidateInput(x));
+  return ValidateLabel(y);
+}
+
+absl::Status Model::ValidateLabel(double y) const {
   if (!std::isfinite(y)) {
     return absl::InvalidArgumentError(absl::StrCat("label y is ", y, "; it must be finite"));
   }
@@ -212,6 +241,30 @@ absl::Status Model::ValidateExample(absl::Span<const double> x, double y) const 
 absl::StatusOr<Observation> Model::Observe(absl::Span<const double> x, double y) {
   OKL_RETURN_IF_ERROR(ValidateExample(x, y));
   return Step(x, y);
+}
+
+absl::StatusOr<Observation> Model::ObserveSparse(SparseVectorView x, double y) {
+  OKL_RETURN_IF_ERROR(ValidateSparseInput(x));
+  OKL_RETURN_IF_ERROR(ValidateLabel(y));
+  return StepSparse(x, y);
+}
+
+absl::StatusOr<Observation> Model::StepSparse(SparseVectorView x, double y) {
+  dense_scratch_.resize(config_.dim);
+  Densify(x, absl::MakeSpan(dense_scratch_));
+  return Step(dense_scratch_, y);
+}
+
+double Model::PredictSparseUnchecked(SparseVectorView x, PredictionMode mode) const {
+  std::vector<double> dense(config_.dim);
+  Densify(x, absl::MakeSpan(dense));
+  return PredictUnchecked(dense, mode);
+}
+
+absl::StatusOr<double> Model::PredictSparse(SparseVectorView x, PredictionMode mode) const {
+  OKL_RETURN_IF_ERROR(ValidateSparseInput(x));
+  OKL_RETURN_IF_ERROR(CheckPredictionMode(mode));
+  return PredictSparseUnchecked(x, mode);
 }
 
 absl::Status Model::ValidateBatch(absl::Span<const double> xs,

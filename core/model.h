@@ -35,6 +35,7 @@
 #include "core/loss.h"
 #include "core/regret.h"
 #include "core/regret_window.h"
+#include "core/sparse_vector.h"
 
 namespace okl {
 
@@ -70,6 +71,10 @@ struct ModelStats {
 struct ModelState {
   ModelConfig config;
   std::vector<double> support;          // size * dim, term-major (term i at [i*dim, (i+1)*dim))
+  // Under sparse storage (config.sparse_storage()) the terms' inputs are here instead, one
+  // row per term, and `support` and `retired_support` are empty.
+  SparseRows sparse_support;
+  SparseRows retired_sparse_support;
   std::vector<double> coefficients;     // unscaled: alpha_i = scale * coefficients[i]
   std::vector<uint64_t> added_at;       // the step each term was added at
   // The averaged hypothesis, per term (each empty unless config.averaged): the term's
@@ -150,7 +155,8 @@ class Model {
   // InvalidArgument unless x has dim entries, x and y are finite, and y is -1 or +1 for
   // the classification losses.
   absl::Status ValidateExample(absl::Span<const double> x, double y) const;
-  // InvalidArgument unless x has dim finite entries.
+  // InvalidArgument unless x has dim finite entries (and, under sparse storage, at most
+  // config.sparse.max_nonzeros non-zeros).
   absl::Status ValidateInput(absl::Span<const double> x) const;
 
   // One step. On a bad example returns InvalidArgument and changes nothing. If the step
@@ -178,6 +184,16 @@ class Model {
   // Predicts out.size() inputs stored example-major in xs; all validated first.
   absl::Status PredictBatch(absl::Span<const double> xs, absl::Span<double> out,
                             PredictionMode mode = PredictionMode::kConfigured) const;
+
+  // The sparse forms of Observe and Predict: x given by its non-zeros (core/sparse_vector.h:
+  // indices strictly increasing and below dim, values finite, and at most
+  // config.sparse.max_nonzeros of them under sparse storage). Both forms work with either
+  // storage and give the same results: a model converts an input it does not store
+  // natively.
+  absl::Status ValidateSparseInput(SparseVectorView x) const;
+  absl::StatusOr<Observation> ObserveSparse(SparseVectorView x, double y);
+  absl::StatusOr<double> PredictSparse(SparseVectorView x,
+                                       PredictionMode mode = PredictionMode::kConfigured) const;
 
   // |f|^2 in the model's feature space (the offset excluded); for inspection, not for the
   // request path.
@@ -220,6 +236,7 @@ class Model {
   // Applies the scalar half: b, the margin, steps() = t, the statistics and the regret
   // window. What the step reports.
   Observation CommitStepScalars(const StepScalars& step, absl::Span<const double> x, double y);
+  Observation CommitStepScalars(const StepScalars& step, SparseVectorView x, double y);
 
   // The statistics every kind keeps (steps, cumulative loss, mistakes, offset, margin).
   ModelStats ScalarStats() const;
@@ -236,6 +253,9 @@ class Model {
   virtual absl::StatusOr<Observation> Step(absl::Span<const double> x, double y) = 0;
   // f(x) for a valid x and a mode CheckPredictionMode accepted.
   virtual double PredictUnchecked(absl::Span<const double> x, PredictionMode mode) const = 0;
+  // The same for a sparse input; by default they densify it and call the above.
+  virtual absl::StatusOr<Observation> StepSparse(SparseVectorView x, double y);
+  virtual double PredictSparseUnchecked(SparseVectorView x, PredictionMode mode) const;
 
   // InvalidArgument naming values[i] if it is not finite.
   static absl::Status CheckFiniteValues(absl::string_view name,
@@ -253,6 +273,10 @@ class Model {
 
  private:
   absl::Status CheckPredictionMode(PredictionMode mode) const;
+  // InvalidArgument unless y is finite and, for the classification losses, -1 or +1.
+  absl::Status ValidateLabel(double y) const;
+  // Step's dense buffer for a sparse input (the regret window, a dense-storage model).
+  std::vector<double> dense_scratch_;
   // InvalidArgument unless state.regret_window fits state.config and state.steps.
   static absl::Status ValidateRegretWindow(const ModelState& state);
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -23,6 +24,39 @@ constexpr double kMaxAverageSum = 0x1p8;
 // smallest: far above rounding (1e-13 after many steps), far below real differences.
 constexpr double kMergeTieTolerance = 1e-9;
 
+// InvalidArgument unless `rows` holds `terms` rows, each a valid input of `config`.
+absl::Status ValidateSparseTerms(absl::string_view name, const SparseRows& rows,
+                                 size_t terms, const ModelConfig& config) {
+  auto inconsistent = [&](absl::string_view what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("inconsistent model state: ", name, " ", what));
+  };
+  if (rows.size() != terms) {
+    return inconsistent(absl::StrCat("has ", rows.size(), " rows for ", terms, " terms"));
+  }
+  absl::Status status = ValidateSparseRowsShape(name, rows);
+  for (size_t i = 0; status.ok() && i < terms; ++i) {
+    status = ValidateSparseVector(absl::StrCat(name, "[", i, "]"), rows.Row(i), config.dim,
+                                  config.sparse.max_nonzeros);
+  }
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("inconsistent model state: ", status.message()));
+  }
+  return absl::OkStatus();
+}
+
+Expansion::Storage StorageOf(const ModelConfig& config) {
+  return config.sparse_storage() ? Expansion::Storage::kSparse : Expansion::Storage::kDense;
+}
+
+// What one slot of `config`'s expansion costs at most (the averaged sums if `averaged`).
+size_t WorstCaseSlotBytes(const ModelConfig& config, bool averaged) {
+  return config.sparse_storage()
+             ? Expansion::SparseBytesPerSlot(config.sparse.max_nonzeros, averaged)
+             : Expansion::BytesPerSlot(config.dim, averaged);
+}
+
 }  // namespace
 
 uint64_t NormaModel::MaxRetiredTerms(const ModelConfig& config) {
@@ -35,8 +69,8 @@ uint64_t NormaModel::MaxRetiredTerms(const ModelConfig& config) {
 NormaModel::NormaModel(const ModelConfig& config)
     : Model(config),
       kernel_(config.kernel, config.dim),
-      expansion_(config.dim, config.averaged, config.budget.max_terms),
-      retired_(config.dim, /*track_average=*/true, MaxRetiredTerms(config)),
+      expansion_(config.dim, config.averaged, config.budget.max_terms, StorageOf(config)),
+      retired_(config.dim, /*track_average=*/true, MaxRetiredTerms(config), StorageOf(config)),
       average_window_(EffectiveAveragingWindow(config)),
       min_abs_coefficient_bound_(std::numeric_limits<double>::infinity()) {}
 
@@ -51,8 +85,8 @@ size_t NormaModel::WorstCaseMemoryBytes(const ModelConfig& config) {
   const uint64_t window = config.regret_window;
   const uint64_t window_bytes = window * (dim + 2) * sizeof(double);
   const uint64_t gram_bytes = window * window * sizeof(double);
-  return terms * Expansion::BytesPerSlot(dim, config.averaged) +
-         retired * Expansion::BytesPerSlot(dim, true) + window_bytes + gram_bytes;
+  return terms * WorstCaseSlotBytes(config, config.averaged) +
+         retired * WorstCaseSlotBytes(config, true) + window_bytes + gram_bytes;
 }
 
 absl::StatusOr<std::unique_ptr<NormaModel>> NormaModel::Create(const ModelConfig& config) {
@@ -67,9 +101,21 @@ absl::StatusOr<std::unique_ptr<NormaModel>> NormaModel::FromState(const ModelSta
   auto inconsistent = [](absl::string_view what) {
     return absl::InvalidArgumentError(absl::StrCat("inconsistent model state: ", what));
   };
-  if (state.support.size() != n * config.dim) {
+  if (config.sparse_storage()) {
+    OKL_RETURN_IF_ERROR(ValidateSparseTerms("sparse_support", state.sparse_support, n, config));
+    OKL_RETURN_IF_ERROR(ValidateSparseTerms("retired_sparse_support",
+                                            state.retired_sparse_support,
+                                            state.retired_at.size(), config));
+    if (!state.support.empty() || !state.retired_support.empty()) {
+      return inconsistent("a sparse-storage model lists its terms in sparse_support only");
+    }
+  } else if (state.support.size() != n * config.dim) {
     return inconsistent(absl::StrCat("support holds ", state.support.size(),
                                      " values, expected ", n, " terms x dim ", config.dim));
+  } else if (state.sparse_support.size() > 0 || !state.sparse_support.indices.empty() ||
+             state.retired_sparse_support.size() > 0 ||
+             !state.retired_sparse_support.indices.empty()) {
+    return inconsistent("a dense-storage model has no sparse_support");
   }
   if (state.added_at.size() != n) {
     return inconsistent(absl::StrCat("added_at has ", state.added_at.size(),
@@ -135,10 +181,15 @@ absl::StatusOr<std::unique_ptr<NormaModel>> NormaModel::FromState(const ModelSta
   std::unique_ptr<NormaModel> model(new NormaModel(config));
   model->expansion_.Reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    model->expansion_.Append(
-        absl::MakeConstSpan(state.support).subspan(i * config.dim, config.dim),
-        state.coefficients[i], state.added_at[i],
-        config.averaged ? state.average_mark[i] : 0.0);
+    const double mark = config.averaged ? state.average_mark[i] : 0.0;
+    if (config.sparse_storage()) {
+      model->expansion_.Append(state.sparse_support.Row(i), state.coefficients[i],
+                               state.added_at[i], mark);
+    } else {
+      model->expansion_.Append(
+          absl::MakeConstSpan(state.support).subspan(i * config.dim, config.dim),
+          state.coefficients[i], state.added_at[i], mark);
+    }
   }
   if (config.averaged) {
     // A state written before averaging windows existed has no previous-block sums: 0.
@@ -152,9 +203,14 @@ absl::StatusOr<std::unique_ptr<NormaModel>> NormaModel::FromState(const ModelSta
   const size_t retired = state.retired_at.size();
   model->retired_.Reserve(retired);
   for (size_t i = 0; i < retired; ++i) {
-    model->retired_.Append(
-        absl::MakeConstSpan(state.retired_support).subspan(i * config.dim, config.dim), 0.0,
-        state.retired_at[i], 0.0);
+    if (config.sparse_storage()) {
+      model->retired_.Append(state.retired_sparse_support.Row(i), 0.0, state.retired_at[i],
+                             0.0);
+    } else {
+      model->retired_.Append(
+          absl::MakeConstSpan(state.retired_support).subspan(i * config.dim, config.dim),
+          0.0, state.retired_at[i], 0.0);
+    }
     model->retired_.set_average_base(i, state.retired_sums[i]);
     model->retired_.set_average_previous(i, state.retired_previous_sums[i]);
   }
@@ -191,7 +247,8 @@ absl::Status NormaModel::ValidateAverageWindowState(const ModelState& state) {
     return inconsistent(absl::StrCat("average_previous has ", state.average_previous.size(),
                                      " entries for ", n, " terms"));
   }
-  if (state.retired_support.size() != retired * config.dim ||
+  const size_t retired_dim = config.sparse_storage() ? 0 : config.dim;
+  if (state.retired_support.size() != retired * retired_dim ||
       state.retired_sums.size() != retired || state.retired_previous_sums.size() != retired) {
     return inconsistent(absl::StrCat(
         "retired terms have ", state.retired_support.size(), " input values, ",
@@ -238,11 +295,16 @@ ModelState NormaModel::ExportState() const {
   state.config = config_;
   const size_t n = expansion_.size();
   const size_t dim = config_.dim;
-  state.support.resize(n * dim);
+  const bool sparse = config_.sparse_storage();
+  if (!sparse) state.support.resize(n * dim);
   state.coefficients.resize(n);
   state.added_at.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    expansion_.CopySupport(i, state.support.data() + i * dim);
+    if (sparse) {
+      state.sparse_support.Append(expansion_.SparseSupport(i));
+    } else {
+      expansion_.CopySupport(i, state.support.data() + i * dim);
+    }
     state.coefficients[i] = expansion_.coefficient(i);
     state.added_at[i] = expansion_.added_at(i);
   }
@@ -256,12 +318,16 @@ ModelState NormaModel::ExportState() const {
       state.average_previous[i] = expansion_.average_previous(i);
     }
     const size_t retired = retired_.size();
-    state.retired_support.resize(retired * dim);
+    if (!sparse) state.retired_support.resize(retired * dim);
     state.retired_sums.resize(retired);
     state.retired_previous_sums.resize(retired);
     state.retired_at.resize(retired);
     for (size_t i = 0; i < retired; ++i) {
-      retired_.CopySupport(i, state.retired_support.data() + i * dim);
+      if (sparse) {
+        state.retired_sparse_support.Append(retired_.SparseSupport(i));
+      } else {
+        retired_.CopySupport(i, state.retired_support.data() + i * dim);
+      }
       state.retired_sums[i] = retired_.average_base(i);
       state.retired_previous_sums[i] = retired_.average_previous(i);
       state.retired_at[i] = retired_.added_at(i);
@@ -279,6 +345,19 @@ ModelState NormaModel::ExportState() const {
 }
 
 absl::StatusOr<Observation> NormaModel::Step(absl::Span<const double> x, double y) {
+  if (!config_.sparse_storage()) return StepOn(x, y);
+  sparse_scratch_.clear();
+  AppendNonZeros(x, &sparse_scratch_);
+  return StepOn(sparse_scratch_.Row(0), y);
+}
+
+absl::StatusOr<Observation> NormaModel::StepSparse(SparseVectorView x, double y) {
+  if (!config_.sparse_storage()) return Model::StepSparse(x, y);
+  return StepOn(x, y);
+}
+
+template <typename Input>
+absl::StatusOr<Observation> NormaModel::StepOn(const Input& x, double y) {
   // t is also every new term's added_at; a wrapped counter would leave a state FromState
   // rejects.
   OKL_RETURN_IF_ERROR(CheckStepCounter());
@@ -360,10 +439,14 @@ void NormaModel::StartAverageBlock() {
 
 void NormaModel::RetireTerm(size_t slot) {
   if (!config_.averaged) return;
-  retire_scratch_.resize(config_.dim);
-  expansion_.CopySupport(slot, retire_scratch_.data());
   // It was part of f_1 .. f_{steps_}: its sums are final, so its coefficient is 0.
-  retired_.Append(retire_scratch_, 0.0, steps_, 0.0);
+  if (config_.sparse_storage()) {
+    retired_.Append(expansion_.SparseSupport(slot), 0.0, steps_, 0.0);
+  } else {
+    retire_scratch_.resize(config_.dim);
+    expansion_.CopySupport(slot, retire_scratch_.data());
+    retired_.Append(retire_scratch_, 0.0, steps_, 0.0);
+  }
   const size_t r = retired_.size() - 1;
   retired_.set_average_base(r, expansion_.SummedCoefficient(slot, average_sum_));
   retired_.set_average_previous(r, expansion_.average_previous(slot));
@@ -393,7 +476,8 @@ void NormaModel::DropBelowThreshold() {
   });
 }
 
-void NormaModel::InsertWithinBudget(absl::Span<const double> x, double coefficient) {
+template <typename Input>
+void NormaModel::InsertWithinBudget(const Input& x, double coefficient) {
   DropBelowThreshold();
   const double abs_coefficient = std::abs(coefficient);
   if (abs_coefficient * scale_ < config_.budget.drop_below) {
@@ -409,9 +493,12 @@ void NormaModel::InsertWithinBudget(absl::Span<const double> x, double coefficie
   // Full: one of the size + 1 candidates goes. The new term is the newest, so it is never
   // the OLDEST victim, and on a SMALLEST tie the older term goes and the new one stays.
   ++terms_removed_;
-  if (config_.budget.policy == BudgetPolicy::kMerge) {
-    MergeSmallestTerm(x, coefficient);
-    return;
+  if constexpr (std::is_same_v<Input, absl::Span<const double>>) {
+    // Dense storage only (ValidateConfig).
+    if (config_.budget.policy == BudgetPolicy::kMerge) {
+      MergeSmallestTerm(x, coefficient);
+      return;
+    }
   }
   size_t victim;
   if (config_.budget.policy == BudgetPolicy::kOldest) {
@@ -518,6 +605,21 @@ void NormaModel::MergeSmallestTerm(absl::Span<const double> x, double coefficien
 }
 
 double NormaModel::PredictUnchecked(absl::Span<const double> x, PredictionMode mode) const {
+  if (!config_.sparse_storage()) return PredictOn(x, mode);
+  // Predictions may run concurrently: each thread its own buffer.
+  thread_local SparseRows nonzeros;
+  nonzeros.clear();
+  AppendNonZeros(x, &nonzeros);
+  return PredictOn(nonzeros.Row(0), mode);
+}
+
+double NormaModel::PredictSparseUnchecked(SparseVectorView x, PredictionMode mode) const {
+  if (!config_.sparse_storage()) return Model::PredictSparseUnchecked(x, mode);
+  return PredictOn(x, mode);
+}
+
+template <typename Input>
+double NormaModel::PredictOn(const Input& x, PredictionMode mode) const {
   if (mode == PredictionMode::kCurrent ||
       (mode == PredictionMode::kConfigured && !config_.averaged)) {
     return scale_ * expansion_.Dot(kernel_, x) + offset_;
@@ -533,11 +635,17 @@ double NormaModel::PredictUnchecked(absl::Span<const double> x, PredictionMode m
 
 double NormaModel::SquaredNorm() const {
   const size_t n = expansion_.size();
-  std::vector<double> x(config_.dim);
+  std::vector<double> x(config_.sparse_storage() ? 0 : config_.dim);
   double sum = 0;
   for (size_t i = 0; i < n; ++i) {
-    expansion_.CopySupport(i, x.data());
-    sum += expansion_.coefficient(i) * expansion_.Dot(kernel_, x);
+    double f_i;
+    if (config_.sparse_storage()) {
+      f_i = expansion_.Dot(kernel_, expansion_.SparseSupport(i));
+    } else {
+      expansion_.CopySupport(i, x.data());
+      f_i = expansion_.Dot(kernel_, x);
+    }
+    sum += expansion_.coefficient(i) * f_i;
   }
   return scale_ * scale_ * sum;
 }

@@ -27,6 +27,11 @@
 // coefficient over the current block as base_i + a_i (u - mark_i); at a block's end
 // (O(size), every W steps) that becomes the term's previous-block sum.
 //
+// With sparse storage (config.sparse, core/config.h) the expansion keeps each term's
+// non-zeros, and every step and prediction runs on the input's non-zeros; a dense input is
+// reduced to its non-zeros first. The arithmetic is the dense model's: a sparse-storage
+// model makes the same predictions and steps as a dense one on the same examples.
+//
 // Not thread-safe: const methods may run concurrently with each other, but not with
 // Observe (ModelRegistry serialises writers).
 //
@@ -95,14 +100,23 @@ class NormaModel : public Model {
  protected:
   absl::StatusOr<Observation> Step(absl::Span<const double> x, double y) override;
   double PredictUnchecked(absl::Span<const double> x, PredictionMode mode) const override;
+  absl::StatusOr<Observation> StepSparse(SparseVectorView x, double y) override;
+  double PredictSparseUnchecked(SparseVectorView x, PredictionMode mode) const override;
 
  private:
   explicit NormaModel(const ModelConfig& config);
   // InvalidArgument unless the state's averaging-window fields fit its config.
   static absl::Status ValidateAverageWindowState(const ModelState& state);
-  // Applies drop_below and the budget policy with the step's candidate term (empty `x` if
-  // the step adds none). Writes the candidate into the expansion if it survives.
-  void InsertWithinBudget(absl::Span<const double> x, double coefficient);
+  // The step and the prediction on an input of the expansion's storage: a span (dense) or
+  // a SparseVectorView (sparse).
+  template <typename Input>
+  absl::StatusOr<Observation> StepOn(const Input& x, double y);
+  template <typename Input>
+  double PredictOn(const Input& x, PredictionMode mode) const;
+  // Applies drop_below and the budget policy with the step's candidate term. Writes the
+  // candidate into the expansion if it survives.
+  template <typename Input>
+  void InsertWithinBudget(const Input& x, double coefficient);
   void DropBelowThreshold();
   // MERGE on a full expansion: merges the smallest |a| of the expansion and the new term
   // (core/merge.h) into its best same-sign partner, or removes it if there is none.
@@ -147,6 +161,8 @@ class NormaModel : public Model {
   std::vector<double> merge_scratch_;
   std::vector<double> merge_point_;
   std::vector<double> retire_scratch_;
+  // A dense input's non-zeros, under sparse storage.
+  SparseRows sparse_scratch_;
 };
 
 }  // namespace okl
