@@ -252,6 +252,7 @@ absl::StatusOr<ModelConfig> FromProto(const v1::ModelConfig& proto) {
   config.regret_window = proto.regret_window();
   config.random_features = {.dimension = proto.random_features().dimension(),
                             .seed = proto.random_features().seed()};
+  config.sparse.max_nonzeros = proto.sparse().max_nonzeros();
   OKL_RETURN_IF_ERROR(ValidateConfig(config));
   return config;
 }
@@ -278,6 +279,7 @@ v1::ModelConfig ToProto(const ModelConfig& config) {
     proto.mutable_random_features()->set_dimension(config.random_features.dimension);
     proto.mutable_random_features()->set_seed(config.random_features.seed);
   }
+  if (config.sparse_storage()) proto.mutable_sparse()->set_max_nonzeros(config.sparse.max_nonzeros);
   return proto;
 }
 
@@ -291,6 +293,31 @@ std::string CanonicalConfigBytes(const ModelConfig& config) {
   coded.Trim();
   return bytes;
 }
+
+namespace {
+
+template <typename T>
+using Repeated = google::protobuf::RepeatedField<T>;
+
+void SparseRowsToProto(const SparseRows& rows, Repeated<uint64_t>* ends,
+                       Repeated<uint32_t>* indices, Repeated<double>* values) {
+  ends->Assign(rows.ends.begin(), rows.ends.end());
+  indices->Assign(rows.indices.begin(), rows.indices.end());
+  values->Assign(rows.values.begin(), rows.values.end());
+}
+
+// The rows as written; NormaModel::FromState checks that they are well formed.
+SparseRows SparseRowsFromProto(const Repeated<uint64_t>& ends,
+                               const Repeated<uint32_t>& indices,
+                               const Repeated<double>& values) {
+  SparseRows rows;
+  rows.ends.assign(ends.begin(), ends.end());
+  rows.indices.assign(indices.begin(), indices.end());
+  rows.values.assign(values.begin(), values.end());
+  return rows;
+}
+
+}  // namespace
 
 v1::ModelSnapshot ToProto(const ModelState& state) {
   v1::ModelSnapshot proto;
@@ -314,6 +341,12 @@ v1::ModelSnapshot ToProto(const ModelState& state) {
   proto.set_average_previous_offset_sum(state.average_previous_offset_sum);
   proto.mutable_weights()->Assign(state.weights.begin(), state.weights.end());
   proto.mutable_weight_sums()->Assign(state.weight_sums.begin(), state.weight_sums.end());
+  SparseRowsToProto(state.sparse_support, proto.mutable_sparse_support_ends(),
+                    proto.mutable_sparse_support_indices(),
+                    proto.mutable_sparse_support_values());
+  SparseRowsToProto(state.retired_sparse_support, proto.mutable_retired_sparse_support_ends(),
+                    proto.mutable_retired_sparse_support_indices(),
+                    proto.mutable_retired_sparse_support_values());
   proto.set_scale(state.scale);
   proto.set_offset(state.offset);
   proto.set_margin(state.margin);
@@ -371,6 +404,12 @@ absl::StatusOr<ModelState> FromProto(const v1::ModelSnapshot& proto) {
   state.average_previous_offset_sum = proto.average_previous_offset_sum();
   state.weights.assign(proto.weights().begin(), proto.weights().end());
   state.weight_sums.assign(proto.weight_sums().begin(), proto.weight_sums().end());
+  state.sparse_support = SparseRowsFromProto(proto.sparse_support_ends(),
+                                             proto.sparse_support_indices(),
+                                             proto.sparse_support_values());
+  state.retired_sparse_support = SparseRowsFromProto(proto.retired_sparse_support_ends(),
+                                                     proto.retired_sparse_support_indices(),
+                                                     proto.retired_sparse_support_values());
   state.scale = proto.scale();
   state.offset = proto.offset();
   state.margin = proto.margin();
@@ -696,9 +735,15 @@ size_t MaxSnapshotBytes(const ModelConfig& config) {
   // Random features: the weights and, averaged, their sums. Per term: the support (dim
   // doubles), the coefficient, added_at (a varint of at most 10 bytes) and, averaged,
   // three more doubles; per retired term, its support, two sums and retired_at.
+  // Under sparse storage a term's support is at most max_nonzeros indices (varints of at
+  // most 5 bytes) and values, and its row's end (a varint of at most 10 bytes).
   const uint64_t per_feature = sizeof(double) * (config.averaged ? 2 : 1);
-  const uint64_t per_term = (dim + 1) * sizeof(double) + 10 + (config.averaged ? 24 : 0);
-  const uint64_t per_retired = (dim + 2) * sizeof(double) + 10;
+  const uint64_t support_bytes =
+      config.sparse_storage()
+          ? uint64_t{config.sparse.max_nonzeros} * (5 + sizeof(double)) + 10
+          : dim * sizeof(double);
+  const uint64_t per_term = support_bytes + sizeof(double) + 10 + (config.averaged ? 24 : 0);
+  const uint64_t per_retired = support_bytes + 2 * sizeof(double) + 10;
   return kFixedBytes + capacity->features * per_feature + capacity->terms * per_term +
          capacity->retired_terms * per_retired + window_bytes;
 }

@@ -297,6 +297,19 @@ TEST(ConvertSnapshotTest, RestoredModelContinuesBitIdentically) {
   EXPECT_EQ((*model)->ExportState(), (*restored)->ExportState());
 }
 
+TEST(ConvertConfigTest, SparseStorageRoundTripsAndIsAbsentWhenDense) {
+  ModelConfig config = BaseConfig();
+  config.dim = 100000;
+  config.sparse.max_nonzeros = 50;
+  absl::StatusOr<ModelConfig> back = FromProto(ToProto(config));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, config);
+  EXPECT_FALSE(ToProto(BaseConfig()).has_sparse());
+  v1::ModelConfig merge = ToProto(config);
+  merge.mutable_budget()->set_policy(v1::Budget::MERGE);
+  EXPECT_THAT(FromProto(merge).status().message(), HasSubstr("not available with sparse"));
+}
+
 void ExpectSnapshotInvalid(const v1::ModelSnapshot& snapshot, const std::string& needle) {
   absl::StatusOr<ModelState> state = FromProto(snapshot);
   ASSERT_FALSE(state.ok());
@@ -845,6 +858,54 @@ TEST(CanonicalConfigBytesTest, EqualExactlyForTheSameConfiguration) {
   // A NaN (which == calls unequal to itself) still equals itself here.
   a.learning_rate.theta = std::nan("");
   EXPECT_EQ(CanonicalConfigBytes(a), CanonicalConfigBytes(a));
+}
+
+// A sparse-storage model (config.sparse) round-trips through the snapshot bytes with its
+// terms and retired terms as rows of non-zeros, and continues bit-identically.
+TEST(ConvertSnapshotTest, SparseStorageRoundTripsAndContinuesBitIdentically) {
+  ModelConfig config = BaseConfig();
+  config.dim = 1u << 20;
+  config.sparse.max_nonzeros = 3;
+  config.averaged = true;
+  config.averaging_window = 4;
+  config.budget = {.max_terms = 5, .policy = BudgetPolicy::kOldest};
+  absl::StatusOr<std::unique_ptr<Model>> model = CreateModel(config);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto input = [](int t, std::vector<uint32_t>* indices, std::vector<double>* values) {
+    *indices = {static_cast<uint32_t>(t % 7), static_cast<uint32_t>(1000 + 37 * t),
+                (1u << 20) - 1 - static_cast<uint32_t>(t % 3)};
+    *values = {0.1 * t, -0.5, 0.25 * (t % 4)};
+  };
+  std::vector<uint32_t> indices;
+  std::vector<double> values;
+  for (int t = 0; t < 14; ++t) {
+    input(t, &indices, &values);
+    ASSERT_TRUE((*model)->ObserveSparse({indices, values}, 0.3 * t - 1).ok());
+  }
+  const ModelState state = (*model)->ExportState();
+  ASSERT_EQ(state.sparse_support.size(), 5u);
+  ASSERT_FALSE(state.retired_at.empty());
+  EXPECT_EQ(state.retired_sparse_support.size(), state.retired_at.size());
+  const v1::ModelSnapshot snapshot = ToProto(state);
+  EXPECT_EQ(snapshot.config().sparse().max_nonzeros(), 3u);
+  EXPECT_EQ(snapshot.support_size(), 0);
+  EXPECT_EQ(snapshot.sparse_support_ends_size(), 5);
+  const std::string bytes = EncodeOrDie(state);
+  EXPECT_LE(bytes.size(), MaxSnapshotBytes(config));
+  absl::StatusOr<ModelState> back = DecodeSnapshot(bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, state);
+  absl::StatusOr<std::unique_ptr<Model>> restored = ModelFromState(*back);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  for (int t = 14; t < 24; ++t) {
+    input(t, &indices, &values);
+    absl::StatusOr<Observation> a = (*model)->ObserveSparse({indices, values}, 0.2 * t);
+    absl::StatusOr<Observation> b = (*restored)->ObserveSparse({indices, values}, 0.2 * t);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(std::bit_cast<uint64_t>(a->prediction), std::bit_cast<uint64_t>(b->prediction))
+        << "step " << t;
+  }
+  EXPECT_EQ((*model)->ExportState(), (*restored)->ExportState());
 }
 
 // A full model's snapshot never exceeds MaxSnapshotBytes, and the bound is not loose by

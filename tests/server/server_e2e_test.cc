@@ -74,6 +74,31 @@ constexpr char kSparseHingeConfig[] = R"pb(
   budget { max_terms: 30 policy: SMALLEST }
 )pb";
 
+// kSparseHingeConfig with sparse storage: the terms keep their non-zeros only.
+constexpr char kSparseStorageHingeConfig[] = R"pb(
+  dim: 40
+  kernel { laplacian { gamma: 0.5 } }
+  loss { hinge { rho: 1 nu: 0.2 } }
+  learning_rate { eta0: 0.5 schedule: INVERSE_SQRT }
+  lambda: 0.02
+  offset: true
+  budget { max_terms: 30 policy: SMALLEST }
+  sparse { max_nonzeros: 40 }
+)pb";
+
+// Sparse storage with the averaged hypothesis, whose retired terms are sparse too.
+constexpr char kSparseStorageAveragedConfig[] = R"pb(
+  dim: 12
+  kernel { gaussian { gamma: 0.5 } }
+  loss { logistic {} }
+  learning_rate { eta0: 0.2 }
+  lambda: 0.01
+  budget { max_terms: 16 policy: OLDEST }
+  averaged: true
+  averaging_window: 9
+  sparse { max_nonzeros: 12 }
+)pb";
+
 constexpr char kAveragedConfig[] = R"pb(
   dim: 4
   kernel { gaussian { gamma: 1.5 } }
@@ -741,7 +766,10 @@ INSTANTIATE_TEST_SUITE_P(
         EquivalenceCase{"GaussianNuHingeOffsetMerge", kMergeHingeConfig, false},
         EquivalenceCase{"GaussianNuNoveltySmallest", kNoveltyConfig, false},
         EquivalenceCase{"AveragedMergeWindow7", kAveragedMergeWindowConfig, false},
-        EquivalenceCase{"SparseLaplacianRandomFeaturesAveraged", kRandomFeaturesConfig, true}),
+        EquivalenceCase{"SparseLaplacianRandomFeaturesAveraged", kRandomFeaturesConfig, true},
+        EquivalenceCase{"SparseStorageLaplacianNuHinge", kSparseStorageHingeConfig, true},
+        EquivalenceCase{"SparseStorageDenseInputs", kSparseStorageHingeConfig, false},
+        EquivalenceCase{"SparseStorageAveragedLogistic", kSparseStorageAveragedConfig, true}),
     [](const ::testing::TestParamInfo<EquivalenceCase>& info) { return info.param.name; });
 
 TEST_F(ServerE2ETest, MackeyGlassReplayOverGrpcEqualsTheCoreBitForBit) {
