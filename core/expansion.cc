@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "Eigen/Core"
 
@@ -36,6 +37,7 @@ void Expansion::Grow(size_t min_capacity) {
   const size_t capacity = RoundUpToSlotAlignment(std::max(min_capacity, kSlotAlignment));
   if (sparse()) {
     sparse_terms_.resize(capacity);
+    sparse_squared_norms_.resize(capacity);
   } else {
     AlignedVector<double> columns(capacity * dim_);
     for (size_t j = 0; j < dim_; ++j) {
@@ -58,15 +60,27 @@ void Expansion::EvaluateBlock(const Kernel& kernel, absl::Span<const double> x,
   kernel.EvaluateRows(columns_.data() + first, capacity_, rows, x, out);
 }
 
-void Expansion::EvaluateBlock(const Kernel& kernel, SparseVectorView x, size_t first,
+void Expansion::EvaluateBlock(const Kernel& kernel, const SparseQuery& x, size_t first,
                               size_t rows, double* out) const {
   SparseVectorView terms[kBlockRows];
   for (size_t r = 0; r < rows; ++r) terms[r] = SparseSupport(first + r);
-  kernel.EvaluateSparseRows(absl::MakeConstSpan(terms, rows), x, out);
+  kernel.EvaluateSparseRows(absl::MakeConstSpan(terms, rows),
+                            sparse_squared_norms_.data() + first, x, out);
 }
 
 template <typename Input, typename Sweep>
 void Expansion::ForEachBlock(const Kernel& kernel, const Input& x, Sweep sweep) const {
+  if constexpr (std::is_same_v<Input, SparseVectorView>) {
+    if (size_ == 0) return;
+    const SparseQuery query(x, dim_);  // once for every block
+    SweepBlocks(kernel, query, sweep);
+  } else {
+    SweepBlocks(kernel, x, sweep);
+  }
+}
+
+template <typename Query, typename Sweep>
+void Expansion::SweepBlocks(const Kernel& kernel, const Query& x, Sweep sweep) const {
   alignas(kCacheLineBytes) double values[kBlockRows];
   for (size_t first = 0; first < size_; first += kBlockRows) {
     const size_t rows = std::min(kBlockRows, size_ - first);
@@ -157,6 +171,9 @@ void Expansion::WriteSupport(size_t slot, SparseVectorView x) {
   term.indices.assign(x.indices.begin(), x.indices.end());
   term.values.assign(x.values.begin(), x.values.end());
   sparse_entry_bytes_ += bytes(term);
+  double squared_norm = 0;
+  for (const double v : x.values) squared_norm += v * v;  // in index order, as SparseQuery
+  sparse_squared_norms_[slot] = squared_norm;
 }
 
 void Expansion::InsertByAge(size_t slot) {
@@ -221,6 +238,7 @@ void Expansion::MoveSlot(size_t from, size_t to) {
   if (sparse()) {
     // A swap, so that `from` keeps the arrays of the term that left, for reuse.
     std::swap(sparse_terms_[to], sparse_terms_[from]);
+    sparse_squared_norms_[to] = sparse_squared_norms_[from];
   } else {
     for (size_t j = 0; j < dim_; ++j) columns_[j * capacity_ + to] = columns_[j * capacity_ + from];
   }

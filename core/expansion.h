@@ -14,10 +14,10 @@
 //
 // Sparse storage (Storage::kSparse) keeps each term's non-zeros instead: its indices and
 // values, in one pair of arrays per slot that a removed term leaves to the next one
-// written there. A sweep then costs the non-zeros of the term and the input rather than
-// dim, and computes the same sums as the dense sweep (see Kernel::EvaluateSparse). Its
-// calls take SparseVectorView inputs; the dense calls take spans. Each storage accepts only
-// its own kind of input.
+// written there, and its squared norm. A sweep then costs the terms' non-zeros, one
+// lookup each into the input (see Kernel::EvaluateSparseRows), rather than dim per term.
+// Its calls take SparseVectorView inputs; the dense calls take spans. Each storage
+// accepts only its own kind of input.
 //
 // Not thread-safe for writes; const methods may run concurrently with each other.
 //
@@ -153,8 +153,8 @@ class Expansion {
   // The same for sparse storage, whose terms have at most `max_nonzeros` non-zeros: the
   // slot's pair of arrays and their entries instead of the columns.
   static size_t SparseBytesPerSlot(size_t max_nonzeros, bool track_average) {
-    return sizeof(SparseTerm) + max_nonzeros * (sizeof(uint32_t) + sizeof(double)) +
-           BytesPerSlot(0, track_average);
+    return sizeof(SparseTerm) + sizeof(double) +
+           max_nonzeros * (sizeof(uint32_t) + sizeof(double)) + BytesPerSlot(0, track_average);
   }
 
  private:
@@ -181,7 +181,7 @@ class Expansion {
   // out[r] = k(x_{first + r}, x) for r < rows (<= the sweep's block).
   void EvaluateBlock(const Kernel& kernel, absl::Span<const double> x, size_t first,
                      size_t rows, double* out) const;
-  void EvaluateBlock(const Kernel& kernel, SparseVectorView x, size_t first, size_t rows,
+  void EvaluateBlock(const Kernel& kernel, const SparseQuery& x, size_t first, size_t rows,
                      double* out) const;
   template <typename Input>
   double DotOf(const Kernel& kernel, const Input& x) const;
@@ -193,6 +193,8 @@ class Expansion {
   // Calls sweep(first_row, rows, kernel_values) for consecutive blocks of rows.
   template <typename Input, typename Sweep>
   void ForEachBlock(const Kernel& kernel, const Input& x, Sweep sweep) const;
+  template <typename Query, typename Sweep>
+  void SweepBlocks(const Kernel& kernel, const Query& x, Sweep sweep) const;
 
   size_t dim_;
   bool track_average_;
@@ -206,6 +208,7 @@ class Expansion {
   // capacity_ is a multiple of 8, so every column starts on a cache line.
   AlignedVector<double> columns_;  // dim_ columns of capacity_ rows each; dense storage
   std::vector<SparseTerm> sparse_terms_;  // capacity_ slots; sparse storage
+  AlignedVector<double> sparse_squared_norms_;  // |x_i|^2 per slot; sparse storage
   size_t sparse_entry_bytes_ = 0;  // the bytes sparse_terms_' arrays hold
   AlignedVector<double> coefficients_;
   std::vector<uint64_t> added_at_;

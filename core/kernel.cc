@@ -77,7 +77,60 @@ double SparseDot(SparseVectorView a, SparseVectorView b) {
   return s;
 }
 
+// Each thread's lookup arrays for SparseQuery: zero outside a live query, and grown to
+// the largest dim seen (the dense array to at most kMaxDimension doubles, 512 KiB; the
+// bitmap to 2^24 bits, 2 MiB).
+struct ThreadArrays {
+  std::vector<double> dense;
+  std::vector<uint64_t> bits;
+  bool in_use = false;
+};
+thread_local ThreadArrays thread_arrays;
+
 }  // namespace
+
+SparseQuery::SparseQuery(SparseVectorView x, size_t dim) : x_(x) {
+  for (const double v : x.values) squared_norm_ += v * v;
+  const bool use_thread_arrays = !thread_arrays.in_use;
+  owns_thread_arrays_ = use_thread_arrays;
+  if (use_thread_arrays) thread_arrays.in_use = true;
+  if (dim <= kMaxDimension) {
+    std::vector<double>& dense = use_thread_arrays ? thread_arrays.dense : own_dense_;
+    if (dense.size() < dim) dense.resize(dim);
+    dense_ = dense.data();
+    for (size_t k = 0; k < x.indices.size(); ++k) dense_[x.indices[k]] = x.values[k];
+    return;
+  }
+  std::vector<uint64_t>& bits = use_thread_arrays ? thread_arrays.bits : own_bits_;
+  if (bits.size() < (dim + 63) / 64) bits.resize((dim + 63) / 64);
+  bits_ = bits.data();
+  // A table at most half full: 2^b >= 2 * non-zeros.
+  int b = 1;
+  while ((size_t{1} << b) < 2 * x.indices.size()) ++b;
+  shift_ = 32 - b;
+  mask_ = (uint32_t{1} << b) - 1;
+  keys_.assign(size_t{1} << b, kEmpty);
+  values_.resize(size_t{1} << b);
+  for (size_t k = 0; k < x.indices.size(); ++k) {
+    const uint32_t j = x.indices[k];
+    bits_[j >> 6] |= uint64_t{1} << (j & 63);
+    uint32_t slot = Hash(j);
+    while (keys_[slot] != kEmpty) slot = (slot + 1) & mask_;
+    keys_[slot] = j;
+    values_[slot] = x.values[k];
+  }
+}
+
+SparseQuery::~SparseQuery() {
+  for (const uint32_t j : x_.indices) {
+    if (dense_ != nullptr) {
+      dense_[j] = 0.0;
+    } else {
+      bits_[j >> 6] = 0;
+    }
+  }
+  if (owns_thread_arrays_) thread_arrays.in_use = false;
+}
 
 Kernel::Kernel(const KernelConfig& config, size_t dim)
     : config_(config), dim_(dim), uses_distance_(UsesDistance(config.type)),
@@ -138,10 +191,18 @@ double Kernel::EvaluateSparse(SparseVectorView a, SparseVectorView b) const {
   return s;
 }
 
-void Kernel::EvaluateSparseRows(absl::Span<const SparseVectorView> rows, SparseVectorView x,
+void Kernel::EvaluateSparseRows(absl::Span<const SparseVectorView> rows,
+                                const double* row_squared_norms, const SparseQuery& x,
                                 double* out) const {
   for (size_t r = 0; r < rows.size(); ++r) {
-    out[r] = uses_distance_ ? SparseSquaredDistance(rows[r], x) : SparseDot(rows[r], x);
+    const SparseVectorView row = rows[r];
+    double dot = 0;
+    for (size_t k = 0; k < row.indices.size(); ++k) {
+      dot += row.values[k] * x.value(row.indices[k]);
+    }
+    out[r] = uses_distance_
+                 ? std::max(0.0, row_squared_norms[r] + x.squared_norm() - 2 * dot)
+                 : dot;
   }
   Finish(out, rows.size());
 }

@@ -1,11 +1,12 @@
 // Tests of sparse storage (ModelConfig::sparse): sparse inputs, the sparse kernel sweep,
 // and a NormaModel that stores its terms' non-zeros.
 //
-// The sparse sums run over the union of the non-zeros in index order, which is the dense
-// sum with its exact zeros left out, so a sparse-storage model must make bit-identical
-// predictions to a dense-storage one on the same examples (compared with ==), and both
-// must agree with the plain reference (tests/core/reference_norma.h) on the densified
-// inputs.
+// A sparse sweep computes a squared distance as |x_i|^2 + |x|^2 - 2 <x_i, x>, the dense
+// sweep from differences: on real-valued inputs the two storages agree within rounding,
+// and both agree with the plain reference (tests/core/reference_norma.h) on the densified
+// inputs; on integer-valued inputs (one-hot and count features, a9a) every sum is exact,
+// so a sparse-storage model makes bit-identical predictions to a dense one (compared with
+// ==).
 
 #include <cmath>
 #include <cstddef>
@@ -53,7 +54,9 @@ struct SparseStream {
   }
 };
 
-SparseStream MakeSparseStream(size_t steps, bool classification, uint64_t seed) {
+// Values in [-1, 1), or, if `integers`, in {-2, -1, 1, 2}.
+SparseStream MakeSparseStream(size_t steps, bool classification, uint64_t seed,
+                              bool integers = false) {
   std::mt19937_64 rng(seed);
   SparseStream stream;
   for (size_t t = 0; t < steps; ++t) {
@@ -66,7 +69,8 @@ SparseStream MakeSparseStream(size_t steps, bool classification, uint64_t seed) 
     for (uint32_t j = 0; j < kDim; ++j) {
       if (!used[j]) continue;
       indices.push_back(j);
-      values.push_back(Uniform(rng, -1, 1));
+      const double u = Uniform(rng, -1, 1);
+      values.push_back(integers ? (u < 0 ? std::floor(2 * u) : std::floor(2 * u) + 1) : u);
       target += (j % 3 == 0 ? 1.0 : -0.5) * values.back();
     }
     stream.x.Append({.indices = indices, .values = values});
@@ -96,6 +100,7 @@ struct StorageCase {
   std::string name;
   ModelConfig config;  // dense storage; the test makes its sparse twin
   bool classification;
+  bool integers = false;  // integer-valued inputs: the storages agree bit for bit
 };
 
 std::vector<StorageCase> StorageCases() {
@@ -126,17 +131,28 @@ std::vector<StorageCase> StorageCases() {
   ModelConfig unbounded = BaseConfig(KernelType::kGaussian, false);
   unbounded.budget = {};
   cases.push_back({"GaussianSquaredNoBudget", unbounded, false});
+  // Integer-valued inputs, every kernel, with and without the averaged hypothesis.
+  const size_t real_cases = cases.size();
+  for (size_t i = 0; i < real_cases; ++i) {
+    if (cases[i].name.find("SmallestDropBelowOffset") != std::string::npos) continue;
+    StorageCase integer = cases[i];
+    integer.name += "IntegerInputs";
+    integer.integers = true;
+    integer.config.kernel.gamma = 0.05;  // distances up to ~100 on these inputs
+    cases.push_back(integer);
+  }
   return cases;
 }
 
 class SparseStorageTest : public ::testing::TestWithParam<StorageCase> {};
 
 // The sparse-storage model on sparse inputs, the same model on the dense inputs, and the
-// dense-storage model on either, step for step: identical predictions, losses and states;
-// and the plain reference agrees within rounding.
-TEST_P(SparseStorageTest, MatchesDenseStorageBitForBitAndTheReference) {
+// dense-storage model on either, step for step: the same predictions, losses and states
+// (bit for bit on integer inputs, within rounding otherwise), and the plain reference
+// agrees within rounding.
+TEST_P(SparseStorageTest, MatchesDenseStorageAndTheReference) {
   const StorageCase& c = GetParam();
-  const SparseStream stream = MakeSparseStream(300, c.classification, /*seed=*/7);
+  const SparseStream stream = MakeSparseStream(300, c.classification, /*seed=*/7, c.integers);
   absl::StatusOr<std::unique_ptr<Model>> dense = CreateModel(c.config);
   absl::StatusOr<std::unique_ptr<Model>> dense_fed_sparse = CreateModel(c.config);
   absl::StatusOr<std::unique_ptr<Model>> sparse = CreateModel(Sparse(c.config));
@@ -144,7 +160,12 @@ TEST_P(SparseStorageTest, MatchesDenseStorageBitForBitAndTheReference) {
   ASSERT_TRUE(dense.ok() && dense_fed_sparse.ok() && sparse.ok() && sparse_fed_dense.ok())
       << sparse.status();
   testing::ReferenceNorma reference(c.config);
-  const SparseStream probes = MakeSparseStream(20, c.classification, /*seed=*/8);
+  // Bit for bit on integer inputs; else within the reference's tolerance.
+  auto expect_same = [&](double actual, double expected, double magnitude) {
+    if (c.integers) return ::testing::AssertionResult(actual == expected)
+                           << actual << " != " << expected;
+    return Agrees(actual, expected, magnitude);
+  };
   for (size_t t = 0; t < stream.y.size(); ++t) {
     const std::vector<double> x = stream.Dense(t);
     const double y = stream.y[t];
@@ -154,33 +175,42 @@ TEST_P(SparseStorageTest, MatchesDenseStorageBitForBitAndTheReference) {
     absl::StatusOr<Observation> s = (*sparse)->ObserveSparse(stream.x.Row(t), y);
     absl::StatusOr<Observation> d = (*sparse_fed_dense)->Observe(x, y);
     ASSERT_TRUE(a.ok() && b.ok() && s.ok() && d.ok()) << s.status() << d.status();
-    ASSERT_EQ(s->prediction, a->prediction) << "step " << t + 1;
-    ASSERT_EQ(s->loss, a->loss) << "step " << t + 1;
+    // Either input form gives the storage's own result exactly.
     ASSERT_EQ(b->prediction, a->prediction) << "step " << t + 1;
-    ASSERT_EQ(d->prediction, a->prediction) << "step " << t + 1;
+    ASSERT_EQ(d->prediction, s->prediction) << "step " << t + 1;
+    ASSERT_TRUE(expect_same(s->prediction, a->prediction, expected.magnitude))
+        << "step " << t + 1;
     ASSERT_TRUE(Agrees(s->prediction, expected.prediction, expected.magnitude))
         << "step " << t + 1;
   }
+  const SparseStream probes = MakeSparseStream(20, c.classification, /*seed=*/8, c.integers);
   for (size_t i = 0; i < probes.y.size(); ++i) {
     const std::vector<double> x = probes.Dense(i);
-    const double want = *(*dense)->Predict(x);
-    EXPECT_EQ(*(*sparse)->PredictSparse(probes.x.Row(i)), want);
-    EXPECT_EQ(*(*sparse)->Predict(x), want);
-    EXPECT_EQ(*(*dense)->PredictSparse(probes.x.Row(i)), want);
-    EXPECT_EQ(*(*sparse)->Predict(x, PredictionMode::kCurrent),
-              *(*dense)->Predict(x, PredictionMode::kCurrent));
+    const double sparse_prediction = *(*sparse)->PredictSparse(probes.x.Row(i));
+    EXPECT_EQ(*(*sparse)->Predict(x), sparse_prediction);
+    EXPECT_EQ(*(*dense)->PredictSparse(probes.x.Row(i)), *(*dense)->Predict(x));
+    const double magnitude = c.config.averaged ? reference.AveragedMagnitude(x)
+                                               : reference.Magnitude(x);
+    EXPECT_TRUE(expect_same(sparse_prediction, *(*dense)->Predict(x), magnitude));
+    EXPECT_TRUE(expect_same(*(*sparse)->Predict(x, PredictionMode::kCurrent),
+                            *(*dense)->Predict(x, PredictionMode::kCurrent),
+                            reference.Magnitude(x)));
   }
   EXPECT_EQ((*sparse)->expansion_size(), (*dense)->expansion_size());
   EXPECT_EQ((*sparse)->stats().terms_removed, (*dense)->stats().terms_removed);
-  EXPECT_EQ((*sparse)->SquaredNorm(), (*dense)->SquaredNorm());
 
   // The states hold the same terms, one sparsely and one densely.
   const ModelState sparse_state = (*sparse)->ExportState();
   const ModelState dense_state = (*dense)->ExportState();
   EXPECT_TRUE(sparse_state.support.empty());
-  EXPECT_EQ(sparse_state.coefficients, dense_state.coefficients);
-  EXPECT_EQ(sparse_state.average_base, dense_state.average_base);
-  EXPECT_EQ(sparse_state.retired_sums, dense_state.retired_sums);
+  EXPECT_EQ(sparse_state.added_at, dense_state.added_at);
+  EXPECT_EQ(sparse_state.retired_at, dense_state.retired_at);
+  if (c.integers) {
+    EXPECT_EQ(sparse_state.coefficients, dense_state.coefficients);
+    EXPECT_EQ(sparse_state.average_base, dense_state.average_base);
+    EXPECT_EQ(sparse_state.retired_sums, dense_state.retired_sums);
+    EXPECT_EQ((*sparse)->SquaredNorm(), (*dense)->SquaredNorm());
+  }
   ASSERT_EQ(sparse_state.sparse_support.size(), sparse_state.coefficients.size());
   for (size_t i = 0; i < sparse_state.sparse_support.size(); ++i) {
     std::vector<double> row(kDim);
@@ -228,36 +258,64 @@ double PlainSparseKernel(const KernelConfig& kernel, SparseVectorView a, SparseV
 
 TEST(SparseKernelTest, EvaluatesAsTheReferenceOnTheDensifiedVectors) {
   const SparseStream stream = MakeSparseStream(40, true, /*seed=*/3);
+  std::vector<SparseVectorView> rows;
+  std::vector<double> norms;
+  for (size_t i = 0; i < stream.y.size(); ++i) {
+    rows.push_back(stream.x.Row(i));
+    double norm = 0;
+    for (const double v : rows.back().values) norm += v * v;
+    norms.push_back(norm);
+  }
   for (const KernelType type : {KernelType::kGaussian, KernelType::kLaplacian,
                                 KernelType::kLinear, KernelType::kPolynomial,
                                 KernelType::kHeat}) {
     const KernelConfig config = {.type = type, .gamma = 0.5, .c = 1.0, .degree = 3, .t = 1.0};
+    // The same vectors in a model of dim 300 (a dense lookup array) and of dim 2^20 (the
+    // bitmap and the hash table) give the same sweep, bit for bit (but the heat kernel's
+    // normaliser depends on dim).
     const Kernel kernel(config, kDim);
-    std::vector<SparseVectorView> rows;
-    for (size_t i = 0; i < stream.y.size(); ++i) rows.push_back(stream.x.Row(i));
-    std::vector<double> out(rows.size());
-    const SparseVectorView x = stream.x.Row(0);
-    kernel.EvaluateSparseRows(rows, x, out.data());
-    // The dense block sweep over the same rows, column-major.
-    std::vector<double> columns(kDim * rows.size());
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const std::vector<double> row = stream.Dense(i);
-      for (size_t j = 0; j < kDim; ++j) columns[j * rows.size() + i] = row[j];
+    const Kernel wide(config, 1u << 20);
+    for (const size_t probe : {0, 5, 17}) {
+      const SparseVectorView x = stream.x.Row(probe);
+      std::vector<double> out(rows.size()), wide_out(rows.size());
+      kernel.EvaluateSparseRows(rows, norms.data(), SparseQuery(x, kDim), out.data());
+      wide.EvaluateSparseRows(rows, norms.data(), SparseQuery(x, 1u << 20), wide_out.data());
+      if (type != KernelType::kHeat) EXPECT_EQ(out, wide_out) << KernelTypeName(type);
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const double want = PlainSparseKernel(config, rows[i], x, kDim);
+        EXPECT_NEAR(out[i], want, 1e-12 * std::max(1.0, std::abs(want)))
+            << KernelTypeName(type) << " row " << i << " probe " << probe;
+        // One pair at a time, from differences: the dense pair exactly.
+        EXPECT_EQ(kernel.EvaluateSparse(rows[i], x),
+                  kernel.Evaluate(stream.Dense(i), stream.Dense(probe)))
+            << KernelTypeName(type) << " row " << i;
+      }
+      // A row against itself: squared distance exactly 0.
+      if (type == KernelType::kGaussian) EXPECT_EQ(out[probe], 1.0);
     }
-    std::vector<double> dense_out(rows.size());
-    kernel.EvaluateRows(columns.data(), rows.size(), rows.size(), stream.Dense(0),
-                        dense_out.data());
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const double want = PlainSparseKernel(config, rows[i], x, kDim);
-      EXPECT_NEAR(out[i], want, 1e-12 * std::max(1.0, std::abs(want)))
-          << KernelTypeName(type) << " row " << i;
-      EXPECT_EQ(out[i], dense_out[i]) << KernelTypeName(type) << " row " << i;
-      // One pair at a time (a scalar exp, which may differ from the block's in the last
-      // place): the same as the dense pair.
-      EXPECT_EQ(kernel.EvaluateSparse(rows[i], x),
-                kernel.Evaluate(stream.Dense(i), stream.Dense(0)))
-          << KernelTypeName(type) << " row " << i;
+  }
+}
+
+TEST(SparseQueryTest, LooksUpEveryIndexAndLeavesNothingBehind) {
+  for (const size_t dim : {size_t{300}, size_t{1} << 24}) {
+    const std::vector<uint32_t> ia = {0, 7, 64, 65, 299}, ib = {1, 63, 64};
+    const std::vector<double> va = {1, -2, 3, 4, 5}, vb = {6, 7, 8};
+    {
+      const SparseQuery a({ia, va}, dim);
+      EXPECT_EQ(a.squared_norm(), 1 + 4 + 9 + 16 + 25);
+      for (size_t k = 0; k < ia.size(); ++k) EXPECT_EQ(a.value(ia[k]), va[k]) << dim;
+      for (const uint32_t j : {1u, 6u, 63u, 66u, 298u}) EXPECT_EQ(a.value(j), 0.0) << dim;
+      // A second query while the first is alive (a sweep within a sweep) has its own
+      // arrays.
+      const SparseQuery b({ib, vb}, dim);
+      EXPECT_EQ(b.value(64), 8.0);
+      EXPECT_EQ(b.value(0), 0.0);
+      EXPECT_EQ(a.value(64), 3.0);
     }
+    // The thread's arrays are clean again: nothing of the first query is seen.
+    const SparseQuery b({ib, vb}, dim);
+    for (const uint32_t j : {0u, 7u, 65u, 299u}) EXPECT_EQ(b.value(j), 0.0) << dim;
+    EXPECT_EQ(b.value(63), 7.0);
   }
 }
 
