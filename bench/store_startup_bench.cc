@@ -96,7 +96,9 @@ int main(int argc, char** argv) {
       for (int b = 0; b < log_batches; ++b) {
         for (double& x : xs) x = normal(rng);
         for (double& y : ys) y = normal(rng);
-        if (absl::Status s = (*log)->Append(xs, ys); !s.ok()) return Fail(s);
+        if (absl::Status s = (*log)->Append(okl::InputBatch::Dense(xs, dim), ys); !s.ok()) {
+          return Fail(s);
+        }
       }
     }
   }

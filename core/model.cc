@@ -268,15 +268,25 @@ absl::StatusOr<double> Model::PredictSparse(SparseVectorView x, PredictionMode m
 }
 
 absl::Status Model::ValidateBatch(absl::Span<const double> xs,
-                                       absl::Span<const double> ys) const {
+                                  absl::Span<const double> ys) const {
+  return ValidateBatch(InputBatch::Dense(xs, config_.dim), ys);
+}
+
+absl::Status Model::ValidateBatch(const InputBatch& xs, absl::Span<const double> ys) const {
   const size_t dim = config_.dim;
-  if (xs.size() != ys.size() * dim) {
-    return absl::InvalidArgumentError(absl::StrCat("batch holds ", xs.size(),
+  if (!xs.sparse() && xs.dense_values().size() != ys.size() * dim) {
+    return absl::InvalidArgumentError(absl::StrCat("batch holds ", xs.dense_values().size(),
                                                    " input values for ", ys.size(),
                                                    " labels at dim ", dim));
   }
+  if (xs.sparse() && xs.size() != ys.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("batch holds ", xs.size(), " inputs for ",
+                                                   ys.size(), " labels"));
+  }
   for (size_t i = 0; i < ys.size(); ++i) {
-    absl::Status status = ValidateExample(xs.subspan(i * dim, dim), ys[i]);
+    absl::Status status = xs.sparse() ? ValidateSparseInput(xs.SparseRow(i))
+                                      : ValidateInput(xs.DenseRow(i));
+    if (status.ok()) status = ValidateLabel(ys[i]);
     if (!status.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("example ", i, ": ", status.message(), " (no example applied)"));
@@ -286,12 +296,17 @@ absl::Status Model::ValidateBatch(absl::Span<const double> xs,
 }
 
 absl::Status Model::ObserveBatch(absl::Span<const double> xs, absl::Span<const double> ys,
-                                      std::vector<Observation>* out) {
-  const size_t dim = config_.dim;
+                                 std::vector<Observation>* out) {
+  return ObserveBatch(InputBatch::Dense(xs, config_.dim), ys, out);
+}
+
+absl::Status Model::ObserveBatch(const InputBatch& xs, absl::Span<const double> ys,
+                                 std::vector<Observation>* out) {
   OKL_RETURN_IF_ERROR(ValidateBatch(xs, ys));
   out->reserve(out->size() + ys.size());
   for (size_t i = 0; i < ys.size(); ++i) {
-    absl::StatusOr<Observation> o = Step(xs.subspan(i * dim, dim), ys[i]);
+    absl::StatusOr<Observation> o =
+        xs.sparse() ? StepSparse(xs.SparseRow(i), ys[i]) : Step(xs.DenseRow(i), ys[i]);
     if (!o.ok()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "example ", i, ": ", o.status().message(), " (", i, " of ", ys.size(),
@@ -318,22 +333,33 @@ absl::StatusOr<double> Model::Predict(absl::Span<const double> x,
 }
 
 absl::Status Model::PredictBatch(absl::Span<const double> xs, absl::Span<double> out,
-                                      PredictionMode mode) const {
+                                 PredictionMode mode) const {
+  return PredictBatch(InputBatch::Dense(xs, config_.dim), out, mode);
+}
+
+absl::Status Model::PredictBatch(const InputBatch& xs, absl::Span<double> out,
+                                 PredictionMode mode) const {
   const size_t dim = config_.dim;
-  if (xs.size() != out.size() * dim) {
-    return absl::InvalidArgumentError(absl::StrCat("batch holds ", xs.size(),
+  if (!xs.sparse() && xs.dense_values().size() != out.size() * dim) {
+    return absl::InvalidArgumentError(absl::StrCat("batch holds ", xs.dense_values().size(),
                                                    " input values for ", out.size(),
                                                    " outputs at dim ", dim));
   }
+  if (xs.size() != out.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("batch holds ", xs.size(), " inputs for ",
+                                                   out.size(), " outputs"));
+  }
   OKL_RETURN_IF_ERROR(CheckPredictionMode(mode));
   for (size_t i = 0; i < out.size(); ++i) {
-    absl::Status status = ValidateInput(xs.subspan(i * dim, dim));
+    absl::Status status = xs.sparse() ? ValidateSparseInput(xs.SparseRow(i))
+                                      : ValidateInput(xs.DenseRow(i));
     if (!status.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("input ", i, ": ", status.message()));
     }
   }
   for (size_t i = 0; i < out.size(); ++i) {
-    out[i] = PredictUnchecked(xs.subspan(i * dim, dim), mode);
+    out[i] = xs.sparse() ? PredictSparseUnchecked(xs.SparseRow(i), mode)
+                         : PredictUnchecked(xs.DenseRow(i), mode);
   }
   return absl::OkStatus();
 }

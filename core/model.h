@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "core/config.h"
+#include "core/input_batch.h"
 #include "core/learning_rate.h"
 #include "core/loss.h"
 #include "core/regret.h"
@@ -169,6 +170,9 @@ class Model {
   // first; a caller that logs batches runs it before logging, so that no invalid batch
   // is ever logged.
   absl::Status ValidateBatch(absl::Span<const double> xs, absl::Span<const double> ys) const;
+  // The same for a batch of either form (core/input_batch.h); a sparse batch's rows are
+  // checked as ValidateSparseInput does.
+  absl::Status ValidateBatch(const InputBatch& xs, absl::Span<const double> ys) const;
 
   // Observes ys.size() examples in order; xs holds them example-major (ys.size() * dim).
   // Every example is validated (ValidateBatch) before the first is applied, so a bad
@@ -177,12 +181,16 @@ class Model {
   // says how many.
   absl::Status ObserveBatch(absl::Span<const double> xs, absl::Span<const double> ys,
                             std::vector<Observation>* out);
+  absl::Status ObserveBatch(const InputBatch& xs, absl::Span<const double> ys,
+                            std::vector<Observation>* out);
 
   // FailedPrecondition for kAveraged on a model that does not track the average.
   absl::StatusOr<double> Predict(absl::Span<const double> x,
                                  PredictionMode mode = PredictionMode::kConfigured) const;
   // Predicts out.size() inputs stored example-major in xs; all validated first.
   absl::Status PredictBatch(absl::Span<const double> xs, absl::Span<double> out,
+                            PredictionMode mode = PredictionMode::kConfigured) const;
+  absl::Status PredictBatch(const InputBatch& xs, absl::Span<double> out,
                             PredictionMode mode = PredictionMode::kConfigured) const;
 
   // The sparse forms of Observe and Predict: x given by its non-zeros (core/sparse_vector.h:

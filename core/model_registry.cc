@@ -46,8 +46,7 @@ absl::Status ModelEntry::CheckLive() const {
   return absl::OkStatus();
 }
 
-absl::Status ModelEntry::ObserveBatch(absl::Span<const double> xs,
-                                      absl::Span<const double> ys,
+absl::Status ModelEntry::ObserveBatch(const InputBatch& xs, absl::Span<const double> ys,
                                       std::vector<Observation>* out,
                                       ModelStats* stats_after) {
   absl::Status status;
@@ -123,13 +122,13 @@ absl::Status ModelEntry::ComputeRegret() {
   return absl::OkStatus();
 }
 
-absl::Status ModelEntry::ValidateBatch(absl::Span<const double> xs,
+absl::Status ModelEntry::ValidateBatch(const InputBatch& xs,
                                        absl::Span<const double> ys) const {
   ReaderLock lock(&mu_);
   return learner_->ValidateBatch(xs, ys);
 }
 
-absl::Status ModelEntry::PredictBatch(absl::Span<const double> xs, absl::Span<double> out,
+absl::Status ModelEntry::PredictBatch(const InputBatch& xs, absl::Span<double> out,
                                       PredictionMode mode, double* margin) const {
   ReaderLock lock(&mu_);
   OKL_RETURN_IF_ERROR(CheckLive());

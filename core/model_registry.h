@@ -57,7 +57,8 @@ class ModelJournal {
   // the journal sees batches in exactly the order they are applied. Returns OK only once
   // the batch is logged; any other status is returned to the caller and the model is left
   // unchanged. NotFound means the journal was closed (the model deleted or replaced).
-  virtual absl::Status Append(absl::Span<const double> xs, absl::Span<const double> ys) = 0;
+  // The batch is dense or sparse as the caller gave it (core/input_batch.h).
+  virtual absl::Status Append(const InputBatch& xs, absl::Span<const double> ys) = 0;
 };
 
 // A model's configuration and statistics at one moment.
@@ -95,19 +96,38 @@ class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
   // that fails.
   // If `stats_after` is set, it receives the statistics right after this batch, taken
   // under the same lock (another writer's batch may follow at once).
-  absl::Status ObserveBatch(absl::Span<const double> xs, absl::Span<const double> ys,
+  absl::Status ObserveBatch(const InputBatch& xs, absl::Span<const double> ys,
                             std::vector<Observation>* out, ModelStats* stats_after = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The same for a dense batch (ys.size() * dim values).
+  absl::Status ObserveBatch(absl::Span<const double> xs, absl::Span<const double> ys,
+                            std::vector<Observation>* out, ModelStats* stats_after = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    return ObserveBatch(InputBatch::Dense(xs, config_.dim), ys, out, stats_after);
+  }
   // Model::ValidateBatch. It depends only on the config, so a caller may validate
   // a whole request first and then apply it in parts.
-  absl::Status ValidateBatch(absl::Span<const double> xs, absl::Span<const double> ys) const
+  absl::Status ValidateBatch(const InputBatch& xs, absl::Span<const double> ys) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status ValidateBatch(absl::Span<const double> xs, absl::Span<const double> ys) const
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    return ValidateBatch(InputBatch::Dense(xs, config_.dim), ys);
+  }
   // Model::PredictBatch under a reader lock. If `margin` is not null, it receives the
   // model's margin (rho of novelty, see ModelStats::margin) read under the same lock, so
   // that a novelty decision f(x) < rho compares the prediction with its own model's rho.
-  absl::Status PredictBatch(absl::Span<const double> xs, absl::Span<double> out,
+  absl::Status PredictBatch(const InputBatch& xs, absl::Span<double> out,
                             PredictionMode mode = PredictionMode::kConfigured,
                             double* margin = nullptr) const ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status PredictBatch(absl::Span<const double> xs, absl::Span<double> out,
+                            PredictionMode mode = PredictionMode::kConfigured,
+                            double* margin = nullptr) const ABSL_LOCKS_EXCLUDED(mu_) {
+    if (xs.size() != out.size() * config_.dim) {  // what Model::PredictBatch says of it
+      ReaderLock lock(&mu_);
+      return learner_->PredictBatch(xs, out, mode);
+    }
+    return PredictBatch(InputBatch::Dense(xs, config_.dim), out, mode, margin);
+  }
 
   absl::StatusOr<ModelSummary> Summary() const ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<ModelState> ExportState() const ABSL_LOCKS_EXCLUDED(mu_);

@@ -623,6 +623,71 @@ absl::Status FromProto(const v1::PredictRequest& request, uint32_t dim,
   return absl::OkStatus();
 }
 
+namespace {
+
+// Appends a vector that passed CheckVector as a row of its non-zeros.
+void AppendChecked(const v1::Vector& vector, SparseRows* rows) {
+  if (vector.indices().empty()) {
+    AppendNonZeros(absl::MakeConstSpan(vector.values().data(), vector.values_size()), rows);
+    return;
+  }
+  rows->indices.insert(rows->indices.end(), vector.indices().begin(), vector.indices().end());
+  rows->values.insert(rows->values.end(), vector.values().begin(), vector.values().end());
+  rows->ends.push_back(rows->indices.size());
+}
+
+// Checks every vector (name(i) names vector i in the error) and the rows' size.
+template <typename VectorAt, typename Name>
+absl::Status CheckSparseRequest(size_t n, uint32_t dim, size_t max_bytes, VectorAt vector_at,
+                                Name name) {
+  size_t entries = 0;
+  for (size_t i = 0; i < n; ++i) {
+    absl::Status status = CheckVector(vector_at(i), dim);
+    if (!status.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(name(i), ": ", status.message()));
+    }
+    entries += vector_at(i).values_size();
+  }
+  const size_t bytes = SparseBatchBytes(n, entries);
+  if (bytes <= max_bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the request's ", n, " vectors take up to ", bytes, " bytes as rows of non-zeros, over "
+      "this server's limit of ", max_bytes,
+      " bytes per request (--max_request_bytes); send fewer per request"));
+}
+
+}  // namespace
+
+size_t SparseBatchBytes(size_t n, size_t entries) {
+  return entries * (sizeof(uint32_t) + sizeof(double)) + n * (sizeof(uint64_t) + sizeof(double));
+}
+
+absl::Status FromProto(const v1::ObserveRequest& request, uint32_t dim,
+                       SparseExampleBatch* batch, size_t max_bytes) {
+  const size_t n = request.examples_size();
+  OKL_RETURN_IF_ERROR(CheckSparseRequest(
+      n, dim, max_bytes, [&](size_t i) -> const v1::Vector& { return request.examples(i).x(); },
+      [](size_t i) { return absl::StrCat("examples[", i, "].x"); }));
+  batch->xs.clear();
+  batch->ys.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    AppendChecked(request.examples(i).x(), &batch->xs);
+    batch->ys[i] = request.examples(i).y();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FromProto(const v1::PredictRequest& request, uint32_t dim, SparseRows* xs,
+                       size_t max_bytes) {
+  const size_t n = request.inputs_size();
+  OKL_RETURN_IF_ERROR(CheckSparseRequest(
+      n, dim, max_bytes, [&](size_t i) -> const v1::Vector& { return request.inputs(i); },
+      [](size_t i) { return absl::StrCat("inputs[", i, "]"); }));
+  xs->clear();
+  for (size_t i = 0; i < n; ++i) AppendChecked(request.inputs(i), xs);
+  return absl::OkStatus();
+}
+
 void AppendToProto(absl::Span<const Observation> observations, v1::ObserveResponse* response) {
   auto* predictions = response->mutable_predictions();
   auto* losses = response->mutable_losses();

@@ -144,6 +144,22 @@ absl::Status FromProto(const v1::ObserveRequest& request, uint32_t dim, ExampleB
 absl::Status FromProto(const v1::PredictRequest& request, uint32_t dim,
                        std::vector<double>* xs, size_t max_bytes = SIZE_MAX);
 
+// The sparse form of the two above, for a model with sparse storage
+// (ModelConfig::sparse_storage()): each vector becomes a row of its non-zeros (a dense
+// vector's zeros dropped), so a request costs what it carries, whatever the model's dim.
+// Every vector is checked as CheckVector does, then the rows' size (ResourceExhausted if
+// SparseBatchBytes is over `max_bytes`) before anything is allocated.
+struct SparseExampleBatch {
+  SparseRows xs;
+  std::vector<double> ys;
+};
+absl::Status FromProto(const v1::ObserveRequest& request, uint32_t dim,
+                       SparseExampleBatch* batch, size_t max_bytes = SIZE_MAX);
+absl::Status FromProto(const v1::PredictRequest& request, uint32_t dim, SparseRows* xs,
+                       size_t max_bytes = SIZE_MAX);
+// The most bytes `n` rows of `entries` non-zeros in all (plus n labels) take.
+size_t SparseBatchBytes(size_t n, size_t entries);
+
 // Appends one prediction and one loss per observation, in order.
 void AppendToProto(absl::Span<const Observation> observations, v1::ObserveResponse* response);
 

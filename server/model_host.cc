@@ -73,10 +73,13 @@ absl::Status ModelHost::Open() {
 }
 
 absl::Status ModelHost::CheckConfig(const ModelConfig& config) const {
-  if (config.dim > options_.max_dim) {
-    return absl::InvalidArgumentError(absl::StrCat("config.dim ", config.dim,
-                                                   " is over this server's limit of ",
-                                                   options_.max_dim, " (--max_dim)"));
+  const bool sparse = config.sparse_storage();
+  const uint32_t max_dim = sparse ? options_.max_sparse_dim : options_.max_dim;
+  if (config.dim > max_dim) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.dim ", config.dim, " is over this server's limit of ", max_dim,
+        sparse ? " for sparse storage (--max_sparse_dim)"
+               : " (--max_dim; sparse storage allows more, see --max_sparse_dim)"));
   }
   // A random-feature model's size is fixed by its dimension; an expansion needs a budget.
   if (config.budget.max_terms == 0 && config.random_features.dimension == 0) {

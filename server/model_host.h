@@ -61,8 +61,10 @@ class ModelHost {
  public:
   // Each field is the okl_server flag of the same name.
   struct Options {
-    // Largest ModelConfig.dim accepted by Create and Replace.
+    // Largest ModelConfig.dim accepted by Create and Replace: for dense storage, and for
+    // sparse storage (ModelConfig::sparse), whose memory max_nonzeros bounds instead.
     uint32_t max_dim = kMaxDimension;
+    uint32_t max_sparse_dim = kMaxSparseDimension;
     // Largest budget.max_terms accepted; an unbounded budget (0) is refused too.
     uint32_t max_terms = 1000000;
     ResourceQuotas::Limits quotas;

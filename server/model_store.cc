@@ -126,30 +126,85 @@ absl::Status DecodeCheckpoint(absl::string_view value, uint64_t* seq, ModelState
   return absl::OkStatus();
 }
 
-// Log record: example count n (u64), n*dim inputs, n labels, as raw doubles (bit-exact).
+// Log record, dense: example count n (u64), n*dim inputs, n labels, as raw doubles
+// (bit-exact). Sparse: n | kSparseRecord (u64), the total non-zeros m (u64), the n rows'
+// ends (u64 each), m indices (u32), m values and n labels (raw doubles).
 // No checksum of our own: RocksDB checksums its write-ahead log records (CRC32C) and
 // the blocks of its table files, and reports a mismatch as Corruption.
-std::string EncodeBatch(absl::Span<const double> xs, absl::Span<const double> ys) {
+constexpr uint64_t kSparseRecord = uint64_t{1} << 63;
+
+template <typename T>
+void PutArray(absl::Span<const T> values, std::string* out) {
+  out->append(reinterpret_cast<const char*>(values.data()), sizeof(T) * values.size());
+}
+
+template <typename T>
+void GetArray(absl::string_view* in, size_t n, std::vector<T>* out) {
+  out->resize(n);
+  if (n == 0) return;
+  std::memcpy(out->data(), in->data(), sizeof(T) * n);
+  in->remove_prefix(sizeof(T) * n);
+}
+
+std::string EncodeBatch(const InputBatch& xs, absl::Span<const double> ys) {
   std::string value;
-  value.resize(8 + 8 * (xs.size() + ys.size()));
   const uint64_t n = ys.size();
-  std::memcpy(value.data(), &n, 8);
-  std::memcpy(value.data() + 8, xs.data(), 8 * xs.size());
-  std::memcpy(value.data() + 8 + 8 * xs.size(), ys.data(), 8 * ys.size());
+  if (!xs.sparse()) {
+    value.reserve(8 + 8 * (xs.dense_values().size() + n));
+    PutArray(absl::MakeConstSpan(&n, 1), &value);
+    PutArray(xs.dense_values(), &value);
+    PutArray(ys, &value);
+    return value;
+  }
+  uint64_t m = 0;
+  for (size_t i = 0; i < n; ++i) m += xs.SparseRow(i).indices.size();
+  value.reserve(16 + 8 * n + 12 * m + 8 * n);
+  const uint64_t header[2] = {n | kSparseRecord, m};
+  PutArray(absl::MakeConstSpan(header), &value);
+  uint64_t end = 0;
+  for (size_t i = 0; i < n; ++i) {
+    end += xs.SparseRow(i).indices.size();
+    PutArray(absl::MakeConstSpan(&end, 1), &value);
+  }
+  for (size_t i = 0; i < n; ++i) PutArray(xs.SparseRow(i).indices, &value);
+  for (size_t i = 0; i < n; ++i) PutArray(xs.SparseRow(i).values, &value);
+  PutArray(ys, &value);
   return value;
 }
 
 absl::Status DecodeBatch(absl::string_view value, uint32_t dim, StoredModel::Batch* batch) {
   if (value.size() < 8) return absl::DataLossError("is truncated");
-  const uint64_t n = GetFixed64(value.data());
-  if (n == 0 || n > (value.size() - 8) / 8 || value.size() != 8 + 8 * n * (uint64_t{dim} + 1)) {
-    return absl::DataLossError(
-        absl::StrCat("has ", value.size(), " bytes, not ", n, " examples of dimension ", dim));
+  const uint64_t head = GetFixed64(value.data());
+  batch->sparse = (head & kSparseRecord) != 0;
+  const uint64_t n = head & ~kSparseRecord;
+  if (!batch->sparse) {
+    if (n == 0 || n > (value.size() - 8) / 8 ||
+        value.size() != 8 + 8 * n * (uint64_t{dim} + 1)) {
+      return absl::DataLossError(absl::StrCat("has ", value.size(), " bytes, not ", n,
+                                              " examples of dimension ", dim));
+    }
+    value.remove_prefix(8);
+    GetArray(&value, n * dim, &batch->xs);
+    GetArray(&value, n, &batch->ys);
+    return absl::OkStatus();
   }
-  batch->xs.resize(n * dim);
-  batch->ys.resize(n);
-  std::memcpy(batch->xs.data(), value.data() + 8, 8 * n * dim);
-  std::memcpy(batch->ys.data(), value.data() + 8 + 8 * n * dim, 8 * n);
+  if (value.size() < 16) return absl::DataLossError("is truncated");
+  const uint64_t m = GetFixed64(value.data() + 8);
+  const uint64_t rest = value.size() - 16;
+  // n and m from the record are checked against its size before anything is allocated.
+  if (n == 0 || n > rest / 16 || m > rest / 12 || rest != 16 * n + 12 * m) {
+    return absl::DataLossError(absl::StrCat("has ", value.size(), " bytes, not ", n,
+                                            " sparse examples with ", m, " non-zeros"));
+  }
+  value.remove_prefix(16);
+  SparseRows& rows = batch->sparse_xs;
+  GetArray(&value, n, &rows.ends);
+  GetArray(&value, m, &rows.indices);
+  GetArray(&value, m, &rows.values);
+  GetArray(&value, n, &batch->ys);
+  // The rows' contents are checked by the model when the batch is replayed.
+  absl::Status shape = ValidateSparseRowsShape("the sparse batch", rows);
+  if (!shape.ok()) return absl::DataLossError(shape.message());
   return absl::OkStatus();
 }
 
@@ -450,7 +505,7 @@ ModelLog::ModelLog(ModelStore* store, std::string tenant, std::string model,
       checkpoint_seq_(checkpoint_seq),
       last_checkpoint_(absl::Now()) {}
 
-absl::Status ModelLog::Append(absl::Span<const double> xs, absl::Span<const double> ys) {
+absl::Status ModelLog::Append(const InputBatch& xs, absl::Span<const double> ys) {
   const std::string value = EncodeBatch(xs, ys);
   WriterLock lock(&mu_);
   if (closed_) {
@@ -564,7 +619,8 @@ absl::StatusOr<RestoreStats> RestoreModels(ModelStore* store, ModelRegistry* reg
       observations.clear();
       // The live path's batch, so a batch that diverged live (FailedPrecondition after
       // some examples) diverges at the same example now.
-      absl::Status status = (*learner)->ObserveBatch(batch.xs, batch.ys, &observations);
+      absl::Status status =
+          (*learner)->ObserveBatch(batch.inputs(model.config.dim), batch.ys, &observations);
       if (!status.ok() && status.code() != absl::StatusCode::kFailedPrecondition) {
         return damaged(
             model.tenant, model.model,

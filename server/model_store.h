@@ -68,8 +68,13 @@ struct StoredModel {
   // The logged batches after the checkpoint, in order: xs term-major, ys.
   struct Batch {
     uint64_t seq = 0;
-    std::vector<double> xs;
+    std::vector<double> xs;  // a dense record's inputs, example-major
+    SparseRows sparse_xs;    // a sparse record's inputs (then xs is empty)
+    bool sparse = false;
     std::vector<double> ys;
+    InputBatch inputs(uint32_t dim) const {
+      return sparse ? InputBatch::Sparse(sparse_xs) : InputBatch::Dense(xs, dim);
+    }
   };
   std::vector<Batch> log;
 };
@@ -157,7 +162,7 @@ class ModelLog final : public ModelJournal {
   // Writes the batch as record next_seq (sync if the store says so). Unavailable ("the
   // model store cannot write: ...") or ResourceExhausted (disk full) if RocksDB refuses;
   // NotFound once closed. The sequence advances only on success.
-  absl::Status Append(absl::Span<const double> xs, absl::Span<const double> ys) override
+  absl::Status Append(const InputBatch& xs, absl::Span<const double> ys) override
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Where the log is: the sequence of the last record appended (0: none) and the

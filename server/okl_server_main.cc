@@ -111,8 +111,11 @@ ABSL_FLAG(bool, skip_damaged_models, Defaults().host.skip_damaged_models,
 ABSL_FLAG(uint64_t, max_models, Defaults().host.quotas.max_models,
           "Most models held at once; CreateModel/Restore beyond it: RESOURCE_EXHAUSTED.");
 ABSL_FLAG(uint32_t, max_dim, Defaults().host.max_dim,
-          "Largest model input dimension accepted by CreateModel/Restore (at most 65536); "
-          "beyond it: INVALID_ARGUMENT.");
+          "Largest model input dimension accepted by CreateModel/Restore for dense storage "
+          "(at most 65536); beyond it: INVALID_ARGUMENT.");
+ABSL_FLAG(uint32_t, max_sparse_dim, Defaults().host.max_sparse_dim,
+          "The same for models with sparse storage (config sparse.max_nonzeros > 0; at most "
+          "16777216).");
 ABSL_FLAG(uint32_t, max_terms, Defaults().host.max_terms,
           "Largest budget.max_terms accepted by CreateModel/Restore (at most 4194304); a "
           "budget of 0 (unbounded) or beyond it: INVALID_ARGUMENT.");
@@ -234,6 +237,7 @@ int main(int argc, char** argv) {
 
   okl::ModelHost::Options& host = options.host;
   host.max_dim = absl::GetFlag(FLAGS_max_dim);
+  host.max_sparse_dim = absl::GetFlag(FLAGS_max_sparse_dim);
   host.max_terms = absl::GetFlag(FLAGS_max_terms);
   host.quotas.max_models = absl::GetFlag(FLAGS_max_models);
   host.quotas.max_models_per_tenant = absl::GetFlag(FLAGS_max_models_per_tenant);

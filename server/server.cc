@@ -142,6 +142,11 @@ absl::Status ValidateOptions(const Server::Options& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("--max_dim must be 1 to ", kMaxDimension, ", got ", options.host.max_dim));
   }
+  if (options.host.max_sparse_dim < 1 || options.host.max_sparse_dim > kMaxSparseDimension) {
+    return absl::InvalidArgumentError(absl::StrCat("--max_sparse_dim must be 1 to ",
+                                                   kMaxSparseDimension, ", got ",
+                                                   options.host.max_sparse_dim));
+  }
   if (options.host.max_terms < 1 || options.host.max_terms > kMaxTerms) {
     return absl::InvalidArgumentError(
         absl::StrCat("--max_terms must be 1 to ", kMaxTerms, ", got ", options.host.max_terms));

@@ -163,7 +163,7 @@ class OklService::ActiveCall {
 };
 
 // The state of one Observe call or ObserveStream: the model it is bound to (found with
-// the first message), the reusable dense batch, and the response accumulated so far.
+// the first message), the reusable batch, and the response accumulated so far.
 // Each Apply() is one batch with Observe's rules. Not thread-safe; one per call.
 class OklService::ObserveSession {
  public:
@@ -222,10 +222,19 @@ class OklService::ObserveSession {
   // call was cancelled. NotFound only while nothing was applied (WithModel retries it).
   absl::Status ApplyTo(ModelEntry& entry, const v1::ObserveRequest& request) {
     const uint32_t dim = entry.config().dim;
-    OKL_RETURN_IF_ERROR(
-        FromProto(request, dim, &batch_, service_->options_.max_request_bytes));
-    OKL_RETURN_IF_ERROR(entry.ValidateBatch(batch_.xs, batch_.ys));
-    const size_t n = batch_.ys.size();
+    const size_t max_bytes = service_->options_.max_request_bytes;
+    // A model with sparse storage takes the examples' non-zeros, never a dense copy.
+    const bool sparse = entry.config().sparse_storage();
+    if (sparse) {
+      OKL_RETURN_IF_ERROR(FromProto(request, dim, &sparse_batch_, max_bytes));
+    } else {
+      OKL_RETURN_IF_ERROR(FromProto(request, dim, &batch_, max_bytes));
+    }
+    const InputBatch inputs =
+        sparse ? InputBatch::Sparse(sparse_batch_.xs) : InputBatch::Dense(batch_.xs, dim);
+    const absl::Span<const double> ys = sparse ? sparse_batch_.ys : batch_.ys;
+    OKL_RETURN_IF_ERROR(entry.ValidateBatch(inputs, ys));
+    const size_t n = ys.size();
     const double work = WorstCaseWorkPerExample(entry.config());
     const size_t group = std::clamp<size_t>(static_cast<size_t>(kObserveChunkWork / work), 1, n);
     observations_.clear();
@@ -236,9 +245,9 @@ class OklService::ObserveSession {
             context_, absl::StrCat("after ", begin, " of the batch's ", n,
                                    " examples were applied")));
       }
-      absl::Status status = entry.ObserveBatch(
-          absl::MakeConstSpan(batch_.xs).subspan(begin * dim, count * dim),
-          absl::MakeConstSpan(batch_.ys).subspan(begin, count), &observations_, &stats_after_);
+      absl::Status status = entry.ObserveBatch(inputs.Subrange(begin, count),
+                                               ys.subspan(begin, count), &observations_,
+                                               &stats_after_);
       service_->RecordObserved(absl::MakeConstSpan(observations_).subspan(
           std::min(begin, observations_.size())));
       if (status.ok() || begin == 0) {
@@ -266,7 +275,8 @@ class OklService::ObserveSession {
   size_t messages_ = 0;
   v1::ModelRef ref_;
   std::shared_ptr<ModelEntry> entry_;
-  ExampleBatch batch_;
+  ExampleBatch batch_;               // for a model with dense storage
+  SparseExampleBatch sparse_batch_;  // for a model with sparse storage
   std::vector<Observation> observations_;
   ModelStats stats_after_;  // the model's, right after this call's latest batch
 };
@@ -482,6 +492,7 @@ absl::Status OklService::DoPredict(const ActiveCall& call, grpc::ServerContextBa
   OKL_RETURN_IF_ERROR(ValidateRef(request.ref()));
   OKL_RETURN_IF_ERROR(call.Authorize(Role::kRead, request.ref().tenant(), "Predict"));
   std::vector<double> xs;
+  SparseRows sparse_xs;  // for a model with sparse storage
   auto* predictions = response->mutable_predictions();
   predictions->Resize(request.inputs_size(), 0.0);
   const absl::Span<double> out(predictions->mutable_data(), predictions->size());
@@ -491,7 +502,14 @@ absl::Status OklService::DoPredict(const ActiveCall& call, grpc::ServerContextBa
       [&](ModelEntry& model) -> absl::Status {
         const uint32_t dim = model.config().dim;
         const bool novelty = model.config().loss.type == LossType::kNovelty;
-        OKL_RETURN_IF_ERROR(FromProto(request, dim, &xs, options_.max_request_bytes));
+        const bool sparse = model.config().sparse_storage();
+        if (sparse) {
+          OKL_RETURN_IF_ERROR(FromProto(request, dim, &sparse_xs, options_.max_request_bytes));
+        } else {
+          OKL_RETURN_IF_ERROR(FromProto(request, dim, &xs, options_.max_request_bytes));
+        }
+        const InputBatch inputs =
+            sparse ? InputBatch::Sparse(sparse_xs) : InputBatch::Dense(xs, dim);
         // WithModel may run this again on a model that replaced the one found: every flag
         // is written again, as every prediction is.
         response->clear_novel();
@@ -505,10 +523,9 @@ absl::Status OklService::DoPredict(const ActiveCall& call, grpc::ServerContextBa
           const absl::Span<double> chunk_out = out.subspan(begin, count);
           // Each chunk is predicted under its own read of the model, with that model's rho.
           double rho = 0;
-          OKL_RETURN_IF_ERROR(
-              model.PredictBatch(absl::MakeConstSpan(xs).subspan(begin * dim, count * dim),
-                                 chunk_out, PredictionMode::kConfigured,
-                                 novelty ? &rho : nullptr));
+          OKL_RETURN_IF_ERROR(model.PredictBatch(inputs.Subrange(begin, count), chunk_out,
+                                                 PredictionMode::kConfigured,
+                                                 novelty ? &rho : nullptr));
           if (!novelty) continue;
           for (size_t i = 0; i < count; ++i) {
             response->set_novel(static_cast<int>(begin + i), chunk_out[i] < rho);

@@ -105,6 +105,9 @@ ABSL_FLAG(int64_t, random_features, 0,
           "> 0: learn on this many random Fourier features (even, at most 65536) instead of a "
           "kernel expansion; gaussian or laplacian kernel, no budget");
 ABSL_FLAG(uint64_t, feature_seed, 0, "random features: the seed their frequencies come from");
+ABSL_FLAG(int64_t, max_nonzeros, 0,
+          "> 0: sparse storage: each term keeps its non-zeros, and every input may have at "
+          "most this many (dim may then be up to 16777216 on the wire)");
 ABSL_FLAG(int64_t, regret_window, 0,
           "track the regret over the last N examples (0: no; at most 8192; needs lambda > 0)");
 
@@ -172,7 +175,7 @@ constexpr absl::string_view kConfigFlags[] = {
     "t",             "loss",             "rho",             "epsilon",     "delta",
     "nu",            "eta0",             "schedule",        "theta",       "lambda",
     "max_terms",     "policy",           "drop_below",      "offset",      "averaged",
-    "regret_window", "averaging_window", "random_features", "feature_seed"};
+    "regret_window", "averaging_window", "random_features", "feature_seed", "max_nonzeros"};
 
 struct Command {
   absl::string_view name;
@@ -452,6 +455,12 @@ absl::Status ApplyConfigFlags(const CommandLine& line, bool all, okl::ModelConfi
     if (*features > 0 && !line.Given("max_terms")) config->budget.max_terms = 0;
   }
   if (use("feature_seed")) config->random_features.seed = absl::GetFlag(FLAGS_feature_seed);
+  if (use("max_nonzeros")) {
+    absl::StatusOr<uint32_t> max_nonzeros =
+        NonNegative32("max_nonzeros", absl::GetFlag(FLAGS_max_nonzeros));
+    if (!max_nonzeros.ok()) return max_nonzeros.status();
+    config->sparse.max_nonzeros = *max_nonzeros;
+  }
   if (use("regret_window")) {
     absl::StatusOr<uint32_t> window =
         NonNegative32("regret_window", absl::GetFlag(FLAGS_regret_window));

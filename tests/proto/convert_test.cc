@@ -845,6 +845,52 @@ TEST(BoundedRequestTest, SparseRequestsAreCheckedAndBoundedBeforeAnythingIsAlloc
   EXPECT_EQ(xs[1000 + 3], 2.0);
 }
 
+// The sparse form (for models with sparse storage) keeps each vector's non-zeros, so a
+// request costs what it carries whatever the dim, and is checked and bounded the same way.
+TEST(BoundedRequestTest, SparseFormKeepsTheNonZerosAndIsBoundedByThem) {
+  v1::ObserveRequest request;
+  for (int i = 0; i < 3; ++i) {
+    v1::Example* example = request.add_examples();
+    example->mutable_x()->add_indices(static_cast<uint32_t>(i));
+    example->mutable_x()->add_indices(16000000);
+    example->mutable_x()->add_values(1.0 + i);
+    example->mutable_x()->add_values(-1.0);
+    example->set_y(i % 2 == 0 ? 1.0 : -1.0);
+  }
+  // A dense vector's zeros are dropped.
+  v1::Example* dense = request.add_examples();
+  for (const double v : {0.0, 2.5, 0.0}) dense->mutable_x()->add_values(v);
+  dense->set_y(1.0);
+  SparseExampleBatch batch;
+  ASSERT_TRUE(FromProto(request, 3, &batch).code() == absl::StatusCode::kInvalidArgument);
+  request.mutable_examples()->RemoveLast();  // the dense vector has 3 values, not dim
+  ASSERT_TRUE(FromProto(request, 1u << 24, &batch).ok());
+  ASSERT_EQ(batch.xs.size(), 3u);
+  EXPECT_THAT(batch.xs.Row(1).indices, ::testing::ElementsAre(1u, 16000000u));
+  EXPECT_THAT(batch.xs.Row(1).values, ::testing::ElementsAre(2.0, -1.0));
+  EXPECT_THAT(batch.ys, ::testing::ElementsAre(1.0, -1.0, 1.0));
+
+  v1::PredictRequest predict;
+  v1::Vector* input = predict.add_inputs();
+  for (const double v : {0.0, 2.5, 0.0}) input->add_values(v);
+  SparseRows xs;
+  ASSERT_TRUE(FromProto(predict, 3, &xs).ok());
+  ASSERT_EQ(xs.size(), 1u);
+  EXPECT_THAT(xs.Row(0).indices, ::testing::ElementsAre(1u));
+
+  // Bounded by the entries the request carries: 6 non-zeros and 3 labels.
+  EXPECT_EQ(SparseBatchBytes(3, 6), 6u * 12u + 3u * 16u);
+  SparseExampleBatch untouched;
+  absl::Status status = FromProto(request, 1u << 24, &untouched, SparseBatchBytes(3, 6) - 1);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(status.message(), HasSubstr("--max_request_bytes"));
+  EXPECT_EQ(untouched.xs.indices.capacity(), 0u);
+  request.mutable_examples(2)->mutable_x()->set_indices(1, 1u << 24);
+  status = FromProto(request, 1u << 24, &untouched);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("examples[2].x"));
+}
+
 TEST(CanonicalConfigBytesTest, EqualExactlyForTheSameConfiguration) {
   ModelConfig a = BaseConfig();
   ModelConfig b = BaseConfig();

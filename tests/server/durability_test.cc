@@ -41,6 +41,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/model.h"
 #include "core/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -979,6 +980,104 @@ TEST(DurabilityTest, BatchThatDivergedPartWayReplaysIdentically) {
   server = StartServer(dir.data_dir());
   ASSERT_NE(server, nullptr);
   EXPECT_TRUE(MatchesTwin(server->stub(), ref, *twin, probes));
+  StopGracefully(*server);
+}
+
+// A model with sparse storage and a dim far over --max_dim (2^20): the server keeps its
+// examples' non-zeros end to end (the request, the log record, the replay), and after a
+// SIGKILL the replayed model is the core model fed the same examples sparsely, bit for bit.
+TEST(DurabilityTest, SparseStorageModelOfAMillionFeaturesReplaysExactlyAfterSigkill) {
+  TempDir dir("okl_durability_test");
+  constexpr uint32_t kDim = 1u << 20;
+  const v1::ModelConfig config = ParseConfig(R"pb(
+    dim: 1048576
+    kernel { gaussian { gamma: 0.5 } }
+    loss { hinge { rho: 1 } }
+    learning_rate { eta0: 0.5 schedule: INVERSE_SQRT }
+    lambda: 0.01
+    budget { max_terms: 40 policy: OLDEST }
+    averaged: true
+    averaging_window: 16
+    sparse { max_nonzeros: 8 }
+  )pb");
+  absl::StatusOr<ModelConfig> core_config = FromProto(config);
+  ASSERT_TRUE(core_config.ok()) << core_config.status();
+  absl::StatusOr<std::unique_ptr<Model>> core = CreateModel(*core_config);
+  ASSERT_TRUE(core.ok()) << core.status();
+
+  // Examples with 1 to 8 non-zeros, half of them among the first 64 indices (so that
+  // terms meet) and half anywhere below 2^20.
+  std::mt19937_64 rng(11);
+  auto random_vector = [&](std::vector<uint32_t>* indices, std::vector<double>* values) {
+    std::map<uint32_t, double> entries;
+    const size_t n = 1 + rng() % 8;
+    while (entries.size() < n) {
+      const uint32_t j = static_cast<uint32_t>(entries.size() % 2 == 0 ? rng() % 64 : rng() % kDim);
+      entries[j] = static_cast<double>(rng() % 1000) / 500.0 - 1.0;
+    }
+    indices->clear();
+    values->clear();
+    for (const auto& [j, v] : entries) {
+      indices->push_back(j);
+      values->push_back(v);
+    }
+  };
+  std::vector<Batch> batches(12);
+  std::vector<uint32_t> indices;
+  std::vector<double> values;
+  for (Batch& batch : batches) {
+    for (int i = 0; i < 5; ++i) {
+      random_vector(&indices, &values);
+      const double y = (indices[0] % 2 == 0) ? 1.0 : -1.0;
+      batch.push_back(MakeExample(SparseVector(indices, values), y));
+      ASSERT_TRUE((*core)->ObserveSparse({indices, values}, y).ok());
+    }
+  }
+  std::vector<v1::Vector> probes;
+  std::vector<double> expected;
+  for (int i = 0; i < 6; ++i) {
+    random_vector(&indices, &values);
+    probes.push_back(SparseVector(indices, values));
+    expected.push_back(*(*core)->PredictSparse({indices, values}));
+  }
+  auto expect_core_model = [&](ServerProcess& server, absl::string_view when) {
+    std::vector<double> predictions;
+    ASSERT_TRUE(IsOk(Predict(server.stub(), Ref("acme", "text"), probes, &predictions)))
+        << when;
+    EXPECT_EQ(Bits(predictions), Bits(expected)) << when;
+    std::string bytes;
+    ASSERT_TRUE(IsOk(Snapshot(server.stub(), Ref("acme", "text"), &bytes))) << when;
+    absl::StatusOr<ModelState> state = DecodeSnapshot(bytes);
+    ASSERT_TRUE(state.ok()) << state.status();
+    EXPECT_TRUE(*state == (*core)->ExportState()) << when;
+  };
+
+  std::unique_ptr<ServerProcess> server = StartServer(dir.data_dir());
+  ASSERT_NE(server, nullptr);
+  const v1::ModelRef ref = Ref("acme", "text");
+  ASSERT_TRUE(IsOk(CreateModel(server->stub(), ref, config)));
+  v1::ObserveResponse response;
+  for (size_t b = 0; b < 6; ++b) {
+    ASSERT_TRUE(IsOk(Observe(server->stub(), ref, batches[b], &response)));
+  }
+  ASSERT_TRUE(IsOk(ObserveStream(server->stub(), ref,
+                                 std::vector<Batch>(batches.begin() + 6, batches.end()),
+                                 &response)));
+  EXPECT_EQ(response.steps(), 60u);
+  expect_core_model(*server, "live");
+  // An input over max_nonzeros is refused, naming the limit.
+  std::vector<uint32_t> nine = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  std::vector<double> ones(9, 1.0);
+  std::vector<double> unused;
+  const grpc::Status too_many =
+      Predict(server->stub(), ref, {SparseVector(nine, ones)}, &unused);
+  EXPECT_TRUE(HasCode(too_many, grpc::StatusCode::INVALID_ARGUMENT));
+  EXPECT_THAT(too_many.error_message(), HasSubstr("more than the model's 8"));
+
+  KillHard(*server);
+  server = StartServer(dir.data_dir());
+  ASSERT_NE(server, nullptr);
+  expect_core_model(*server, "after SIGKILL");
   StopGracefully(*server);
 }
 

@@ -89,8 +89,8 @@ TEST_F(ModelStoreTest, ConfigAndLoggedBatchesSurviveReopenInOrder) {
     auto store = OpenStore();
     auto log = store->CreateModel("acme", "churn", SmallConfig());
     ASSERT_TRUE(log.ok()) << log.status();
-    ASSERT_TRUE((*log)->Append({1, 2}, {0.5}).ok());
-    ASSERT_TRUE((*log)->Append({3, 4, 5, 6}, {1.5, -2}).ok());
+    ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}).ok());
+    ASSERT_TRUE((*log)->Append(InputBatch::Dense({3, 4, 5, 6}, 2), {1.5, -2}).ok());
     EXPECT_EQ((*log)->position().seq, 2u);
     EXPECT_EQ((*log)->position().examples, 3u);
   }
@@ -113,6 +113,38 @@ TEST_F(ModelStoreTest, ConfigAndLoggedBatchesSurviveReopenInOrder) {
   EXPECT_EQ(log->position().seq, 2u);
 }
 
+// A model with sparse storage logs its batches as rows of non-zeros, whatever its dim,
+// and reads them back exactly; a dense batch in the same log stays dense.
+TEST_F(ModelStoreTest, SparseBatchesSurviveReopenAsRows) {
+  ModelConfig config = SmallConfig();
+  config.dim = 1u << 24;
+  config.sparse.max_nonzeros = 4;
+  SparseRows rows;
+  const std::vector<uint32_t> i0 = {0, (1u << 24) - 1}, i1 = {}, i2 = {5, 6, 7};
+  const std::vector<double> v0 = {1.5, -2}, v1 = {}, v2 = {0.25, 0.5, 0.75};
+  rows.Append({i0, v0});
+  rows.Append({i1, v1});
+  rows.Append({i2, v2});
+  {
+    auto store = OpenStore();
+    auto log = store->CreateModel("acme", "text", config);
+    ASSERT_TRUE(log.ok()) << log.status();
+    ASSERT_TRUE((*log)->Append(InputBatch::Sparse(rows), {1, -1, 1}).ok());
+    EXPECT_EQ((*log)->position().examples, 3u);
+  }
+  auto store = OpenStore();
+  Loaded loaded = Load(store.get());
+  EXPECT_TRUE(loaded.damaged.empty());
+  ASSERT_EQ(loaded.models.size(), 1u);
+  ASSERT_EQ(loaded.models[0].log.size(), 1u);
+  const StoredModel::Batch& batch = loaded.models[0].log[0];
+  EXPECT_TRUE(batch.sparse);
+  EXPECT_TRUE(batch.xs.empty());
+  EXPECT_EQ(batch.sparse_xs, rows);
+  EXPECT_THAT(batch.ys, ElementsAre(1, -1, 1));
+  EXPECT_EQ(loaded.models[0].config, config);
+}
+
 TEST_F(ModelStoreTest, CheckpointReplacesTheLogUpToItsSequenceAtomically) {
   auto norma = CreateModel(SmallConfig());
   ASSERT_TRUE(norma.ok());
@@ -121,11 +153,11 @@ TEST_F(ModelStoreTest, CheckpointReplacesTheLogUpToItsSequenceAtomically) {
     auto store = OpenStore();
     auto log = store->CreateModel("acme", "churn", SmallConfig());
     ASSERT_TRUE(log.ok());
-    ASSERT_TRUE((*log)->Append({1, 2}, {0.5}).ok());
+    ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}).ok());
     ASSERT_TRUE((*norma)->ObserveBatch({1, 2}, {0.5}, &out).ok());
     const ModelLog::Position at = (*log)->position();
     const ModelState state = (*norma)->ExportState();
-    ASSERT_TRUE((*log)->Append({3, 4}, {1.0}).ok());  // after the exported state
+    ASSERT_TRUE((*log)->Append(InputBatch::Dense({3, 4}, 2), {1.0}).ok());  // after the exported state
     ASSERT_TRUE((*log)->Checkpoint(state, at).ok());
     EXPECT_TRUE((*log)->HasLog());
     // An older checkpoint never overwrites a newer one.
@@ -148,9 +180,9 @@ TEST_F(ModelStoreTest, DeletedModelDoesNotComeBackAndARecreatedOneStartsEmpty) {
     auto store = OpenStore();
     auto log = store->CreateModel("acme", "churn", SmallConfig());
     ASSERT_TRUE(log.ok());
-    ASSERT_TRUE((*log)->Append({1, 2}, {0.5}).ok());
+    ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}).ok());
     ASSERT_TRUE(store->DeleteModel(log->get()).ok());
-    EXPECT_EQ((*log)->Append({1, 2}, {0.5}).code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}).code(), absl::StatusCode::kNotFound);
     auto other = store->CreateModel("acme", "other", SmallConfig());
     ASSERT_TRUE(other.ok());
   }
@@ -177,10 +209,10 @@ TEST_F(ModelStoreTest, ReplaceModelInstallsTheCheckpointAndDropsTheOldLog) {
   {
     auto store = OpenStore();
     auto log = store->CreateModel("acme", "churn", SmallConfig());
-    ASSERT_TRUE((*log)->Append({9, 9}, {9}).ok());
+    ASSERT_TRUE((*log)->Append(InputBatch::Dense({9, 9}, 2), {9}).ok());
     auto replaced = store->ReplaceModel("acme", "churn", (*norma)->ExportState(), log->get());
     ASSERT_TRUE(replaced.ok()) << replaced.status();
-    EXPECT_EQ((*log)->Append({1, 2}, {0.5}).code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}).code(), absl::StatusCode::kNotFound);
   }
   auto store = OpenStore();
   Loaded loaded = Load(store.get());
@@ -241,7 +273,7 @@ TEST_F(ModelStoreTest, CorruptRecordsAreReportedWithTheModelsName) {
     auto store = OpenStore();
     ASSERT_TRUE(store->CreateModel("acme", "good", SmallConfig()).ok());
     auto log = store->CreateModel("acme", "bad_log", SmallConfig());
-    ASSERT_TRUE((*log)->Append({1, 2}, {0.5}).ok());
+    ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}).ok());
     ASSERT_TRUE(store->CreateModel("acme", "bad_config", SmallConfig()).ok());
   }
   RawPut("m/acme/bad_config", "garbage that is long enough");
