@@ -625,14 +625,19 @@ absl::Status FromProto(const v1::PredictRequest& request, uint32_t dim,
 
 namespace {
 
-// Appends a vector that passed CheckVector as a row of its non-zeros.
+// Appends a vector that passed CheckVector as a row of its non-zeros: a sparse vector's
+// explicit zeros are dropped as a dense vector's are, so both forms give the same row.
+// NaN is kept, for the model's validation to reject.
 void AppendChecked(const v1::Vector& vector, SparseRows* rows) {
   if (vector.indices().empty()) {
     AppendNonZeros(absl::MakeConstSpan(vector.values().data(), vector.values_size()), rows);
     return;
   }
-  rows->indices.insert(rows->indices.end(), vector.indices().begin(), vector.indices().end());
-  rows->values.insert(rows->values.end(), vector.values().begin(), vector.values().end());
+  for (int k = 0; k < vector.indices_size(); ++k) {
+    if (vector.values(k) == 0) continue;
+    rows->indices.push_back(vector.indices(k));
+    rows->values.push_back(vector.values(k));
+  }
   rows->ends.push_back(rows->indices.size());
 }
 

@@ -145,8 +145,8 @@ absl::Status FromProto(const v1::PredictRequest& request, uint32_t dim,
                        std::vector<double>* xs, size_t max_bytes = SIZE_MAX);
 
 // The sparse form of the two above, for a model with sparse storage
-// (ModelConfig::sparse_storage()): each vector becomes a row of its non-zeros (a dense
-// vector's zeros dropped), so a request costs what it carries, whatever the model's dim.
+// (ModelConfig::sparse_storage()): each vector becomes a row of its non-zeros (zeros
+// dropped, given or not), so a request costs what it carries, whatever the model's dim.
 // Every vector is checked as CheckVector does, then the rows' size (ResourceExhausted if
 // SparseBatchBytes is over `max_bytes`) before anything is allocated.
 struct SparseExampleBatch {

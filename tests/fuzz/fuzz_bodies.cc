@@ -20,6 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/config.h"
+#include "core/input_batch.h"
 #include "core/norma.h"
 #include "core/regret.h"
 #include "google/protobuf/text_format.h"
@@ -289,6 +290,13 @@ ModelConfig RequestModelConfig(uint32_t dim, uint8_t selector) {
     config.averaging_window = 0;
     config.random_features = {.dimension = std::min(2 * dim, 64u), .seed = selector};
   }
+  // Sparse storage where random features do not apply; max_nonzeros = dim, so that no
+  // input is refused for its count and both input forms must agree.
+  if ((selector & 1) && (config.kernel.type == KernelType::kPolynomial ||
+                         config.kernel.type == KernelType::kLinear) &&
+      config.budget.policy != BudgetPolicy::kMerge) {
+    config.sparse.max_nonzeros = std::min(dim, kMaxNonZeros);
+  }
   if (selector & 128) {
     config.offset = true;
     config.learning_rate.schedule = Schedule::kInverseSqrt;
@@ -378,6 +386,36 @@ void CheckConversionStatus(const absl::Status& status, const Vectors& vectors,
   OKL_FUZZ_CHECK(status.ok(), status.ToString());
 }
 
+// A model with sparse storage takes the request's sparse form (what the server gives it)
+// exactly as the dense form: the same status, observations and state, bit for bit.
+void CheckSparseFormObserves(const v1::ObserveRequest& request, uint32_t dim,
+                             uint8_t selector, const absl::Status& dense_status,
+                             const std::vector<Observation>& dense_observations,
+                             const Model& dense_fed) {
+  if (!dense_fed.config().sparse_storage()) return;
+  SparseExampleBatch batch;
+  const absl::Status converted = FromProto(request, dim, &batch);
+  OKL_FUZZ_CHECK(converted.ok(), "the dense form converted but the sparse did not: ",
+                 converted.ToString());
+  OKL_FUZZ_CHECK(batch.xs.size() == batch.ys.size() &&
+                     batch.ys.size() == static_cast<size_t>(request.examples_size()),
+                 "sparse batch sizes");
+  std::unique_ptr<Model> model = TrainedRequestModel(dim, selector);
+  std::vector<Observation> observations;
+  const absl::Status observed =
+      model->ObserveBatch(InputBatch::Sparse(batch.xs), batch.ys, &observations);
+  OKL_FUZZ_CHECK(observed.code() == dense_status.code(), "sparse form: ", observed.ToString(),
+                 ", dense form: ", dense_status.ToString());
+  OKL_FUZZ_CHECK(observations.size() == dense_observations.size(), "observation counts");
+  for (size_t i = 0; i < observations.size(); ++i) {
+    OKL_FUZZ_CHECK(SameBits(observations[i].prediction, dense_observations[i].prediction) &&
+                       SameBits(observations[i].loss, dense_observations[i].loss),
+                   "sparse and dense forms differ at example ", i);
+  }
+  OKL_FUZZ_CHECK(model->ExportState() == dense_fed.ExportState(),
+                 "sparse and dense forms left different states");
+}
+
 void FuzzObserveRequest(const v1::ObserveRequest& request, uint32_t dim, uint8_t selector) {
   const uint64_t n = static_cast<uint64_t>(request.examples_size());
   ExampleBatch batch;
@@ -419,6 +457,7 @@ void FuzzObserveRequest(const v1::ObserveRequest& request, uint32_t dim, uint8_t
     OKL_FUZZ_CHECK(absl::IsFailedPrecondition(observed), observed.ToString());
   }
   OKL_FUZZ_CHECK(model->steps() == before.steps + observations.size(), "steps");
+  CheckSparseFormObserves(request, dim, selector, observed, observations, *model);
   v1::ObserveResponse response;
   AppendToProto(observations, &response);
   OKL_FUZZ_CHECK(response.predictions_size() == static_cast<int>(observations.size()) &&

@@ -116,6 +116,19 @@ void WriteSnapshots(const fs::path& dir) {
               TrainedSnapshot(config, 10, Inputs::kDense));
   }
   {
+    // Sparse storage with the averaged hypothesis: terms and retired terms as rows of
+    // non-zeros.
+    ModelConfig config = BaseConfig(24);
+    config.kernel = {.type = KernelType::kGaussian, .gamma = 0.3};
+    config.loss = {.type = LossType::kHinge, .rho = 1.0};
+    config.budget = {.max_terms = 6, .policy = BudgetPolicy::kOldest};
+    config.averaged = true;
+    config.averaging_window = 3;
+    config.sparse.max_nonzeros = 24;
+    WriteFile(dir / "gaussian_sparse_storage_averaged_window.snap",
+              TrainedSnapshot(config, 14, Inputs::kSparseBinary));
+  }
+  {
     ModelConfig config = BaseConfig(3);
     config.budget.max_terms = 8;  // 20 steps: the OLDEST budget evicts
     WriteFile(dir / "gaussian_squared_dense_budget.snap",
