@@ -76,6 +76,22 @@ std::vector<double> FixedInput(size_t dim, int variant) {
   return x;
 }
 
+// A fixed sparse input for a model with sparse storage: min(max_nonzeros, 16) non-zeros
+// spread over dim (whatever dim is), valued as FixedInput's.
+SparseRows FixedSparseInput(const ModelConfig& config, int variant) {
+  const uint64_t k = std::min<uint64_t>(config.sparse.max_nonzeros, 16);
+  const uint64_t step = std::max<uint64_t>(config.dim / k, 1);
+  SparseRows rows;
+  for (uint64_t i = 0; i < k; ++i) {
+    rows.indices.push_back(static_cast<uint32_t>(i * step));
+    rows.values.push_back(static_cast<double>((i * 7 + static_cast<uint64_t>(variant) * 3) % 11) /
+                              8.0 -
+                          0.6);  // never 0
+  }
+  rows.ends.push_back(k);
+  return rows;
+}
+
 std::string EncodeOrDie(const ModelState& state) {
   absl::StatusOr<std::string> bytes = EncodeSnapshot(state);
   OKL_FUZZ_CHECK(bytes.ok(), bytes.status().ToString());
@@ -142,10 +158,12 @@ void CheckRegret(const Model& model) {
 }
 
 // One Observe: a success must leave a restorable state, a failure an unchanged one.
-void CheckObserve(Model& model, absl::Span<const double> x, double y,
-                  absl::string_view what) {
+// One step through `observe` (the model's Observe or ObserveSparse): either it fails with
+// FailedPrecondition and changes nothing, or it counts and leaves a restorable model.
+template <typename ObserveCall>
+void CheckStep(Model& model, ObserveCall observe, absl::string_view what) {
   const ModelState before = model.ExportState();
-  absl::StatusOr<Observation> o = model.Observe(x, y);
+  absl::StatusOr<Observation> o = observe();
   if (!o.ok()) {
     OKL_FUZZ_CHECK(absl::IsFailedPrecondition(o.status()), what, ": ", o.status().ToString());
     OKL_FUZZ_CHECK(model.ExportState() == before, what, " failed but changed the model");
@@ -153,6 +171,40 @@ void CheckObserve(Model& model, absl::Span<const double> x, double y,
   }
   OKL_FUZZ_CHECK(model.steps() == before.steps + 1, what);
   CheckRestorable(model, what);
+}
+
+// One step on the fixed input `variant` in the form the model stores.
+void CheckObserve(Model& model, int variant, double y, absl::string_view what) {
+  if (model.config().sparse_storage()) {
+    const SparseRows x = FixedSparseInput(model.config(), variant);
+    CheckStep(model, [&] { return model.ObserveSparse(x.Row(0), y); }, what);
+  } else {
+    const std::vector<double> x = FixedInput(model.config().dim, variant);
+    CheckStep(model, [&] { return model.Observe(x, y); }, what);
+  }
+}
+
+// CheckPredictions on the fixed input `variant` in the form the model stores; a sparse
+// input's PredictBatch must agree with PredictSparse bit for bit too.
+void CheckFixedPredictions(const Model& model, int variant) {
+  if (!model.config().sparse_storage()) {
+    CheckPredictions(model, FixedInput(model.config().dim, variant));
+    return;
+  }
+  SparseRows xs = FixedSparseInput(model.config(), variant);
+  xs.Append(xs.Row(0));
+  std::vector<PredictionMode> modes = {PredictionMode::kConfigured, PredictionMode::kCurrent};
+  if (model.config().averaged) modes.push_back(PredictionMode::kAveraged);
+  for (const PredictionMode mode : modes) {
+    absl::StatusOr<double> p = model.PredictSparse(xs.Row(0), mode);
+    OKL_FUZZ_CHECK(p.ok(), p.status().ToString());
+    double batch[2];
+    const absl::Status status =
+        model.PredictBatch(InputBatch::Sparse(xs), absl::MakeSpan(batch), mode);
+    OKL_FUZZ_CHECK(status.ok() && SameBits(batch[0], *p) && SameBits(batch[1], *p),
+                   "sparse PredictBatch gave ", status.ToString(), " ", batch[0], " and ",
+                   batch[1], ", PredictSparse ", *p);
+  }
 }
 
 // --- Snapshots ----------------------------------------------------------------------
@@ -242,12 +294,11 @@ void ExerciseState(const ModelState& state) {
   OKL_FUZZ_CHECK(*decoded == exported, "DecodeSnapshot(EncodeSnapshot(s)) != s");
   OKL_FUZZ_CHECK(EncodeOrDie(*decoded) == bytes, "re-encoding changed the bytes");
 
-  const std::vector<double> x = FixedInput(dim, 0);
-  CheckPredictions(model, x);
+  CheckFixedPredictions(model, 0);
   (void)model.stats();
   if (terms * terms * dim <= kMaxWork) (void)model.SquaredNorm();
   CheckRegret(model);
-  CheckObserve(model, x, 1.0, "Observe on a restored snapshot");
+  CheckObserve(model, 0, 1.0, "Observe on a restored snapshot");
 }
 
 // --- Requests -----------------------------------------------------------------------
@@ -565,10 +616,10 @@ int FuzzConfigText(const uint8_t* data, size_t size) {
   absl::StatusOr<std::unique_ptr<Model>> model = CreateModel(*config);
   OKL_FUZZ_CHECK(model.ok(), model.status().ToString());
   for (int k = 0; k < 4; ++k) {
-    CheckObserve(**model, FixedInput(config->dim, k), k % 2 ? 1.0 : -1.0,
+    CheckObserve(**model, k, k % 2 ? 1.0 : -1.0,
                  absl::StrCat("Observe ", k, " on a model of the parsed config"));
   }
-  CheckPredictions(**model, FixedInput(config->dim, 5));
+  CheckFixedPredictions(**model, 5);
   CheckRegret(**model);
   return 0;
 }
