@@ -31,33 +31,11 @@ bool UsesDistance(KernelType type) {
          type == KernelType::kHeat;
 }
 
-// |a - b|^2 over the union of the non-zeros, in index order.
-double SparseSquaredDistance(SparseVectorView a, SparseVectorView b) {
-  const size_t na = a.indices.size();
-  const size_t nb = b.indices.size();
-  size_t i = 0;
-  size_t j = 0;
-  double s = 0;
-  while (i < na && j < nb) {
-    const uint32_t ia = a.indices[i];
-    const uint32_t ib = b.indices[j];
-    double d;
-    if (ia == ib) {
-      d = a.values[i++] - b.values[j++];
-    } else if (ia < ib) {
-      d = a.values[i++];
-    } else {
-      d = b.values[j++];
-    }
-    s += d * d;
-  }
-  for (; i < na; ++i) s += a.values[i] * a.values[i];
-  for (; j < nb; ++j) s += b.values[j] * b.values[j];
-  return s;
-}
-
-// <a, b> over the shared non-zeros, in index order.
-double SparseDot(SparseVectorView a, SparseVectorView b) {
+// sum over the union of a's and b's non-zeros, in index order, of term(a_j, b_j), where a
+// coordinate absent from one side is 0 there. `both_needed` false skips the coordinates
+// only one side has (a dot product's terms are 0 there).
+template <typename Term>
+double SumOverUnion(SparseVectorView a, SparseVectorView b, bool both_needed, Term term) {
   const size_t na = a.indices.size();
   const size_t nb = b.indices.size();
   size_t i = 0;
@@ -67,14 +45,30 @@ double SparseDot(SparseVectorView a, SparseVectorView b) {
     const uint32_t ia = a.indices[i];
     const uint32_t ib = b.indices[j];
     if (ia == ib) {
-      s += a.values[i++] * b.values[j++];
+      s += term(a.values[i++], b.values[j++]);
     } else if (ia < ib) {
+      if (both_needed) s += term(a.values[i], 0.0);
       ++i;
     } else {
+      if (both_needed) s += term(0.0, b.values[j]);
       ++j;
     }
   }
+  for (; both_needed && i < na; ++i) s += term(a.values[i], 0.0);
+  for (; both_needed && j < nb; ++j) s += term(0.0, b.values[j]);
   return s;
+}
+
+// |a - b|^2, summed as the dense sweep sums it.
+double SparseSquaredDistance(SparseVectorView a, SparseVectorView b) {
+  return SumOverUnion(a, b, /*both_needed=*/true, [](double u, double v) {
+    const double d = u - v;
+    return d * d;
+  });
+}
+
+double SparseDot(SparseVectorView a, SparseVectorView b) {
+  return SumOverUnion(a, b, /*both_needed=*/false, [](double u, double v) { return u * v; });
 }
 
 // Each thread's lookup arrays for SparseQuery: zero outside a live query, and grown to

@@ -74,18 +74,6 @@ constexpr char kSparseHingeConfig[] = R"pb(
   budget { max_terms: 30 policy: SMALLEST }
 )pb";
 
-// kSparseHingeConfig with sparse storage: the terms keep their non-zeros only.
-constexpr char kSparseStorageHingeConfig[] = R"pb(
-  dim: 40
-  kernel { laplacian { gamma: 0.5 } }
-  loss { hinge { rho: 1 nu: 0.2 } }
-  learning_rate { eta0: 0.5 schedule: INVERSE_SQRT }
-  lambda: 0.02
-  offset: true
-  budget { max_terms: 30 policy: SMALLEST }
-  sparse { max_nonzeros: 40 }
-)pb";
-
 // Sparse storage with the averaged hypothesis, whose retired terms are sparse too.
 constexpr char kSparseStorageAveragedConfig[] = R"pb(
   dim: 12
@@ -677,7 +665,8 @@ TEST_F(ServerE2ETest, StatsCarryTheTermsRemovedTheOffsetAndTheMarginOfTheCore) {
 struct EquivalenceCase {
   std::string name;
   const char* config;
-  bool sparse;
+  bool sparse;                // sparse inputs
+  uint32_t max_nonzeros = 0;  // > 0: the config with sparse storage
 };
 
 void PrintTo(const EquivalenceCase& c, std::ostream* out) {
@@ -694,7 +683,8 @@ class ServerMatchesCoreTest : public ServerSuite,
 TEST_P(ServerMatchesCoreTest, PredictionsLossesStatsAndStateEqualTheCoreBitForBit) {
   const EquivalenceCase& param = GetParam();
   const v1::ModelRef ref = Ref("equivalence", param.name);
-  const v1::ModelConfig config = ParseConfig(param.config);
+  v1::ModelConfig config = ParseConfig(param.config);
+  if (param.max_nonzeros > 0) config.mutable_sparse()->set_max_nonzeros(param.max_nonzeros);
   ASSERT_TRUE(IsOk(CreateModel(stub(), ref, config)));
   std::unique_ptr<CoreTwin> twin = CoreTwin::Create(config);
   ASSERT_NE(twin, nullptr);
@@ -767,8 +757,8 @@ INSTANTIATE_TEST_SUITE_P(
         EquivalenceCase{"GaussianNuNoveltySmallest", kNoveltyConfig, false},
         EquivalenceCase{"AveragedMergeWindow7", kAveragedMergeWindowConfig, false},
         EquivalenceCase{"SparseLaplacianRandomFeaturesAveraged", kRandomFeaturesConfig, true},
-        EquivalenceCase{"SparseStorageLaplacianNuHinge", kSparseStorageHingeConfig, true},
-        EquivalenceCase{"SparseStorageDenseInputs", kSparseStorageHingeConfig, false},
+        EquivalenceCase{"SparseStorageLaplacianNuHinge", kSparseHingeConfig, true, 40},
+        EquivalenceCase{"SparseStorageDenseInputs", kSparseHingeConfig, false, 40},
         EquivalenceCase{"SparseStorageAveragedLogistic", kSparseStorageAveragedConfig, true}),
     [](const ::testing::TestParamInfo<EquivalenceCase>& info) { return info.param.name; });
 
