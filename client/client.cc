@@ -588,7 +588,9 @@ absl::Status ObserveWriter::Add(absl::Span<const double> xs, absl::Span<const do
 absl::Status ObserveWriter::Append(absl::Span<const double> x, double y) {
   // Cleared messages stay allocated in the repeated field and are reused here.
   v1::Example* example = state_->batch.add_examples();
-  example->mutable_x()->mutable_values()->Add(x.begin(), x.end());
+  // The writer checked x's size against the model's dim, which the dense form would
+  // have let the server check: the smaller form is safe here.
+  ToCompactVector(x, example->mutable_x());
   example->set_y(y);
   ++added_;
   if (static_cast<size_t>(state_->batch.examples_size()) < options_.batch_size) {

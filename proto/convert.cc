@@ -581,6 +581,22 @@ absl::Status DensifyVector(const v1::Vector& vector, absl::Span<double> out) {
   return absl::OkStatus();
 }
 
+void ToCompactVector(absl::Span<const double> x, v1::Vector* out) {
+  const auto nonzeros = static_cast<size_t>(
+      std::count_if(x.begin(), x.end(), [](double v) { return v != 0; }));
+  if (3 * nonzeros >= 2 * x.size()) {
+    out->mutable_values()->Add(x.begin(), x.end());
+    return;
+  }
+  out->mutable_values()->Reserve(static_cast<int>(nonzeros));
+  out->mutable_indices()->Reserve(static_cast<int>(nonzeros));
+  for (size_t j = 0; j < x.size(); ++j) {
+    if (x[j] == 0) continue;
+    out->add_indices(static_cast<uint32_t>(j));
+    out->add_values(x[j]);
+  }
+}
+
 size_t DenseBatchBytes(size_t n, uint32_t dim) {
   return n * (size_t{dim} + 1) * sizeof(double);  // n <= 2^31, dim <= 2^32: no overflow
 }

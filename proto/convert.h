@@ -115,6 +115,13 @@ absl::StatusOr<ModelSummary> FromProto(const v1::ModelInfo& proto);
 // Values are copied as they are: NaN and Inf are left for the model's validation.
 absl::Status DensifyVector(const v1::Vector& vector, absl::Span<double> out);
 
+// Writes x as the smaller of its two wire forms: its non-zeros (an index and a value each,
+// about 12 bytes) when they are fewer than two thirds of it, else every value. Sparse
+// data (text, one-hot features) then costs what it carries, whatever the dim. A sparse
+// vector does not say its length, so use it only where x's size was checked against the
+// model's dim (as ObserveWriter does); DensifyVector at that dim gives x back.
+void ToCompactVector(absl::Span<const double> x, v1::Vector* out);
+
 // A batch of labelled examples as core takes them: xs holds ys.size() inputs of dim
 // values each, term-major.
 struct ExampleBatch {

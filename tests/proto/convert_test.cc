@@ -562,6 +562,34 @@ absl::Status Densify(const v1::Vector& v, std::vector<double>* out) {
   return DensifyVector(v, absl::MakeSpan(*out));
 }
 
+TEST(CompactVectorTest, SendsTheSmallerFormAndDensifiesBack) {
+  const std::vector<double> mostly_zero = {0, 0, 2.5, 0, 0, 0, -1, 0, 0};
+  const std::vector<double> mostly_set = {1, 2, 0, 4, 5, 6};
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> with_nan = {0, nan, 0, 0};
+  for (const std::vector<double>* x : {&mostly_zero, &mostly_set, &with_nan}) {
+    v1::Vector vector;
+    ToCompactVector(*x, &vector);
+    std::vector<double> back(x->size());
+    ASSERT_TRUE(DensifyVector(vector, absl::MakeSpan(back)).ok());
+    for (size_t j = 0; j < x->size(); ++j) {
+      EXPECT_EQ(std::bit_cast<uint64_t>(back[j]), std::bit_cast<uint64_t>((*x)[j])) << j;
+    }
+  }
+  v1::Vector sparse;
+  ToCompactVector(mostly_zero, &sparse);
+  EXPECT_THAT(sparse.indices(), ::testing::ElementsAre(2u, 6u));
+  EXPECT_THAT(sparse.values(), ::testing::ElementsAre(2.5, -1.0));
+  v1::Vector dense;
+  ToCompactVector(mostly_set, &dense);
+  EXPECT_TRUE(dense.indices().empty());
+  EXPECT_EQ(dense.values_size(), 6);
+  // A NaN is a non-zero: it reaches the server, which rejects it.
+  v1::Vector nan_vector;
+  ToCompactVector(with_nan, &nan_vector);
+  EXPECT_THAT(nan_vector.indices(), ::testing::ElementsAre(1u));
+}
+
 TEST(DensifyVectorTest, CopiesADenseVectorOfTheModelsDim) {
   std::vector<double> out(3, -7.0);
   ASSERT_TRUE(Densify(Dense({1.5, -2, 0.25}), &out).ok());
