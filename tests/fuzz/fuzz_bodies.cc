@@ -341,11 +341,13 @@ ModelConfig RequestModelConfig(uint32_t dim, uint8_t selector) {
     config.averaging_window = 0;
     config.random_features = {.dimension = std::min(2 * dim, 64u), .seed = selector};
   }
-  // Sparse storage where random features do not apply; max_nonzeros = dim, so that no
-  // input is refused for its count and both input forms must agree.
-  if ((selector & 1) && (config.kernel.type == KernelType::kPolynomial ||
-                         config.kernel.type == KernelType::kLinear) &&
-      config.budget.policy != BudgetPolicy::kMerge) {
+  // Sparse storage for the linear kernel (a sparse dot product), and for the laplacian
+  // with SMALLEST (the squared norms' distance), unless it has random features;
+  // max_nonzeros = dim, so that no input is refused for its count and both input forms
+  // must agree.
+  if (config.random_features.dimension == 0 &&
+      (config.kernel.type == KernelType::kLinear ||
+       (config.kernel.type == KernelType::kLaplacian && (selector & 64)))) {
     config.sparse.max_nonzeros = std::min(dim, kMaxNonZeros);
   }
   if (selector & 128) {
