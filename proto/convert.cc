@@ -584,7 +584,8 @@ absl::Status DensifyVector(const v1::Vector& vector, absl::Span<double> out) {
 void ToCompactVector(absl::Span<const double> x, v1::Vector* out) {
   const auto nonzeros = static_cast<size_t>(
       std::count_if(x.begin(), x.end(), [](double v) { return v != 0; }));
-  if (3 * nonzeros >= 2 * x.size()) {
+  // A sparse vector without entries would read as an empty dense one: all zeros go dense.
+  if (nonzeros == 0 || 3 * nonzeros >= 2 * x.size()) {
     out->mutable_values()->Add(x.begin(), x.end());
     return;
   }

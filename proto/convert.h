@@ -116,7 +116,8 @@ absl::StatusOr<ModelSummary> FromProto(const v1::ModelInfo& proto);
 absl::Status DensifyVector(const v1::Vector& vector, absl::Span<double> out);
 
 // Writes x as the smaller of its two wire forms: its non-zeros (an index and a value each,
-// about 12 bytes) when they are fewer than two thirds of it, else every value. Sparse
+// about 12 bytes) when they are fewer than two thirds of it (and not none: a sparse
+// vector without entries reads as an empty dense one), else every value. Sparse
 // data (text, one-hot features) then costs what it carries, whatever the dim. A sparse
 // vector does not say its length, so use it only where x's size was checked against the
 // model's dim (as ObserveWriter does); DensifyVector at that dim gives x back.

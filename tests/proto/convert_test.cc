@@ -567,7 +567,8 @@ TEST(CompactVectorTest, SendsTheSmallerFormAndDensifiesBack) {
   const std::vector<double> mostly_set = {1, 2, 0, 4, 5, 6};
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const std::vector<double> with_nan = {0, nan, 0, 0};
-  for (const std::vector<double>* x : {&mostly_zero, &mostly_set, &with_nan}) {
+  const std::vector<double> all_zero = {0, -0.0, 0};
+  for (const std::vector<double>* x : {&mostly_zero, &mostly_set, &with_nan, &all_zero}) {
     v1::Vector vector;
     ToCompactVector(*x, &vector);
     std::vector<double> back(x->size());
@@ -584,6 +585,10 @@ TEST(CompactVectorTest, SendsTheSmallerFormAndDensifiesBack) {
   ToCompactVector(mostly_set, &dense);
   EXPECT_TRUE(dense.indices().empty());
   EXPECT_EQ(dense.values_size(), 6);
+  // All zeros go dense: a sparse vector without entries would be an empty dense one.
+  v1::Vector zeros;
+  ToCompactVector(all_zero, &zeros);
+  EXPECT_EQ(zeros.values_size(), 3);
   // A NaN is a non-zero: it reaches the server, which rejects it.
   v1::Vector nan_vector;
   ToCompactVector(with_nan, &nan_vector);
