@@ -108,18 +108,22 @@ double Expansion::Dot(const Kernel& kernel, SparseVectorView x) const {
   return DotOf(kernel, x);
 }
 
-void Expansion::KernelValues(const Kernel& kernel, absl::Span<const double> x,
-                             absl::Span<double> out) const {
+template <typename Input>
+void Expansion::KernelValuesOf(const Kernel& kernel, const Input& x,
+                               absl::Span<double> out) const {
   ForEachBlock(kernel, x, [&](size_t first, size_t rows, const AlignedConstMap& k) {
     std::copy_n(k.data(), rows, out.data() + first);
   });
 }
 
+void Expansion::KernelValues(const Kernel& kernel, absl::Span<const double> x,
+                             absl::Span<double> out) const {
+  KernelValuesOf(kernel, x, out);
+}
+
 void Expansion::KernelValues(const Kernel& kernel, SparseVectorView x,
                              absl::Span<double> out) const {
-  ForEachBlock(kernel, x, [&](size_t first, size_t rows, const AlignedConstMap& k) {
-    std::copy_n(k.data(), rows, out.data() + first);
-  });
+  KernelValuesOf(kernel, x, out);
 }
 
 template <typename Input>
@@ -171,9 +175,7 @@ void Expansion::WriteSupport(size_t slot, SparseVectorView x) {
   term.indices.assign(x.indices.begin(), x.indices.end());
   term.values.assign(x.values.begin(), x.values.end());
   sparse_entry_bytes_ += bytes(term);
-  double squared_norm = 0;
-  for (const double v : x.values) squared_norm += v * v;  // in index order, as SparseQuery
-  sparse_squared_norms_[slot] = squared_norm;
+  sparse_squared_norms_[slot] = SquaredNorm(x);
 }
 
 void Expansion::InsertByAge(size_t slot) {

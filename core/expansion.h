@@ -186,6 +186,8 @@ class Expansion {
   template <typename Input>
   double DotOf(const Kernel& kernel, const Input& x) const;
   template <typename Input>
+  void KernelValuesOf(const Kernel& kernel, const Input& x, absl::Span<double> out) const;
+  template <typename Input>
   double AveragedDotOf(const Kernel& kernel, const Input& x, double average_sum) const;
   // Keep by_age_ sorted by added_at as slots are written and removed.
   void InsertByAge(size_t slot);

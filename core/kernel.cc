@@ -83,8 +83,8 @@ thread_local ThreadArrays thread_arrays;
 
 }  // namespace
 
-SparseQuery::SparseQuery(SparseVectorView x, size_t dim) : x_(x) {
-  for (const double v : x.values) squared_norm_ += v * v;
+SparseQuery::SparseQuery(SparseVectorView x, size_t dim)
+    : x_(x), squared_norm_(SquaredNorm(x)) {
   const bool use_thread_arrays = !thread_arrays.in_use;
   owns_thread_arrays_ = use_thread_arrays;
   if (use_thread_arrays) thread_arrays.in_use = true;

@@ -63,6 +63,14 @@ absl::Status ValidateSparseVector(absl::string_view name, SparseVectorView x, ui
 // indices, which values matches. Says nothing of the rows' contents.
 absl::Status ValidateSparseRowsShape(absl::string_view name, const SparseRows& rows);
 
+// |x|^2, summed in index order. The sparse sweep relies on every squared norm (a stored
+// term's, an input's) being summed the same way: identical vectors then cancel exactly.
+inline double SquaredNorm(SparseVectorView x) {
+  double sum = 0;
+  for (const double v : x.values) sum += v * v;
+  return sum;
+}
+
 // Writes x densely into out (size dim, every entry overwritten).
 void Densify(SparseVectorView x, absl::Span<double> out);
 // Appends the non-zeros of the dense x to rows as one row.

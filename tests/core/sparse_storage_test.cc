@@ -262,9 +262,7 @@ TEST(SparseKernelTest, EvaluatesAsTheReferenceOnTheDensifiedVectors) {
   std::vector<double> norms;
   for (size_t i = 0; i < stream.y.size(); ++i) {
     rows.push_back(stream.x.Row(i));
-    double norm = 0;
-    for (const double v : rows.back().values) norm += v * v;
-    norms.push_back(norm);
+    norms.push_back(SquaredNorm(rows.back()));
   }
   for (const KernelType type : {KernelType::kGaussian, KernelType::kLaplacian,
                                 KernelType::kLinear, KernelType::kPolynomial,
@@ -285,7 +283,9 @@ TEST(SparseKernelTest, EvaluatesAsTheReferenceOnTheDensifiedVectors) {
       kernel.EvaluateSparseRows(rows, norms.data(), SparseQuery(x, kDim), out);
       wide.EvaluateSparseRows(rows, norms.data(), SparseQuery(x, 1u << 20), wide_out);
       for (size_t i = 0; i < rows.size(); ++i) {
-        if (type != KernelType::kHeat) EXPECT_EQ(out[i], wide_out[i]) << KernelTypeName(type);
+        if (type != KernelType::kHeat) {
+          EXPECT_EQ(out[i], wide_out[i]) << KernelTypeName(type);
+        }
       }
       for (size_t i = 0; i < rows.size(); ++i) {
         const double want = PlainSparseKernel(config, rows[i], x, kDim);
@@ -297,7 +297,9 @@ TEST(SparseKernelTest, EvaluatesAsTheReferenceOnTheDensifiedVectors) {
             << KernelTypeName(type) << " row " << i;
       }
       // A row against itself: squared distance exactly 0.
-      if (type == KernelType::kGaussian) EXPECT_EQ(out[probe], 1.0);
+      if (type == KernelType::kGaussian) {
+        EXPECT_EQ(out[probe], 1.0);
+      }
     }
   }
 }
