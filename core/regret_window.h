@@ -31,6 +31,9 @@ class RegretWindowBuffer {
   void Record(absl::Span<const double> x, double y, double online_loss, uint64_t step) {
     if (capacity_ == 0) return;
     if (ys_.size() < capacity_) {
+      // The whole ring at once: growth by doubling would hold more than the capacity that
+      // WorstCaseMemoryBytes counts.
+      ReserveCapacity();
       xs_.insert(xs_.end(), x.begin(), x.end());
       ys_.push_back(y);
       losses_.push_back(online_loss);
@@ -78,6 +81,12 @@ class RegretWindowBuffer {
   }
 
  private:
+  void ReserveCapacity() {
+    xs_.reserve(capacity_ * dim_);
+    ys_.reserve(capacity_);
+    losses_.reserve(capacity_);
+  }
+
   size_t capacity_;
   size_t dim_;
   std::vector<double> xs_;  // example-major, slot k at [k*dim, (k+1)*dim)

@@ -40,6 +40,7 @@
 #include "core/kernel.h"
 #include "core/loss.h"
 #include "core/norma.h"
+#include "core/regret_window.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -744,6 +745,33 @@ TEST(ComputeRegretTest, RejectsInvalidWindows) {
   ModelConfig bad_kernel = config;
   bad_kernel.kernel.gamma = -1.0;
   expect_invalid(bad_kernel, good, "gamma");
+}
+
+// The ring holds exactly its capacity once it has grown: never the slack of a doubling
+// vector, which the quotas' WorstCaseMemoryBytes (capacity x (dim + 2) doubles) does not
+// count. Capacity 3 at dim 20 is the fuzzer's case: doubling from 20 doubles gave 80.
+TEST(RegretWindowBufferTest, HoldsExactlyItsCapacityAfterRecordsAndAssign) {
+  for (const size_t capacity : {size_t{1}, size_t{3}, size_t{5}, size_t{7}}) {
+    SCOPED_TRACE(absl::StrCat("capacity ", capacity));
+    const size_t dim = 20;
+    const size_t full_bytes = capacity * (dim + 2) * sizeof(double);
+    RegretWindowBuffer window(capacity, dim);
+    EXPECT_EQ(window.MemoryBytes(), 0u);
+    const std::vector<double> x(dim, 0.5);
+    for (uint64_t step = 1; step <= 2 * capacity + 1; ++step) {
+      window.Record(x, 1.0, 0.25, step);
+      EXPECT_EQ(window.MemoryBytes(), full_bytes);
+    }
+    RegretWindow partial = window.Copy();
+    partial.xs.resize(dim);
+    partial.ys.resize(1);
+    partial.online_losses.resize(1);
+    RegretWindowBuffer restored(capacity, dim);
+    restored.Assign(partial);
+    restored.Record(x, -1.0, 0.5, partial.last_step + 1);
+    EXPECT_LE(restored.MemoryBytes(), full_bytes);
+    EXPECT_EQ(restored.size(), std::min<size_t>(2, capacity));
+  }
 }
 
 }  // namespace

@@ -64,6 +64,17 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
 
+// An in-memory host for the exposition tests: dim up to 1,024, `max_models` models.
+ModelHost::Options InMemoryHostOptions(uint32_t max_models,
+                                       RegretScheduler* regret_scheduler = nullptr) {
+  ModelHost::Options options;
+  options.max_dim = 1024;
+  options.max_terms = 100000;
+  options.quotas.max_models = max_models;
+  options.regret_scheduler = regret_scheduler;
+  return options;
+}
+
 // --- Reading the exposition -------------------------------------------------------------
 
 // One sample's key as prometheus-cpp's TextSerializer writes it: name{l1="v1",l2="v2"}.
@@ -308,7 +319,7 @@ void ExpectDurationHistogram(const Exposition& exposition, absl::string_view ser
 
 TEST(ServerMetricsTest, PromtoolAcceptsTheExposition) {
   RegretScheduler scheduler({.threads = 1, .every_steps = 50});
-  ModelHost host({.max_dim = 1024, .max_terms = 100000, .quotas = {.max_models = 100}, .regret_scheduler = &scheduler});
+  ModelHost host(InMemoryHostOptions(/*max_models=*/100, &scheduler));
   ModelRegistry& registry = host.registry();
   AddModel(registry, "acme", "hinge", Config(LossType::kHinge, 8, 32), 60, 1);
   AddModel(registry, "acme", "squared", Config(LossType::kSquared, 64, 16), 40, 2);
@@ -565,7 +576,7 @@ TEST(ServerMetricsTest, BuildInfoAndProcessSeriesDescribeThisProcess) {
 // --- RPCs -------------------------------------------------------------------------------
 
 TEST(ServerMetricsRpcTest, CountsEveryCallByMethodAndCode) {
-  ModelHost host({.max_dim = 1024, .max_terms = 100000, .quotas = {.max_models = 10}});
+  ModelHost host(InMemoryHostOptions(/*max_models=*/10));
   ModelRegistry& registry = host.registry();
   ServerMetrics metrics(&registry, nullptr, {});
   TestServer server(&host, &metrics);
@@ -614,7 +625,7 @@ TEST(ServerMetricsRpcTest, CountsEveryCallByMethodAndCode) {
 class StreamCountTest : public ::testing::TestWithParam<StreamApi> {};
 
 TEST_P(StreamCountTest, AStreamCountsOnce) {
-  ModelHost host({.max_dim = 1024, .max_terms = 100000, .quotas = {.max_models = 10}});
+  ModelHost host(InMemoryHostOptions(/*max_models=*/10));
   ModelRegistry& registry = host.registry();
   ServerMetrics metrics(&registry, nullptr, {});
   TestServer server(&host, &metrics, GetParam());
@@ -651,7 +662,7 @@ INSTANTIATE_TEST_SUITE_P(BothApis, StreamCountTest,
                          });
 
 TEST(ServerMetricsRpcTest, ACancelledStreamCountsOnceAndTheServerShutsDownCleanly) {
-  ModelHost host({.max_dim = 1024, .max_terms = 100000, .quotas = {.max_models = 10}});
+  ModelHost host(InMemoryHostOptions(/*max_models=*/10));
   ModelRegistry& registry = host.registry();
   ServerMetrics metrics(&registry, nullptr, {});
   TestServer server(&host, &metrics);
@@ -681,7 +692,7 @@ TEST(ServerMetricsRpcTest, ACancelledStreamCountsOnceAndTheServerShutsDownCleanl
 // Clients choose the paths they call: paths the server does not have share one series
 // instead of making new ones.
 TEST(ServerMetricsRpcTest, UnknownMethodsCountUnderOther) {
-  ModelHost host({.max_dim = 1024, .max_terms = 100000, .quotas = {.max_models = 10}});
+  ModelHost host(InMemoryHostOptions(/*max_models=*/10));
   ModelRegistry& registry = host.registry();
   ServerMetrics metrics(&registry, nullptr, {});
   TestServer server(&host, &metrics);
@@ -706,7 +717,7 @@ TEST(ServerMetricsRpcTest, UnknownMethodsCountUnderOther) {
 }
 
 TEST(ServerMetricsRpcTest, ConcurrentCallsAndScrapesCountExactly) {
-  ModelHost host({.max_dim = 1024, .max_terms = 100000, .quotas = {.max_models = 10}});
+  ModelHost host(InMemoryHostOptions(/*max_models=*/10));
   ModelRegistry& registry = host.registry();
   ServerMetrics metrics(&registry, nullptr, {});
   TestServer server(&host, &metrics);
@@ -770,7 +781,7 @@ class BusyPort {
 };
 
 TEST(ServerMetricsExposerTest, ServesWhatScrapeReturns) {
-  ModelHost host({.max_dim = 1024, .max_terms = 100000, .quotas = {.max_models = 10}});
+  ModelHost host(InMemoryHostOptions(/*max_models=*/10));
   ModelRegistry& registry = host.registry();
   AddModel(registry, "acme", "hinge", Config(LossType::kHinge, 8), 30, 51);
   AddModel(registry, "acme", "squared", Config(LossType::kSquared), 20, 52);

@@ -164,7 +164,9 @@ TEST_F(ModelHostTest, CheckConfigNamesTheLimit) {
 }
 
 TEST_F(ModelHostTest, ConfigsThatCouldOutgrowTheSnapshotLimitAreRefused) {
-  ModelHost host({.max_terms = kMaxTerms, .data_dir = ""});
+  ModelHost::Options options;  // in memory: no data_dir
+  options.max_terms = kMaxTerms;
+  ModelHost host(options);
   ASSERT_TRUE(host.Open().ok());
   ModelConfig config = SmallConfig(4100);
   config.dim = 65536;
