@@ -19,6 +19,7 @@ packages=(
   python3 python3-grpcio python3-protobuf python3-yaml
   # the metrics tests: promtool checks the exposition, a real Prometheus scrapes the server
   prometheus
+  nginx  # deploy/cluster/local_cluster.sh's router (the cluster system test)
   gnuplot-nox  # `okl observe|replay --plot` renders learning curves with gnuplot
 )
 

@@ -373,7 +373,7 @@ def variable_metric_names(dashboard):
 
 
 def parse_args(doc):
-    """The command line both system tests take (CMake passes every path); returns
+    """The command line the system tests take (CMake passes every path); returns
     (args, the rest for unittest)."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--server", required=True, help="the okl_server binary")
@@ -383,4 +383,5 @@ def parse_args(doc):
     parser.add_argument("--prometheus", default="/usr/bin/prometheus")
     parser.add_argument("--promtool", default="/usr/bin/promtool")
     parser.add_argument("--deploy_dir", required=True, help="the repository's deploy/")
+    parser.add_argument("--nginx", default="/usr/sbin/nginx", help="the router (cluster test)")
     return parser.parse_known_args()

@@ -1,0 +1,249 @@
+#!/usr/bin/python3
+"""deploy/cluster/local_cluster.sh: three okl_server replicas behind Debian's nginx.
+
+Run by ctest with Debian's /usr/bin/python3 (python3-grpcio, python3-protobuf):
+
+  cluster_test.py --server=build/server/okl_server --protoc=/usr/bin/protoc \
+      --grpc_python_plugin=/usr/bin/grpc_python_plugin --proto_dir=proto \
+      --deploy_dir=deploy --nginx=/usr/sbin/nginx
+
+Starts the cluster in a temporary directory (OKL_CLUSTER_DIR) and checks, through the
+router's gRPC port and each replica's own:
+  - `start` prints "router ADDR" and one "replica ADDR metrics ADDR" per replica, and
+    `status` the same;
+  - CreateModel through the router for 100 tenants puts each tenant on exactly one replica,
+    and the replicas hold between 70% and 130% of an even share each;
+  - ListModels on a replica shows only the tenants that replica holds;
+  - every call of a tenant reaches that replica: Observe batches and ObserveStream through
+    the router all land in the one model (its steps count them), and GetModel and Predict
+    through the router answer what the replica answers;
+  - a call without x-okl-tenant gets INVALID_ARGUMENT from the router, with a message
+    naming the header, and reaches no replica; health needs no header;
+  - `stop` then `start` with the same directory brings every model back where it was;
+  - `stop` leaves no process and closes the router's port.
+"""
+
+import collections
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import okl_system
+
+RPC_TIMEOUT_S = 10.0
+TENANTS = 100
+REPLICAS = 3
+
+ARGS = None
+grpc = pb = pb_grpc = None
+
+
+def parse_process_lines(text):
+    """{"router": addr, "replicas": [(addr, metrics_addr)]} from start/status output."""
+    router, replicas = None, []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) == 2 and fields[0] == "router":
+            router = fields[1]
+        elif len(fields) == 4 and fields[0] == "replica" and fields[2] == "metrics":
+            replicas.append((fields[1], fields[3]))
+        else:
+            raise AssertionError("unexpected line from local_cluster.sh: %r" % line)
+    return {"router": router, "replicas": replicas}
+
+
+def running(pid):
+    """Whether the process exists and is not a zombie (exited, not yet reaped)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def config(dim=2):
+    return pb.ModelConfig(
+        dim=dim, kernel=pb.KernelConfig(gaussian=pb.KernelConfig.Gaussian(gamma=0.5)),
+        loss=pb.LossConfig(squared=pb.LossConfig.Squared()),
+        learning_rate=pb.LearningRate(eta0=0.2), budget=pb.Budget(max_terms=64))
+
+
+def examples(count, offset=0):
+    return [pb.Example(x=pb.Vector(values=[0.1 * (i + offset), -0.05 * i]),
+                       y=0.3 * ((i + offset) % 5))
+            for i in range(count)]
+
+
+class LocalClusterTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        tmp = tempfile.TemporaryDirectory(prefix="okl-cluster-test-")
+        cls.addClassCleanup(tmp.cleanup)
+        cls.tmp = tmp.name
+        okl_system.generate_stubs(ARGS.protoc, ARGS.grpc_python_plugin, ARGS.proto_dir,
+                                  os.path.join(cls.tmp, "generated"))
+        cls.env = dict(os.environ, OKL_CLUSTER_DIR=os.path.join(cls.tmp, "cluster"),
+                       OKL_SERVER=ARGS.server, OKL_NGINX=ARGS.nginx)
+        cls.script = os.path.join(ARGS.deploy_dir, "cluster", "local_cluster.sh")
+        cls.addClassCleanup(cls.run_script, "stop")
+        cls.started = parse_process_lines(cls.run_script("start", str(REPLICAS)))
+
+        global grpc, pb, pb_grpc
+        import grpc  # Debian's python3-grpcio
+        from okl.v1 import okl_pb2 as pb, okl_pb2_grpc as pb_grpc
+        cls.channels = []
+        cls.connect()
+
+    @classmethod
+    def run_script(cls, *argv):
+        done = subprocess.run([cls.script] + list(argv), env=cls.env, capture_output=True,
+                              text=True, timeout=120)
+        if done.returncode != 0:
+            raise AssertionError("local_cluster.sh %s exited %d:\n%s%s" % (
+                " ".join(argv), done.returncode, done.stdout, done.stderr))
+        return done.stdout
+
+    @classmethod
+    def connect(cls):
+        for channel in cls.channels:
+            channel.close()
+        addresses = [cls.started["router"]] + [a for a, _ in cls.started["replicas"]]
+        cls.channels = [grpc.insecure_channel(a) for a in addresses]
+        for channel in cls.channels:
+            grpc.channel_ready_future(channel).result(timeout=RPC_TIMEOUT_S)
+        cls.router = pb_grpc.OnlineKernelLearningStub(cls.channels[0])
+        cls.replicas = [pb_grpc.OnlineKernelLearningStub(c) for c in cls.channels[1:]]
+
+    @classmethod
+    def tearDownClass(cls):
+        for channel in cls.channels:
+            channel.close()
+
+    @staticmethod
+    def tenant_metadata(tenant):
+        return [("x-okl-tenant", tenant)]
+
+    def holders(self):
+        """tenant -> the indexes of the replicas whose ListModels shows it."""
+        held = collections.defaultdict(list)
+        for index, replica in enumerate(self.replicas):
+            response = replica.ListModels(pb.ListModelsRequest(), timeout=RPC_TIMEOUT_S)
+            for model in response.models:
+                held[model.ref.tenant].append(index)
+        return held
+
+    def test_1_start_prints_every_process_and_status_agrees(self):
+        self.assertIsNotNone(self.started["router"])
+        self.assertEqual(len(self.started["replicas"]), REPLICAS)
+        addresses = [self.started["router"]] + [a for a, _ in self.started["replicas"]]
+        self.assertEqual(len(set(addresses)), REPLICAS + 1)
+        self.assertEqual(parse_process_lines(self.run_script("status")), self.started)
+
+    def test_2_tenants_spread_over_the_replicas_and_stay_on_theirs(self):
+        tenants = ["tenant-%03d" % i for i in range(TENANTS)]
+        for tenant in tenants:
+            self.router.CreateModel(
+                pb.CreateModelRequest(ref=pb.ModelRef(tenant=tenant, model="m"),
+                                      config=config()),
+                metadata=self.tenant_metadata(tenant), timeout=RPC_TIMEOUT_S)
+        held = self.holders()
+        self.assertEqual(sorted(held), tenants)
+        for tenant in tenants:
+            self.assertEqual(len(held[tenant]), 1, "%s is on replicas %s" % (tenant, held[tenant]))
+        per_replica = collections.Counter(indexes[0] for indexes in held.values())
+        even = TENANTS / REPLICAS
+        for index in range(REPLICAS):
+            self.assertGreaterEqual(per_replica[index], 0.7 * even, per_replica)
+            self.assertLessEqual(per_replica[index], 1.3 * even, per_replica)
+
+        # Every call of a tenant reaches its replica: 5 unary batches and a stream of 3.
+        for tenant in tenants[:12]:
+            metadata = self.tenant_metadata(tenant)
+            ref = pb.ModelRef(tenant=tenant, model="m")
+            for b in range(5):
+                self.router.Observe(pb.ObserveRequest(ref=ref, examples=examples(4, b)),
+                                    metadata=metadata, timeout=RPC_TIMEOUT_S)
+            stream = iter([pb.ObserveRequest(ref=ref, examples=examples(2, 10 + b))
+                           for b in range(3)])
+            self.router.ObserveStream(stream, metadata=metadata, timeout=RPC_TIMEOUT_S)
+            owner = self.replicas[held[tenant][0]]
+            direct = owner.GetModel(ref, timeout=RPC_TIMEOUT_S)
+            self.assertEqual(direct.stats.steps, 5 * 4 + 3 * 2, tenant)
+            routed = self.router.GetModel(ref, metadata=metadata, timeout=RPC_TIMEOUT_S)
+            self.assertEqual(routed, direct)
+            request = pb.PredictRequest(ref=ref, inputs=[pb.Vector(values=[0.3, 0.1])])
+            self.assertEqual(
+                self.router.Predict(request, metadata=metadata, timeout=RPC_TIMEOUT_S),
+                owner.Predict(request, timeout=RPC_TIMEOUT_S))
+            for index, other in enumerate(self.replicas):
+                if index == held[tenant][0]:
+                    continue
+                with self.assertRaises(grpc.RpcError) as caught:
+                    other.GetModel(ref, timeout=RPC_TIMEOUT_S)
+                self.assertEqual(caught.exception.code(), grpc.StatusCode.NOT_FOUND)
+
+    def test_3_a_call_without_the_tenant_header_is_refused_by_the_router(self):
+        ref = pb.ModelRef(tenant="headless", model="m")
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.router.CreateModel(pb.CreateModelRequest(ref=ref, config=config()),
+                                    timeout=RPC_TIMEOUT_S)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("x-okl-tenant", caught.exception.details())
+        self.assertNotIn("headless", self.holders())
+        # Health is not about a tenant: it passes without the header.
+        health = self.channels[0].unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=lambda _: b"", response_deserializer=lambda b: b)
+        self.assertEqual(health(None, timeout=RPC_TIMEOUT_S), b"\x08\x01")  # SERVING
+
+    def test_4_a_restart_brings_every_model_back_to_its_replica(self):
+        before = self.holders()
+        self.run_script("stop")
+        restarted = parse_process_lines(self.run_script("start", str(REPLICAS)))
+        self.assertEqual(restarted["router"], self.started["router"])
+        self.assertEqual([a for a, _ in restarted["replicas"]],
+                         [a for a, _ in self.started["replicas"]])
+        type(self).started = restarted
+        self.connect()
+        self.assertEqual(self.holders(), before)
+        tenant = "tenant-000"
+        ref = pb.ModelRef(tenant=tenant, model="m")
+        self.assertEqual(self.router.GetModel(ref, metadata=self.tenant_metadata(tenant),
+                                              timeout=RPC_TIMEOUT_S).stats.steps, 26)
+
+    def test_5_stop_leaves_nothing_running(self):
+        pid_files = [os.path.join(self.env["OKL_CLUSTER_DIR"], "nginx.pid")] + [
+            os.path.join(self.env["OKL_CLUSTER_DIR"], "replica-%d" % (i + 1), "pid")
+            for i in range(REPLICAS)]
+        pids = []
+        for path in pid_files:
+            with open(path) as f:
+                pids.append(int(f.read()))
+        for channel in self.channels:
+            channel.close()
+        type(self).channels = []
+        self.run_script("stop")
+        for pid in pids:
+            deadline = time.monotonic() + 10
+            while running(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertFalse(running(pid), "process %d still runs" % pid)
+        self.assertEqual(self.run_script("status"), "")
+        host, port = self.started["router"].rsplit(":", 1)
+        with self.assertRaises(ConnectionRefusedError):
+            socket.create_connection((host, int(port)), timeout=2).close()
+
+
+def main():
+    global ARGS
+    ARGS, rest = okl_system.parse_args(__doc__)
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
