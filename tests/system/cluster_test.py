@@ -28,7 +28,6 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
@@ -82,11 +81,7 @@ class LocalClusterTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        tmp = tempfile.TemporaryDirectory(prefix="okl-cluster-test-")
-        cls.addClassCleanup(tmp.cleanup)
-        cls.tmp = tmp.name
-        okl_system.generate_stubs(ARGS.protoc, ARGS.grpc_python_plugin, ARGS.proto_dir,
-                                  os.path.join(cls.tmp, "generated"))
+        cls.tmp = okl_system.temp_dir_with_stubs(cls, "okl_cluster_test.", ARGS)
         cls.env = dict(os.environ, OKL_CLUSTER_DIR=os.path.join(cls.tmp, "cluster"),
                        OKL_SERVER=ARGS.server, OKL_NGINX=ARGS.nginx)
         cls.script = os.path.join(ARGS.deploy_dir, "cluster", "local_cluster.sh")
@@ -239,11 +234,5 @@ class LocalClusterTest(unittest.TestCase):
             socket.create_connection((host, int(port)), timeout=2).close()
 
 
-def main():
-    global ARGS
-    ARGS, rest = okl_system.parse_args(__doc__)
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
-
-
 if __name__ == "__main__":
-    main()
+    okl_system.main(sys.modules[__name__])

@@ -154,11 +154,8 @@ class DashboardMetricsExportedTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        tmp = tempfile.TemporaryDirectory(prefix="okl_deploy_files_test.")
-        cls.addClassCleanup(tmp.cleanup)
-        okl_system.generate_stubs(ARGS.protoc, ARGS.grpc_python_plugin, ARGS.proto_dir,
-                                  os.path.join(tmp.name, "generated"))
-        cls.server = okl_system.OklServer(ARGS.server, tmp.name, ["--regret_every_steps=1"])
+        tmp = okl_system.temp_dir_with_stubs(cls, "okl_deploy_files_test.", ARGS)
+        cls.server = okl_system.OklServer(ARGS.server, tmp, ["--regret_every_steps=1"])
         cls.addClassCleanup(cls.server.stop)
         cls.server.start()  # before grpc is imported (see okl_system)
 
@@ -243,11 +240,5 @@ class DashboardMetricsExportedTest(unittest.TestCase):
                          % (result.stdout, result.stderr))
 
 
-def main():
-    global ARGS
-    ARGS, rest = okl_system.parse_args(__doc__)
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
-
-
 if __name__ == "__main__":
-    main()
+    okl_system.main(sys.modules[__name__])

@@ -23,8 +23,10 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import unittest
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -92,6 +94,16 @@ def generate_stubs(protoc, grpc_python_plugin, proto_dir, out_dir):
                     "-I" + proto_dir, "okl/v1/okl.proto"], check=True)
     if out_dir not in sys.path:
         sys.path.insert(0, out_dir)
+
+
+def temp_dir_with_stubs(test_class, prefix, args):
+    """A temporary directory for a test class, removed after its tests, with the okl.v1
+    stubs generated in it (importable from then on); returns its path."""
+    tmp = tempfile.TemporaryDirectory(prefix=prefix)
+    test_class.addClassCleanup(tmp.cleanup)
+    generate_stubs(args.protoc, args.grpc_python_plugin, args.proto_dir,
+                   os.path.join(tmp.name, "generated"))
+    return tmp.name
 
 
 def _read_port_file(path):
@@ -385,3 +397,10 @@ def parse_args(doc):
     parser.add_argument("--deploy_dir", required=True, help="the repository's deploy/")
     parser.add_argument("--nginx", default="/usr/sbin/nginx", help="the router (cluster test)")
     return parser.parse_known_args()
+
+
+def main(module):
+    """A system test's main: parses the command line (its help is the module's
+    docstring) into module.ARGS and runs the module's tests."""
+    module.ARGS, rest = parse_args(module.__doc__)
+    unittest.main(module=module, argv=[sys.argv[0]] + rest, verbosity=2)

@@ -30,7 +30,6 @@ import math
 import os
 import random
 import sys
-import tempfile
 import time
 import unittest
 
@@ -55,11 +54,7 @@ class PrometheusScrapesOklServerTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        tmp = tempfile.TemporaryDirectory(prefix="okl_prometheus_test.")
-        cls.addClassCleanup(tmp.cleanup)
-        cls.tmp = tmp.name
-        okl_system.generate_stubs(ARGS.protoc, ARGS.grpc_python_plugin, ARGS.proto_dir,
-                                  os.path.join(cls.tmp, "generated"))
+        cls.tmp = okl_system.temp_dir_with_stubs(cls, "okl_prometheus_test.", ARGS)
 
         # Both processes start before grpc is imported (see okl_system).
         cls.server = okl_system.OklServer(
@@ -377,11 +372,5 @@ class PrometheusScrapesOklServerTest(unittest.TestCase):
         self.eventually(check, "the dashboard's queries")
 
 
-def main():
-    global ARGS
-    ARGS, rest = okl_system.parse_args(__doc__)
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
-
-
 if __name__ == "__main__":
-    main()
+    okl_system.main(sys.modules[__name__])
