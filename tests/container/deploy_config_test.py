@@ -18,6 +18,10 @@ Checks:
     where the image reads it, scraping okl:9464) and grafana (provisioning and dashboards
     mounted as deploy/README.md says); every other bind-mounted host path exists. (promtool
     and the dashboard are tests/system's.)
+  - deploy/cluster/docker-compose.yml: `docker-compose config` accepts it; three replicas
+    of the image, each with its own /data volume and the tokens, behind a router on 50051
+    whose script fills in deploy/cluster/nginx.conf.in (run here: nginx -t accepts the result
+    with the replicas' names on loopback).
   - deploy/k8s: `kubectl kustomize` renders it; the StatefulSet has a PVC template mounted at
     /data, the Secret okl-tokens (not rendered: never committed) mounted read-only as a
     directory so that its key `tokens` is the image's --auth_tokens_file, hashed metric labels,
@@ -238,6 +242,63 @@ class ComposeTest(unittest.TestCase):
         targets = [t for job in scrape if job["job_name"] == "okl"
                    for sc in job["static_configs"] for t in sc["targets"]]
         self.assertEqual(targets, ["okl:9464"])
+
+
+class ClusterComposeTest(unittest.TestCase):
+    """deploy/cluster/docker-compose.yml: the local cluster's topology in containers."""
+
+    @classmethod
+    def setUpClass(cls):
+        path = deploy_path("cluster", "docker-compose.yml")
+        cls.config = yaml.safe_load(run([ARGS.docker_compose, "-f", path, "config"]))
+        cls.services = cls.config["services"]
+
+    def test_three_replicas_with_their_own_stores_and_tokens_behind_the_router(self):
+        self.assertEqual(sorted(self.services), ["okl-1", "okl-2", "okl-3", "router"])
+        stores = set()
+        for name in ["okl-1", "okl-2", "okl-3"]:
+            replica = self.services[name]
+            self.assertEqual(replica["image"], "okl:latest")
+            self.assertNotIn("ports", replica, "replicas are reached through the router")
+            mounts = {v.split(":")[1]: v.split(":")[0] for v in replica["volumes"]}
+            self.assertEqual(os.path.realpath(mounts[os.path.dirname(TOKENS_PATH)]),
+                             os.path.realpath(deploy_path("secrets", "okl")))
+            self.assertIn(mounts["/data"], self.config["volumes"])
+            stores.add(mounts["/data"])
+            self.assertGreater(duration_seconds(replica["stop_grace_period"]), 10)
+        self.assertEqual(len(stores), 3, "each replica has its own store")
+        router = self.services["router"]
+        self.assertEqual(sorted(router["depends_on"]), ["okl-1", "okl-2", "okl-3"])
+        self.assertEqual([p.split(":")[-1].split("/")[0] for p in router["ports"]], ["50051"])
+
+    def test_router_fills_in_the_local_clusters_nginx_config_with_the_replicas(self):
+        router = self.services["router"]
+        (template_mount,) = [v for v in router["volumes"] if "nginx.conf.in" in v]
+        source, target = template_mount.split(":")[:2]
+        self.assertEqual(os.path.realpath(source),
+                         os.path.realpath(deploy_path("cluster", "nginx.conf.in")))
+        self.assertEqual(router["command"][:2], ["sh", "-c"])
+        script = router["command"][2]
+        # Run the router's own script here, on the template, with nginx -t in place of the
+        # server (the replicas' names resolve only on the compose network: loopback here).
+        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+        with tempfile.TemporaryDirectory(prefix="okl_cluster_compose.") as tmp:
+            local = (script.replace(target, deploy_path("cluster", "nginx.conf.in"))
+                     .replace("/tmp/okl", tmp)
+                     .replace("exec nginx -g 'daemon off;'", "true"))
+            run(["sh", "-c", local])
+            with open(os.path.join(tmp, "nginx.conf")) as f:
+                rendered = f.read()
+            self.assertEqual(re.findall(r"@[A-Z_]+@", rendered), [],
+                             "placeholders left unfilled")
+            servers = re.findall(r"server (okl-\d):50051 max_fails=0;", rendered)
+            self.assertEqual(servers, ["okl-1", "okl-2", "okl-3"])
+            self.assertIn("listen 0.0.0.0:50051 http2;", rendered)
+            with open(os.path.join(tmp, "nginx-loopback.conf"), "w") as f:
+                f.write(re.sub(r"okl-\d:50051", "127.0.0.1:50051", rendered))
+            if os.path.exists(nginx):
+                run(["env", "-u", "NGINX", nginx, "-t", "-q", "-c",
+                     os.path.join(tmp, "nginx-loopback.conf")])
 
 
 def render(directory):
