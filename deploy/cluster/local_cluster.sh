@@ -10,12 +10,15 @@
 #   router 127.0.0.1:PORT
 #   replica 127.0.0.1:PORT metrics 127.0.0.1:PORT
 # Clients connect to the router; okl's client library and tool send x-okl-tenant on every
-# call. Starting again with the same directory reuses each replica's store, so the models
-# come back on the same ports, and the hash sends each tenant where it was as long as N is
-# the same.
+# call. The addresses are fixed: the router on 127.0.0.1:PORT, replica N on PORT + N (PORT
+# is $OKL_CLUSTER_PORT, default 50060), because the ring hashes the replicas' addresses:
+# the same addresses give the same ring on every machine and after every restart. Starting
+# again with the same directory reuses each replica's store, so the models come back, and
+# the hash sends each tenant where it was as long as N and PORT are the same.
 #
 # Environment:
-#   OKL_CLUSTER_DIR    state: stores, logs, ports, nginx.conf (default /tmp/okl-cluster-$UID)
+#   OKL_CLUSTER_DIR    state: stores, logs, nginx.conf (default /tmp/okl-cluster-$UID)
+#   OKL_CLUSTER_PORT   the router's port; replica N listens on it + N (default 50060)
 #   OKL_SERVER         the okl_server binary (default build/release/server/okl_server,
 #                      built with `cmake --build build/release --target okl_server` if absent)
 #   OKL_SERVER_FLAGS   more flags for every replica (e.g. "--auth_tokens_file=...")
@@ -25,6 +28,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 state=${OKL_CLUSTER_DIR:-/tmp/okl-cluster-$(id -u)}
+base_port=${OKL_CLUSTER_PORT:-50060}
 startup_timeout_s=30
 
 usage() {
@@ -80,13 +84,10 @@ replica_dirs() {
   compgen -G "$state/replica-*" | sort -V || true
 }
 
-# A replica keeps its gRPC port across restarts (dir/listen_port): the ring hashes the
-# replicas' addresses, so a new port would send its tenants elsewhere.
 start_replica() {
-  local server=$1 dir=$2 port=0
+  local server=$1 dir=$2 port=$3
   mkdir -p "$dir/data"
   rm -f "$dir/port" "$dir/metrics_port"
-  [[ -f $dir/listen_port ]] && port=$(<"$dir/listen_port")
   # shellcheck disable=SC2086  # OKL_SERVER_FLAGS is a list of flags
   setsid "$server" --listen="127.0.0.1:$port" --port_file="$dir/port" --data_dir="$dir/data" \
     --metrics_address=127.0.0.1:0 --metrics_port_file="$dir/metrics_port" \
@@ -104,22 +105,17 @@ wait_for_replica() {
     ((SECONDS < deadline)) || die "the replica in $dir wrote no port in ${startup_timeout_s} s"
     sleep 0.05
   done
-  read_port "$dir/port" >"$dir/listen_port"
 }
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# Writes nginx.conf for the replicas that are up, keeping the router's port.
+# Writes nginx.conf for the replicas that are up.
 write_router_config() {
-  local router_port=$1 servers="" dir
+  local servers="" dir
   for dir in $(replica_dirs); do
     servers+="    server 127.0.0.1:$(read_port "$dir/port") max_fails=0;"$'\n'
   done
   mkdir -p "$state/nginx-tmp"
   touch "$state/tenant_overrides.map"
-  sed -e "s|@STATE_DIR@|$state|g" -e "s|@ROUTER_LISTEN@|127.0.0.1:$router_port|g" \
+  sed -e "s|@STATE_DIR@|$state|g" -e "s|@ROUTER_LISTEN@|127.0.0.1:$base_port|g" \
     "$root/deploy/cluster/nginx.conf.in" |
     awk -v servers="${servers%$'\n'}" '$0 == "@REPLICAS@" { print servers; next } { print }' \
       >"$state/nginx.conf"
@@ -127,7 +123,7 @@ write_router_config() {
 
 print_processes() {
   local dir
-  if alive "$state/nginx.pid" && [[ -f $state/router_port ]]; then
+  if alive "$state/nginx.pid"; then
     echo "router 127.0.0.1:$(<"$state/router_port")"
   fi
   for dir in $(replica_dirs); do
@@ -140,6 +136,8 @@ print_processes() {
 start() {
   local n=${1:-3}
   [[ $n =~ ^[1-9][0-9]*$ ]] || usage
+  [[ $base_port =~ ^[1-9][0-9]*$ ]] && ((base_port + n <= 65535)) ||
+    die "OKL_CLUSTER_PORT must be a port with room for $n replicas above it, got $base_port"
   local nginx server dir i
   nginx=$(find_nginx)
   server=$(find_server)
@@ -149,7 +147,7 @@ start() {
   fi
   # A smaller N than last time: the extra stores stay on disk but are not started.
   for ((i = 1; i <= n; i++)); do
-    start_replica "$server" "$state/replica-$i"
+    start_replica "$server" "$state/replica-$i" $((base_port + i))
   done
   for ((i = 1; i <= n; i++)); do
     wait_for_replica "$state/replica-$i"
@@ -157,8 +155,8 @@ start() {
   for dir in $(replica_dirs); do
     [[ ${dir##*-} -le $n ]] || rm -f "$dir/pid" "$dir/port" "$dir/metrics_port"
   done
-  [[ -f $state/router_port ]] || free_port >"$state/router_port"
-  write_router_config "$(<"$state/router_port")"
+  echo "$base_port" >"$state/router_port"
+  write_router_config
   # (nginx reads $NGINX as sockets inherited from an upgrade: never pass one on.)
   env -u NGINX "$nginx" -t -q -c "$state/nginx.conf" -e "$state/nginx-error.log" ||
     die "nginx rejected $state/nginx.conf"

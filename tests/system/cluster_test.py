@@ -9,8 +9,9 @@ Run by ctest with Debian's /usr/bin/python3 (python3-grpcio, python3-protobuf):
 
 Starts the cluster in a temporary directory (OKL_CLUSTER_DIR) and checks, through the
 router's gRPC port and each replica's own:
-  - `start` prints "router ADDR" and one "replica ADDR metrics ADDR" per replica, and
-    `status` the same;
+  - `start` prints "router ADDR" and one "replica ADDR metrics ADDR" per replica, at the
+    default addresses (router 127.0.0.1:50060, replica N on 50060 + N), and `status` the
+    same;
   - CreateModel through the router for 100 tenants puts each tenant on exactly one replica,
     and the replicas hold between 70% and 130% of an even share each;
   - ListModels on a replica shows only the tenants that replica holds;
@@ -19,12 +20,15 @@ router's gRPC port and each replica's own:
     through the router answer what the replica answers;
   - a call without x-okl-tenant gets INVALID_ARGUMENT from the router, with a message
     naming the header, and reaches no replica; health needs no header;
+  - while a replica is down its tenants' calls fail with UNAVAILABLE and reach no other
+    replica;
   - `stop` then `start` with the same directory brings every model back where it was;
   - `stop` leaves no process and closes the router's port.
 """
 
 import collections
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -36,6 +40,9 @@ import okl_system
 RPC_TIMEOUT_S = 10.0
 TENANTS = 100
 REPLICAS = 3
+# The cluster's default addresses (router on the port, replica N on port + N): the ring
+# hashes them, so these make the spread below the one every user of the defaults gets.
+CLUSTER_PORT = 50060
 
 ARGS = None
 grpc = pb = pb_grpc = None
@@ -83,7 +90,8 @@ class LocalClusterTest(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = okl_system.temp_dir_with_stubs(cls, "okl_cluster_test.", ARGS)
         cls.env = dict(os.environ, OKL_CLUSTER_DIR=os.path.join(cls.tmp, "cluster"),
-                       OKL_SERVER=ARGS.server, OKL_NGINX=ARGS.nginx)
+                       OKL_CLUSTER_PORT=str(CLUSTER_PORT), OKL_SERVER=ARGS.server,
+                       OKL_NGINX=ARGS.nginx)
         cls.script = os.path.join(ARGS.deploy_dir, "cluster", "local_cluster.sh")
         cls.addClassCleanup(cls.run_script, "stop")
         cls.started = parse_process_lines(cls.run_script("start", str(REPLICAS)))
@@ -123,20 +131,20 @@ class LocalClusterTest(unittest.TestCase):
     def tenant_metadata(tenant):
         return [("x-okl-tenant", tenant)]
 
-    def holders(self):
-        """tenant -> the indexes of the replicas whose ListModels shows it."""
+    def holders(self, replicas=REPLICAS):
+        """tenant -> the indexes of the replicas (of the first `replicas`) whose ListModels
+        shows it."""
         held = collections.defaultdict(list)
-        for index, replica in enumerate(self.replicas):
+        for index, replica in enumerate(self.replicas[:replicas]):
             response = replica.ListModels(pb.ListModelsRequest(), timeout=RPC_TIMEOUT_S)
             for model in response.models:
                 held[model.ref.tenant].append(index)
         return held
 
     def test_1_start_prints_every_process_and_status_agrees(self):
-        self.assertIsNotNone(self.started["router"])
-        self.assertEqual(len(self.started["replicas"]), REPLICAS)
-        addresses = [self.started["router"]] + [a for a, _ in self.started["replicas"]]
-        self.assertEqual(len(set(addresses)), REPLICAS + 1)
+        self.assertEqual(self.started["router"], "127.0.0.1:%d" % CLUSTER_PORT)
+        self.assertEqual([a for a, _ in self.started["replicas"]],
+                         ["127.0.0.1:%d" % (CLUSTER_PORT + n) for n in range(1, REPLICAS + 1)])
         self.assertEqual(parse_process_lines(self.run_script("status")), self.started)
 
     def test_2_tenants_spread_over_the_replicas_and_stay_on_theirs(self):
@@ -151,6 +159,8 @@ class LocalClusterTest(unittest.TestCase):
         for tenant in tenants:
             self.assertEqual(len(held[tenant]), 1, "%s is on replicas %s" % (tenant, held[tenant]))
         per_replica = collections.Counter(indexes[0] for indexes in held.values())
+        print("tenants per replica: %s" % [per_replica[i] for i in range(REPLICAS)],
+              file=sys.stderr)
         even = TENANTS / REPLICAS
         for index in range(REPLICAS):
             self.assertGreaterEqual(per_replica[index], 0.7 * even, per_replica)
@@ -196,8 +206,31 @@ class LocalClusterTest(unittest.TestCase):
             request_serializer=lambda _: b"", response_deserializer=lambda b: b)
         self.assertEqual(health(None, timeout=RPC_TIMEOUT_S), b"\x08\x01")  # SERVING
 
+    def test_3b_a_replica_that_is_down_keeps_its_tenants(self):
+        held = self.holders()
+        tenant = sorted(t for t, indexes in held.items() if indexes == [2])[0]
+        pid_file = os.path.join(self.env["OKL_CLUSTER_DIR"], "replica-3", "pid")
+        with open(pid_file) as f:
+            pid = int(f.read())
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        while running(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertFalse(running(pid))
+        ref = pb.ModelRef(tenant=tenant, model="while-down")
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.router.CreateModel(pb.CreateModelRequest(ref=ref, config=config()),
+                                    metadata=self.tenant_metadata(tenant),
+                                    timeout=RPC_TIMEOUT_S)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        self.assertIn("not reachable", caught.exception.details())
+        for replica in self.replicas[:2]:
+            models = replica.ListModels(pb.ListModelsRequest(tenant=tenant),
+                                        timeout=RPC_TIMEOUT_S).models
+            self.assertEqual(list(models), [])
+
     def test_4_a_restart_brings_every_model_back_to_its_replica(self):
-        before = self.holders()
+        before = self.holders(replicas=2)  # replica 3 is down (test_3b)
         self.run_script("stop")
         restarted = parse_process_lines(self.run_script("start", str(REPLICAS)))
         self.assertEqual(restarted["router"], self.started["router"])
@@ -205,7 +238,9 @@ class LocalClusterTest(unittest.TestCase):
                          [a for a, _ in self.started["replicas"]])
         type(self).started = restarted
         self.connect()
-        self.assertEqual(self.holders(), before)
+        after = self.holders()
+        self.assertEqual(len(after), TENANTS)
+        self.assertEqual({t: i for t, i in after.items() if i != [2]}, before)
         tenant = "tenant-000"
         ref = pb.ModelRef(tenant=tenant, model="m")
         self.assertEqual(self.router.GetModel(ref, metadata=self.tenant_metadata(tenant),
