@@ -98,6 +98,7 @@ void PrepareContext(grpc::ClientContext* context, const Caller& caller,
   context->set_deadline(deadline);
   if (!caller.authorization.empty())
     context->AddMetadata("authorization", caller.authorization);
+  if (!caller.tenant.empty()) context->AddMetadata("x-okl-tenant", caller.tenant);
 }
 
 // Everything a caller needs besides its own state; shared, read-only during a run.
@@ -550,6 +551,86 @@ Result RunStreams(ClientApi api, int threads, const std::string& method,
       return RunSync(&SyncStreamLoop, callers, run);
   }
   return Result();
+}
+
+namespace {
+
+// One call of the open loop, alive from its send to its completion; its own tag.
+struct OpenLoopCall {
+  Clock::time_point scheduled;
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::GenericClientAsyncResponseReader> reader;
+  grpc::ByteBuffer response;
+  grpc::Status status;
+};
+
+}  // namespace
+
+Result RunOpenLoop(int threads, const std::string& method, const std::vector<Caller>& callers,
+                   double rate, const Window& window) {
+  if (callers.empty() || !(rate > 0)) return Result();
+  threads = std::max(threads, 1);
+  const auto deadline = CallDeadline(window);
+  std::vector<Tally> tallies(threads);
+  std::vector<std::unique_ptr<grpc::CompletionQueue>> queues;
+  for (int t = 0; t < threads; ++t) queues.push_back(std::make_unique<grpc::CompletionQueue>());
+  std::vector<std::unique_ptr<grpc::GenericStub>> stubs;
+  for (const Caller& caller : callers) {
+    stubs.push_back(std::make_unique<grpc::GenericStub>(caller.channel));
+  }
+  std::atomic<int> outstanding{0};
+
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      void* tag = nullptr;
+      bool ok = false;
+      while (queues[t]->Next(&tag, &ok)) {
+        const Clock::time_point done = Clock::now();
+        std::unique_ptr<OpenLoopCall> call(static_cast<OpenLoopCall*>(tag));
+        Tally& tally = tallies[t];
+        const bool in_window = window.Contains(call->scheduled);
+        tally.NoteError(call->status, in_window);
+        if (in_window) {
+          ++tally.completed;
+          tally.latencies_ns.push_back(
+              std::chrono::nanoseconds(done - call->scheduled).count());
+        }
+        outstanding.fetch_sub(1, std::memory_order_relaxed);
+      }
+    });
+  }
+
+  // The sender: call k is due at start + k / rate. It sleeps until the next call is due
+  // and then sends every call that is due by now.
+  const Clock::time_point start = Clock::now();
+  const auto interval = std::chrono::duration<double>(1.0 / rate);
+  for (uint64_t k = 0;; ++k) {
+    const Clock::time_point due =
+        start + std::chrono::duration_cast<Clock::duration>(interval * static_cast<double>(k));
+    if (due >= window.end) break;
+    if (Clock::now() < due) std::this_thread::sleep_until(due);
+    while (outstanding.load(std::memory_order_relaxed) >= kMaxOutstandingCalls) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    const size_t c = k % callers.size();
+    const Caller& caller = callers[c];
+    const grpc::ByteBuffer& request =
+        caller.requests[(k / callers.size()) % caller.requests.size()];
+    auto call = std::make_unique<OpenLoopCall>();
+    call->scheduled = due;
+    PrepareContext(&call->context, caller, deadline);
+    grpc::CompletionQueue* cq = queues[k % threads].get();
+    call->reader = stubs[c]->PrepareUnaryCall(&call->context, method, request, cq);
+    call->reader->StartCall();
+    outstanding.fetch_add(1, std::memory_order_relaxed);
+    OpenLoopCall* tag = call.release();
+    tag->reader->Finish(&tag->response, &tag->status, tag);
+  }
+  // Every call sent has its completion queued before Next() reports the shutdown.
+  for (auto& queue : queues) queue->Shutdown();
+  for (std::thread& worker : workers) worker.join();
+  return Merge(tallies);
 }
 
 grpc::ByteBuffer HealthCheckRequest(absl::string_view service) {

@@ -2,7 +2,7 @@
 //
 // The call engines of okl_loadgen: closed-loop callers that each keep exactly one call in
 // flight and start the next one as soon as the last one has completed, for a fixed
-// window of wall time. Requests are serialized once, before the run, into
+// window of wall time; and an open loop that sends calls on a fixed schedule (RunOpenLoop). Requests are serialized once, before the run, into
 // grpc::ByteBuffers and sent through grpc::GenericStub, so that the client spends its CPU
 // on the transport and not on protobuf encoding: on a 2-core machine the client competes
 // with the server for the same cores, and every microsecond it spends is one the server
@@ -77,6 +77,8 @@ struct Caller {
   // Non-empty: the `authorization` metadata of every call ("Bearer <token>"), added to
   // each call's context (cheaper than call credentials, and works on plaintext channels).
   std::string authorization = "";
+  // Non-empty: the `x-okl-tenant` metadata of every call, which a router hashes on.
+  std::string tenant = "";
 };
 
 // What the callers saw inside the window.
@@ -106,6 +108,19 @@ Result RunUnary(ClientApi api, int threads, const std::string& method,
 Result RunStreams(ClientApi api, int threads, const std::string& method,
                   const std::vector<Caller>& callers, int messages_per_stream,
                   const Window& window);
+
+// Open loop: calls of the unary `method` leave on a fixed schedule, `rate` per second from
+// now until window.end, whatever the responses do, round-robin over the callers (each
+// cycling through its requests) and over `threads` completion-queue threads. A call's
+// latency counts from its scheduled time, not from when it was sent, so a server (or a
+// client) that falls behind shows its queueing in the latencies instead of slowing the
+// load. Calls scheduled inside the window are counted and timed; the rest are warm-up.
+// At most kMaxOutstandingCalls are in flight: past that the sender waits, and the calls
+// it delays are late by their schedule. Returns once every call has ended.
+Result RunOpenLoop(int threads, const std::string& method, const std::vector<Caller>& callers,
+                   double rate, const Window& window);
+
+inline constexpr int kMaxOutstandingCalls = 20000;
 
 // The serialized grpc.health.v1.HealthCheckRequest of a health Check for `service` (""
 // for the whole server: the empty message, the transport alone).
