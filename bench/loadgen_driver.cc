@@ -48,6 +48,7 @@ struct Tally {
   uint64_t errors = 0;
   std::string first_error;
   std::vector<int64_t> latencies_ns;
+  std::vector<int64_t> send_lags_ns;
 
   void NoteError(const grpc::Status& status, bool in_window) {
     if (status.ok()) return;
@@ -88,6 +89,8 @@ Result Merge(std::vector<Tally>& tallies) {
     if (result.first_error.empty()) result.first_error = std::move(t.first_error);
     result.latencies_ns.insert(result.latencies_ns.end(), t.latencies_ns.begin(),
                                t.latencies_ns.end());
+    result.send_lags_ns.insert(result.send_lags_ns.end(), t.send_lags_ns.begin(),
+                               t.send_lags_ns.end());
   }
   return result;
 }
@@ -558,6 +561,7 @@ namespace {
 // One call of the open loop, alive from its send to its completion; its own tag.
 struct OpenLoopCall {
   Clock::time_point scheduled;
+  Clock::time_point sent;
   grpc::ClientContext context;
   std::unique_ptr<grpc::GenericClientAsyncResponseReader> reader;
   grpc::ByteBuffer response;
@@ -595,6 +599,8 @@ Result RunOpenLoop(int threads, const std::string& method, const std::vector<Cal
           ++tally.completed;
           tally.latencies_ns.push_back(
               std::chrono::nanoseconds(done - call->scheduled).count());
+          tally.send_lags_ns.push_back(
+              std::chrono::nanoseconds(call->sent - call->scheduled).count());
         }
         outstanding.fetch_sub(1, std::memory_order_relaxed);
       }
@@ -622,6 +628,7 @@ Result RunOpenLoop(int threads, const std::string& method, const std::vector<Cal
     PrepareContext(&call->context, caller, deadline);
     grpc::CompletionQueue* cq = queues[k % threads].get();
     call->reader = stubs[c]->PrepareUnaryCall(&call->context, method, request, cq);
+    call->sent = Clock::now();
     call->reader->StartCall();
     outstanding.fetch_add(1, std::memory_order_relaxed);
     OpenLoopCall* tag = call.release();

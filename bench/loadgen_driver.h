@@ -94,6 +94,9 @@ struct Result {
   std::string first_error;
   // Per completed call (unary) or ended stream: start to completion, in nanoseconds.
   std::vector<int64_t> latencies_ns;
+  // Open loop only, per call of latencies_ns: how late the client sent it after its
+  // scheduled time (part of its latency), in nanoseconds.
+  std::vector<int64_t> send_lags_ns;
 };
 
 // Runs `callers` against the unary `method` (full name, "/package.Service/Method")

@@ -229,6 +229,7 @@ struct Measurement {
   double requests_per_s = 0;
   double examples_per_s = 0;
   double p50_us = 0, p90_us = 0, p99_us = 0, p999_us = 0;
+  double send_lag_p99_us = 0;  // open loop: the client's lag behind schedule, p99
   double client_cpu = 0;    // cores: CPU seconds per wall second
   double server_cpu = -1;   // cores, when the server was spawned; else -1
   double machine_cpu = -1;  // cores busy machine-wide (every process), from /proc/stat
@@ -580,6 +581,9 @@ Measurement RunScenario(const Settings& s, absl::string_view name,
   m.p90_us = PercentileUs(latencies, 0.90);
   m.p99_us = PercentileUs(latencies, 0.99);
   m.p999_us = PercentileUs(latencies, 0.999);
+  std::vector<int64_t>& lags = m.result.send_lags_ns;
+  std::sort(lags.begin(), lags.end());
+  m.send_lag_p99_us = PercentileUs(lags, 0.99);
   m.client_cpu = (client_cpu_end - client_cpu_begin) / m.seconds;
   if (server_cpu_begin >= 0 && server_cpu_end >= 0) {
     m.server_cpu = (server_cpu_end - server_cpu_begin) / m.seconds;
@@ -720,6 +724,7 @@ void PrintJson(const Settings& s, bool spawned, const std::vector<Measurement>& 
     absl::StrAppend(&json, "\"requests\": ", m.result.completed);
     if (m.offered_rate > 0) {
       absl::StrAppend(&json, ", \"offered_per_s\": ", JsonNumber(m.offered_rate));
+      absl::StrAppend(&json, ", \"send_lag_p99_us\": ", JsonNumber(m.send_lag_p99_us));
     }
     absl::StrAppend(&json, ", \"requests_per_s\": ", JsonNumber(m.requests_per_s));
     if (m.has_examples) {
@@ -833,6 +838,13 @@ void PrintTable(const Settings& s, bool spawned, const std::vector<Measurement>&
                   s.stream_messages, " messages; NAME@F%: open loop at F% of NAME's "
                   "closed-loop rate, NAME@R/s: at R calls/s, latency from the scheduled "
                   "time)\n\n");
+  for (const Measurement& m : all) {
+    if (m.offered_rate > 0) {
+      absl::StrAppend(&out, absl::StrFormat("%s: the client sent its calls late by up to %s us "
+                                            "(p99; included in the latencies)\n",
+                                            m.name, Thousands(m.send_lag_p99_us)));
+    }
+  }
   for (const Measurement& m : all) {
     if (!m.result.first_error.empty()) {
       absl::StrAppend(&out, m.name, " first error: ", m.result.first_error, "\n");

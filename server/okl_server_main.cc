@@ -29,6 +29,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/config.h"
 #include "server/metrics.h"
@@ -128,6 +129,10 @@ ABSL_FLAG(int32_t, max_message_bytes, Defaults().max_message_bytes,
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "On SIGTERM/SIGINT, how long calls in flight may take to finish before they are "
           "cancelled.");
+ABSL_FLAG(bool, mutex_deadlock_detection, false,
+          "Keep absl::Mutex's deadlock detection on (for debugging; okl's tests do). Debian's "
+          "Abseil is built without NDEBUG, so with it on every absl::Mutex acquisition -- "
+          "gRPC's and okl's -- updates one global lock-order graph under one global lock.");
 ABSL_FLAG(bool, reflection, Defaults().reflection,
           "Serve gRPC server reflection (grpc.reflection.v1alpha), for grpcurl and the like.");
 ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
@@ -224,6 +229,10 @@ int main(int argc, char** argv) {
       "Serves okl.v1.OnlineKernelLearning (online kernel learning, NORMA) over gRPC.\n"
       "Usage: okl_server [--listen=127.0.0.1:50051] [--auth_tokens_file=PATH] [--flags...]");
   absl::ParseCommandLine(argc, argv);
+  // Before any thread: the mode is read on every lock acquisition.
+  if (!absl::GetFlag(FLAGS_mutex_deadlock_detection)) {
+    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  }
 
   okl::Server::Options options;
   options.listen_address = absl::GetFlag(FLAGS_listen);

@@ -339,9 +339,12 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     ServerProcessOptions options) {
   auto server = absl::WrapUnique(new ServerProcess());
   server->options_ = std::move(options);
+  // The tests keep absl::Mutex's deadlock detection on, which okl_server turns off.
+  std::vector<std::string> flags = {"--mutex_deadlock_detection"};
+  flags.insert(flags.end(), server->options_.flags.begin(), server->options_.flags.end());
   absl::StatusOr<std::unique_ptr<SpawnedServer>> process =
       SpawnedServer::Start({.binary = OKL_SERVER_BINARY,
-                            .flags = server->options_.flags,
+                            .flags = std::move(flags),
                             .listen = server->options_.listen,
                             .data_dir = server->options_.data_dir,
                             .temp_dir_prefix = "okl_server_test",
