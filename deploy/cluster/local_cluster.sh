@@ -36,8 +36,12 @@ usage() {
   exit 2
 }
 
+# Set while `start` runs: a failed start stops what it started.
+starting=0
+
 die() {
   echo "local_cluster: $*" >&2
+  if ((starting)); then stop; fi
   exit 1
 }
 
@@ -75,9 +79,12 @@ read_port() {
   echo "$text"
 }
 
+# Whether the process of a pid file runs: exists and is not a zombie (exited, not reaped).
 alive() {
-  local pid_file=$1
-  [[ -f $pid_file ]] && kill -0 "$(<"$pid_file")" 2>/dev/null
+  local pid_file=$1 stat
+  [[ -f $pid_file ]] || return 1
+  stat=$(cat "/proc/$(<"$pid_file")/stat" 2>/dev/null) || return 1
+  [[ ${stat##*) } != Z* ]]
 }
 
 replica_dirs() {
@@ -145,6 +152,7 @@ start() {
   if alive "$state/nginx.pid" || [[ -n $(for dir in $(replica_dirs); do alive "$dir/pid" && echo up; done) ]]; then
     die "a cluster is already running in $state: '$0 stop' first (or set OKL_CLUSTER_DIR)"
   fi
+  starting=1
   # A smaller N than last time: the extra stores stay on disk but are not started.
   for ((i = 1; i <= n; i++)); do
     start_replica "$server" "$state/replica-$i" $((base_port + i))
@@ -167,6 +175,7 @@ start() {
     ((SECONDS < deadline)) || die "nginx wrote no pid in ${startup_timeout_s} s"
     sleep 0.05
   done
+  starting=0
   print_processes
 }
 
@@ -176,7 +185,7 @@ stop_pid_file() {
   pid=$(<"$pid_file")
   kill -TERM "$pid"
   deadline=$((SECONDS + 20))
-  while kill -0 "$pid" 2>/dev/null; do
+  while alive "$pid_file"; do
     if ((SECONDS >= deadline)); then
       kill -KILL "$pid" 2>/dev/null || true
       break
