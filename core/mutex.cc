@@ -1,5 +1,6 @@
 #include "core/mutex.h"
 
+#include <cerrno>
 #include <cstdlib>
 
 namespace okl {
@@ -39,6 +40,17 @@ CondVar::CondVar() {
 CondVar::~CondVar() { pthread_cond_destroy(&cond_); }
 void CondVar::Wait(PlainMutex* mu) {
   if (pthread_cond_wait(&cond_, &mu->mutex_) != 0) std::abort();
+}
+bool CondVar::WaitUntil(PlainMutex* mu, absl::Time deadline) {
+  if (deadline == absl::InfiniteFuture()) {
+    Wait(mu);
+    return true;
+  }
+  // The condition variable's clock is CLOCK_REALTIME (its default attributes), as absl::Time.
+  const timespec until = absl::ToTimespec(deadline);
+  const int result = pthread_cond_timedwait(&cond_, &mu->mutex_, &until);
+  if (result != 0 && result != ETIMEDOUT) std::abort();
+  return result == 0;
 }
 void CondVar::Signal() { pthread_cond_signal(&cond_); }
 void CondVar::SignalAll() { pthread_cond_broadcast(&cond_); }

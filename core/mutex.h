@@ -21,6 +21,7 @@
 #include <pthread.h>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/time/time.h"
 
 namespace okl {
 
@@ -104,6 +105,8 @@ class CondVar {
   // Atomically releases `mu` and waits for a Signal or SignalAll (or a spurious wakeup:
   // callers re-check their condition in a loop); holds `mu` again on return.
   void Wait(PlainMutex* mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Wait, but returns false without a wakeup once `deadline` (wall-clock time) passed.
+  bool WaitUntil(PlainMutex* mu, absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void Signal();
   void SignalAll();
 

@@ -171,9 +171,15 @@ size_t SparseBatchBytes(size_t n, size_t entries);
 // Appends one prediction and one loss per observation, in order.
 void AppendToProto(absl::Span<const Observation> observations, v1::ObserveResponse* response);
 
+// The trailing metadata of an Observe or ObserveStream that okl_server refused with
+// UNAVAILABLE: how many of the call's messages were applied (nothing of the later ones),
+// so that a client may send the rest again.
+inline constexpr char kBatchesAppliedMetadataKey[] = "okl-batches-applied";
+
 // --- Snapshot bytes -----------------------------------------------------------------
 
 // The size of the SnapshotChunks the server sends: the last may be shorter.
+
 inline constexpr size_t kSnapshotChunkBytes = size_t{1} << 20;
 
 // FNV-1a, 64 bits: the snapshot's corruption check (see ModelSnapshot.checksum).

@@ -16,6 +16,18 @@ namespace {
 // A request retried after its model was replaced looks the model up this often in all.
 constexpr int kMaxLookups = 3;
 
+absl::Status FencedError(absl::string_view tenant, bool dropped) {
+  if (dropped) {
+    return absl::UnavailableError(absl::StrCat(
+        "tenant \"", tenant, "\" has moved to another replica: nothing was done here; retry "
+        "through the router, which sends the tenant's calls to its new replica"));
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "tenant \"", tenant, "\" is being moved to another replica: this write was not applied; "
+      "retry in a moment (okl's client library does), and the router sends it to the "
+      "tenant's new replica"));
+}
+
 }  // namespace
 
 // Holds (tenant, model) for one mutation: mutations of one name run one at a time, in
@@ -40,6 +52,43 @@ class ModelHost::NameClaim {
  private:
   ModelHost* const host_;
   const Key key_;
+};
+
+// One write of a tenant, counted in flight for its scope so that a fence can wait for
+// it; refused (status() Unavailable, nothing counted) while the tenant is fenced.
+class ModelHost::WriteTicket {
+ public:
+  WriteTicket(ModelHost* host, absl::string_view tenant) : host_(host), tenant_(tenant) {
+    PlainLock lock(&host_->writes_mu_);
+    TenantWrites& writes = host_->tenant_writes_[tenant_];
+    if (writes.fenced) {
+      status_ = FencedError(tenant_, writes.dropped);
+      return;
+    }
+    ++writes.in_flight;
+  }
+  ~WriteTicket() {
+    if (!status_.ok()) return;
+    bool fence_waits = false;
+    {
+      PlainLock lock(&host_->writes_mu_);
+      auto it = host_->tenant_writes_.find(tenant_);
+      TenantWrites& writes = it->second;
+      --writes.in_flight;
+      fence_waits = writes.fenced && writes.in_flight == 0;
+      if (writes.in_flight == 0 && !writes.fenced) host_->tenant_writes_.erase(it);
+    }
+    if (fence_waits) host_->writes_finished_.SignalAll();
+  }
+  WriteTicket(const WriteTicket&) = delete;
+  WriteTicket& operator=(const WriteTicket&) = delete;
+
+  const absl::Status& status() const { return status_; }
+
+ private:
+  ModelHost* const host_;
+  const std::string tenant_;
+  absl::Status status_;
 };
 
 ModelHost::ModelHost(Options options)
@@ -116,6 +165,11 @@ absl::StatusOr<QuotaReservation> ModelHost::Reserve(absl::string_view tenant,
   OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
   OKL_RETURN_IF_ERROR(ValidateName("model", model));
   OKL_RETURN_IF_ERROR(CheckConfig(config));
+  {
+    // Refused now, before a Restore buffers its snapshot; Replace checks again.
+    const WriteTicket ticket(this, tenant);
+    OKL_RETURN_IF_ERROR(ticket.status());
+  }
   const bool exists = registry_.Find(tenant, model).ok();
   return quotas_.Reserve(tenant, WorstCaseMemoryBytes(config), /*new_model=*/!exists);
 }
@@ -127,6 +181,8 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Create(absl::string_view 
   OKL_RETURN_IF_ERROR(ValidateName("model", model));
   OKL_RETURN_IF_ERROR(ValidateConfig(config));
   OKL_RETURN_IF_ERROR(CheckConfig(config));
+  const WriteTicket ticket(this, tenant);
+  OKL_RETURN_IF_ERROR(ticket.status());
   NameClaim claim(this, Key(tenant, model));
   if (registry_.Find(tenant, model).ok()) {
     return absl::AlreadyExistsError(
@@ -161,6 +217,8 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Replace(absl::string_view
     return absl::DataLossError(
         absl::StrCat("snapshot state is inconsistent: ", learner.status().message()));
   }
+  const WriteTicket ticket(this, tenant);
+  OKL_RETURN_IF_ERROR(ticket.status());
   NameClaim claim(this, Key(tenant, model));
   absl::StatusOr<std::shared_ptr<ModelEntry>> old = registry_.Find(tenant, model);
   std::shared_ptr<ModelLog> log;
@@ -186,6 +244,12 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Replace(absl::string_view
 absl::Status ModelHost::Delete(absl::string_view tenant, absl::string_view model) {
   OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
   OKL_RETURN_IF_ERROR(ValidateName("model", model));
+  const WriteTicket ticket(this, tenant);
+  OKL_RETURN_IF_ERROR(ticket.status());
+  return DeleteModel(tenant, model);
+}
+
+absl::Status ModelHost::DeleteModel(absl::string_view tenant, absl::string_view model) {
   NameClaim claim(this, Key(tenant, model));
   OKL_ASSIGN_OR_RETURN(std::shared_ptr<ModelEntry> entry, registry_.Find(tenant, model));
   if (ModelLog* log = LogOf(*entry); log != nullptr) {
@@ -198,7 +262,15 @@ absl::Status ModelHost::Delete(absl::string_view tenant, absl::string_view model
 
 absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Find(absl::string_view tenant,
                                                             absl::string_view model) const {
-  return registry_.Find(tenant, model);
+  absl::StatusOr<std::shared_ptr<ModelEntry>> entry = registry_.Find(tenant, model);
+  if (!entry.ok()) return NotFoundUnlessMoved(tenant, entry.status());
+  return entry;
+}
+
+absl::Status ModelHost::NotFoundUnlessMoved(absl::string_view tenant, absl::Status status) const {
+  if (status.code() != absl::StatusCode::kNotFound) return status;
+  OKL_RETURN_IF_ERROR(CheckNotMoved(tenant));
+  return status;
 }
 
 absl::Status ModelHost::WithModel(absl::string_view tenant, absl::string_view model,
@@ -207,7 +279,7 @@ absl::Status ModelHost::WithModel(absl::string_view tenant, absl::string_view mo
   absl::Status status;
   for (int lookup = 1; lookup <= kMaxLookups; ++lookup) {
     if (*entry == nullptr) {
-      OKL_ASSIGN_OR_RETURN(*entry, registry_.Find(tenant, model));
+      OKL_ASSIGN_OR_RETURN(*entry, Find(tenant, model));
     }
     status = work(**entry);
     if (status.code() != absl::StatusCode::kNotFound) return status;
@@ -216,7 +288,83 @@ absl::Status ModelHost::WithModel(absl::string_view tenant, absl::string_view mo
     entry->reset();
     WaitUntilUnclaimed(Key(tenant, model));
   }
-  return status;
+  return NotFoundUnlessMoved(tenant, status);
+}
+
+absl::Status ModelHost::WithModelForWrite(absl::string_view tenant, absl::string_view model,
+                                          std::shared_ptr<ModelEntry>* entry,
+                                          const std::function<absl::Status(ModelEntry&)>& work) {
+  const WriteTicket ticket(this, tenant);
+  OKL_RETURN_IF_ERROR(ticket.status());
+  return WithModel(tenant, model, entry, work);
+}
+
+absl::Status ModelHost::FenceWrites(absl::string_view tenant, absl::Time deadline) {
+  OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
+  PlainLock lock(&writes_mu_);
+  tenant_writes_[tenant].fenced = true;
+  while (true) {
+    // The entry stays while fenced: tickets erase only unfenced entries.
+    const TenantWrites& writes = tenant_writes_.find(tenant)->second;
+    if (!writes.fenced) {
+      return absl::AbortedError(absl::StrCat("the fence of tenant \"", tenant,
+                                             "\" was lifted while this call waited for its "
+                                             "writes to finish"));
+    }
+    if (writes.in_flight == 0) return absl::OkStatus();
+    if (!writes_finished_.WaitUntil(&writes_mu_, deadline) && absl::Now() >= deadline) {
+      const int running = tenant_writes_.find(tenant)->second.in_flight;
+      if (running == 0) return absl::OkStatus();
+      return absl::DeadlineExceededError(absl::StrCat(
+          running, " write(s) of tenant \"", tenant,
+          "\" were still running at the deadline; the fence stays up: fence again to wait "
+          "for them, or lift it"));
+    }
+  }
+}
+
+void ModelHost::LiftFence(absl::string_view tenant) {
+  bool waiters = false;
+  {
+    PlainLock lock(&writes_mu_);
+    auto it = tenant_writes_.find(tenant);
+    if (it == tenant_writes_.end()) return;
+    waiters = it->second.fenced;
+    if (it->second.in_flight == 0) {
+      tenant_writes_.erase(it);
+    } else {
+      it->second.fenced = false;
+      it->second.dropped = false;
+    }
+  }
+  if (waiters) writes_finished_.SignalAll();  // a FenceWrites still waiting gives up
+}
+
+absl::StatusOr<std::vector<std::string>> ModelHost::DropTenant(absl::string_view tenant,
+                                                               absl::Time deadline) {
+  OKL_RETURN_IF_ERROR(FenceWrites(tenant, deadline));
+  std::vector<std::string> dropped;
+  for (const std::shared_ptr<ModelEntry>& entry : registry_.List(tenant)) {
+    absl::Status deleted = DeleteModel(tenant, entry->model());
+    if (!deleted.ok() && deleted.code() != absl::StatusCode::kNotFound) {
+      return absl::Status(deleted.code(),
+                          absl::StrCat("deleting model \"", entry->model(), "\" after ",
+                                       dropped.size(), " other(s): ", deleted.message()));
+    }
+    dropped.push_back(entry->model());
+  }
+  PlainLock lock(&writes_mu_);
+  if (auto it = tenant_writes_.find(tenant); it != tenant_writes_.end() && it->second.fenced) {
+    it->second.dropped = true;
+  }
+  return dropped;
+}
+
+absl::Status ModelHost::CheckNotMoved(absl::string_view tenant) const {
+  PlainLock lock(&writes_mu_);
+  auto it = tenant_writes_.find(tenant);
+  if (it != tenant_writes_.end() && it->second.dropped) return FencedError(tenant, true);
+  return absl::OkStatus();
 }
 
 void ModelHost::WaitUntilUnclaimed(const Key& key) {

@@ -15,6 +15,14 @@
 //     or the entry marked deleted) waits for the mutation to finish and looks again
 //     (WithModel); at most three times.
 //
+// Tenant moves (okl move): a tenant's writes can be fenced. Every write (Create, Replace,
+// Delete, WithModelForWrite) holds a per-tenant write ticket while it runs; a fence makes
+// new writes of the tenant fail with Unavailable, having changed nothing, and waits until
+// the tickets already held are returned, so the models then hold every acknowledged write.
+// A fenced tenant's models may then be dropped: the tenant stays fenced, and every request
+// of it that still reaches this replica gets Unavailable (retry: routed anew), not
+// NotFound. Fences live in memory only: a restart lifts them.
+//
 // Resources: a model's worst-case bytes (WorstCaseMemoryBytes) are reserved against its
 // tenant's and the server's quotas before it is built; a config whose snapshot could
 // outgrow the snapshot limit is refused, so every model can always be checkpointed.
@@ -42,6 +50,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -131,8 +140,30 @@ class ModelHost {
                          std::shared_ptr<ModelEntry>* entry,
                          const std::function<absl::Status(ModelEntry&)>& work);
 
+  // WithModel for a write (an Observe's batch): under a write ticket of the tenant, so
+  // Unavailable, with nothing run, while the tenant is fenced.
+  absl::Status WithModelForWrite(absl::string_view tenant, absl::string_view model,
+                                 std::shared_ptr<ModelEntry>* entry,
+                                 const std::function<absl::Status(ModelEntry&)>& work);
+
   // The models of `tenant` (all if empty), sorted by (tenant, model).
   std::vector<std::shared_ptr<ModelEntry>> List(absl::string_view tenant) const;
+
+  // --- Tenant moves ---------------------------------------------------------------------
+
+  // Fences `tenant`'s writes (see the top of this file), then waits until the writes
+  // already running have finished. DeadlineExceeded if they have not by `deadline`: the
+  // fence stays up (lift it, or fence again to wait again).
+  absl::Status FenceWrites(absl::string_view tenant, absl::Time deadline);
+  // Lifts the tenant's fence, and forgets that its models were dropped. OK if none.
+  void LiftFence(absl::string_view tenant);
+  // FenceWrites, then deletes every model of the tenant here; the fence stays. The names
+  // of the models deleted, in order.
+  absl::StatusOr<std::vector<std::string>> DropTenant(absl::string_view tenant,
+                                                      absl::Time deadline);
+  // Unavailable if the tenant's models were dropped (moved to another replica); for
+  // requests that read, whose model would otherwise be NotFound here.
+  absl::Status CheckNotMoved(absl::string_view tenant) const;
 
   // Checkpoints the models that are due (every model with a log if `all`), each encoded
   // and written with no lock held. Returns how many were written. A failure is logged and
@@ -153,6 +184,18 @@ class ModelHost {
   using Key = std::pair<std::string, std::string>;
   class NameClaim;
 
+  class WriteTicket;
+  struct TenantWrites {
+    int in_flight = 0;     // write tickets held
+    bool fenced = false;   // new tickets are refused
+    bool dropped = false;  // the models were dropped after the fence
+  };
+
+  // Deletes the model; the caller holds a write ticket of the tenant, or its fence.
+  absl::Status DeleteModel(absl::string_view tenant, absl::string_view model);
+  // With NotFound, Unavailable instead if the tenant was dropped (CheckNotMoved).
+  absl::Status NotFoundUnlessMoved(absl::string_view tenant, absl::Status status) const;
+
   // Waits until no mutation holds (tenant, model).
   void WaitUntilUnclaimed(const Key& key) ABSL_LOCKS_EXCLUDED(claims_mu_);
   // The entry's log (null without a store). Every journal in this host's registry is a
@@ -170,6 +213,11 @@ class ModelHost {
   absl::flat_hash_set<Key> claimed_ ABSL_GUARDED_BY(claims_mu_);
 
   std::atomic<uint64_t> checkpoint_failures_{0};
+
+  // Tenants with write tickets held or a fence up (others have no entry).
+  mutable PlainMutex writes_mu_;
+  CondVar writes_finished_;
+  absl::flat_hash_map<std::string, TenantWrites> tenant_writes_ ABSL_GUARDED_BY(writes_mu_);
 };
 
 }  // namespace okl

@@ -129,6 +129,13 @@ class OklService::ActiveCall {
   // Each message of a stream is authorized again: a token revoked (SIGHUP) while the
   // stream is open stops it at its next message.
   absl::Status Authorize(Role needed, absl::string_view tenant, absl::string_view method) const {
+    OKL_RETURN_IF_ERROR(CheckGrant(needed, tenant, method));
+    return service_->host_->quotas().Admit(tenant);
+  }
+
+  // Authorize without taking from the tenant's request rate: for an admin's call, which a
+  // tenant at its rate limit must not block.
+  absl::Status CheckGrant(Role needed, absl::string_view tenant, absl::string_view method) const {
     if (grant_.has_value() && authorizations_++ > 0) {
       OKL_ASSIGN_OR_RETURN(grant_, service_->authenticator_->Authenticate(authorization_));
     }
@@ -145,7 +152,7 @@ class OklService::ActiveCall {
                                              tenants.size() > 10 ? ",..." : ""),
           "; use a token that grants it"));
     }
-    return service_->host_->quotas().Admit(tenant);
+    return absl::OkStatus();
   }
 
   // True if the call may see `tenant`'s models (ListModels without a tenant).
@@ -175,6 +182,7 @@ class OklService::ObserveSession {
   absl::Status Apply(const v1::ObserveRequest& request) {
     ++messages_;
     absl::Status status = ApplyBatch(request);
+    if (status.ok()) ++applied_;
     if (!stream_ || status.ok()) return status;
     return WithPrefix(absl::StrCat("ObserveStream message ", messages_, ": "), status);
   }
@@ -187,6 +195,16 @@ class OklService::ObserveSession {
           "ObserveStream received no messages: the first must carry ref and examples");
     }
     return absl::OkStatus();
+  }
+
+  // The call's status to send: with an UNAVAILABLE, the trailer saying how many of its
+  // messages were applied (nothing of the failing one was: every UNAVAILABLE the session
+  // returns is a refusal before its batch, so the client may resend from there).
+  grpc::Status Status(const absl::Status& status) const {
+    if (status.code() == absl::StatusCode::kUnavailable) {
+      context_->AddTrailingMetadata(kBatchesAppliedMetadataKey, absl::StrCat(applied_));
+    }
+    return ToGrpcStatus(status);
   }
 
  private:
@@ -203,7 +221,7 @@ class OklService::ObserveSession {
                                          stream_ ? "ObserveStream" : "Observe"));
     OKL_RETURN_IF_ERROR(service_->CheckBatchSize(request.examples_size(), "examples"));
     OKL_RETURN_IF_ERROR(CheckNotCancelled(context_, "before applying the batch"));
-    OKL_RETURN_IF_ERROR(service_->host_->WithModel(
+    OKL_RETURN_IF_ERROR(service_->host_->WithModelForWrite(
         ref_.tenant(), ref_.model(), &entry_,
         [&](ModelEntry& entry) { return ApplyTo(entry, request); }));
     // A unary Observe is bounded by --max_batch; a stream's response by this.
@@ -273,6 +291,7 @@ class OklService::ObserveSession {
   const bool stream_;
   v1::ObserveResponse* const response_;
   size_t messages_ = 0;
+  size_t applied_ = 0;  // messages applied in full
   v1::ModelRef ref_;
   std::shared_ptr<ModelEntry> entry_;
   ExampleBatch batch_;               // for a model with dense storage
@@ -291,7 +310,7 @@ class OklService::ObserveStreamReactor final
       : call_(service, context),
         session_(service, &call_, context, /*stream=*/true, response) {
     if (!call_.status().ok()) {
-      Finish(ToGrpcStatus(call_.status()));
+      Finish(session_.Status(call_.status()));
       return;
     }
     StartRead(&request_);
@@ -303,7 +322,7 @@ class OklService::ObserveStreamReactor final
       return;
     }
     if (absl::Status status = session_.Apply(request_); !status.ok()) {
-      Finish(ToGrpcStatus(status));
+      Finish(session_.Status(status));
       return;
     }
     StartRead(&request_);
@@ -425,6 +444,7 @@ absl::Status OklService::DoListModels(const ActiveCall& call,
   if (!request.tenant().empty()) {
     OKL_RETURN_IF_ERROR(ValidateName("tenant", request.tenant()));
     OKL_RETURN_IF_ERROR(call.Authorize(Role::kRead, request.tenant(), "ListModels"));
+    OKL_RETURN_IF_ERROR(host_->CheckNotMoved(request.tenant()));
   }
   for (const std::shared_ptr<ModelEntry>& entry : host_->List(request.tenant())) {
     if (!call.CanRead(entry->tenant())) continue;  // another tenant's
@@ -448,25 +468,60 @@ absl::Status OklService::DoDeleteModel(const ActiveCall& call, const v1::ModelRe
   return host_->Delete(request.tenant(), request.model());
 }
 
+grpc::Status OklService::FenceTenant(grpc::ServerContext* context,
+                                     const v1::FenceTenantRequest* request,
+                                     v1::FenceTenantResponse* response) {
+  const ActiveCall call(this, context);
+  if (!call.status().ok()) return ToGrpcStatus(call.status());
+  return ToGrpcStatus(DoFenceTenant(call, context, *request, response));
+}
+
+absl::Status OklService::DoFenceTenant(const ActiveCall& call, grpc::ServerContext* context,
+                                       const v1::FenceTenantRequest& request,
+                                       v1::FenceTenantResponse* response) {
+  OKL_RETURN_IF_ERROR(ValidateName("tenant", request.tenant()));
+  OKL_RETURN_IF_ERROR(call.CheckGrant(Role::kAdmin, request.tenant(), "FenceTenant"));
+  if (!request.fenced()) {
+    if (request.delete_models()) {
+      return absl::InvalidArgumentError(
+          "delete_models needs fenced: a tenant's models are deleted only behind its fence");
+    }
+    host_->LiftFence(request.tenant());
+    return absl::OkStatus();
+  }
+  const absl::Time deadline = absl::FromChrono(context->deadline());
+  if (request.delete_models()) {
+    OKL_ASSIGN_OR_RETURN(std::vector<std::string> deleted,
+                         host_->DropTenant(request.tenant(), deadline));
+    for (std::string& model : deleted) response->add_models(std::move(model));
+    return absl::OkStatus();
+  }
+  OKL_RETURN_IF_ERROR(host_->FenceWrites(request.tenant(), deadline));
+  for (const std::shared_ptr<ModelEntry>& entry : host_->List(request.tenant())) {
+    response->add_models(entry->model());
+  }
+  return absl::OkStatus();
+}
+
 grpc::Status OklService::Observe(grpc::ServerContext* context,
                                  const v1::ObserveRequest* request,
                                  v1::ObserveResponse* response) {
   const ActiveCall call(this, context);
-  if (!call.status().ok()) return ToGrpcStatus(call.status());
-  return ToGrpcStatus(
-      ObserveSession(this, &call, context, /*stream=*/false, response).Apply(*request));
+  ObserveSession session(this, &call, context, /*stream=*/false, response);
+  if (!call.status().ok()) return session.Status(call.status());
+  return session.Status(session.Apply(*request));
 }
 
 grpc::Status OklService::ObserveStream(grpc::ServerContext* context,
                                        grpc::ServerReader<v1::ObserveRequest>* reader,
                                        v1::ObserveResponse* response) {
   const ActiveCall call(this, context);
-  if (!call.status().ok()) return ToGrpcStatus(call.status());
   ObserveSession session(this, &call, context, /*stream=*/true, response);
+  if (!call.status().ok()) return session.Status(call.status());
   v1::ObserveRequest request;
   while (reader->Read(&request)) {
     if (absl::Status status = session.Apply(request); !status.ok()) {
-      return ToGrpcStatus(status);
+      return session.Status(status);
     }
   }
   return ToGrpcStatus(session.Finish());

@@ -119,6 +119,8 @@ class OklService final : public v1::OnlineKernelLearning::Service {
   grpc::Status Restore(grpc::ServerContext* context,
                        grpc::ServerReader<v1::RestoreChunk>* reader,
                        v1::ModelInfo* response) override;
+  grpc::Status FenceTenant(grpc::ServerContext* context, const v1::FenceTenantRequest* request,
+                           v1::FenceTenantResponse* response) override;
 
   // The callback-API ObserveStream, registered instead of the sync one when
   // options.observe_stream_api is kCallback.
@@ -148,6 +150,9 @@ class OklService final : public v1::OnlineKernelLearning::Service {
   absl::Status DoListModels(const ActiveCall& call, const v1::ListModelsRequest& request,
                             v1::ListModelsResponse* response) const;
   absl::Status DoDeleteModel(const ActiveCall& call, const v1::ModelRef& request);
+  absl::Status DoFenceTenant(const ActiveCall& call, grpc::ServerContext* context,
+                             const v1::FenceTenantRequest& request,
+                             v1::FenceTenantResponse* response);
   absl::Status DoPredict(const ActiveCall& call, grpc::ServerContextBase* context,
                          const v1::PredictRequest& request, v1::PredictResponse* response) const;
   absl::Status DoSnapshot(const ActiveCall& call, const v1::ModelRef& request,

@@ -3,7 +3,8 @@
 // ModelHost over a real RocksDB in a temporary directory, and ResourceQuotas: the
 // registry-plus-store wiring (create, replace, delete durable and visible in the right
 // order), the retry of a request whose model was replaced, the config limits, every
-// quota with its message, and concurrent mutations of one name racing batches into it.
+// quota with its message, concurrent mutations of one name racing batches into it, and
+// the write fences of tenant moves.
 
 #include "server/model_host.h"
 
@@ -321,6 +322,141 @@ TEST(ResourceQuotasTest, EachQuotaNamesItsFlagLimitAndUse) {
   EXPECT_TRUE(quotas.Reserve("c", 1).ok());  // released at once: not committed
   EXPECT_EQ(quotas.usage().models, 2u);
   EXPECT_EQ(quotas.usage().bytes, 140u);
+}
+
+// A tenant's fence (tenant moves): every write of the tenant is refused with
+// Unavailable and changes nothing; reads go on; other tenants are untouched; lifting it
+// lets writes in again.
+TEST_F(ModelHostTest, AFenceRefusesEveryWriteOfItsTenantOnlyAndChangesNothing) {
+  auto host = OpenHost();
+  auto model = host->Create("moving", "m", SmallConfig());
+  ASSERT_TRUE(model.ok());
+  Feed(**model, 10, 1);
+  ASSERT_TRUE(host->Create("staying", "m", SmallConfig()).ok());
+  ASSERT_TRUE(host->FenceWrites("moving", absl::InfiniteFuture()).ok());
+
+  const std::vector<double> before = PredictAt(**model);
+  const std::vector<double> xs = {0.5, 0.5};
+  const std::vector<double> ys = {1.0};
+  std::vector<Observation> out;
+  std::shared_ptr<ModelEntry> entry;
+  bool ran = false;
+  absl::Status write = host->WithModelForWrite("moving", "m", &entry, [&](ModelEntry& e) {
+    ran = true;
+    return e.ObserveBatch(xs, ys, &out);
+  });
+  EXPECT_EQ(write.code(), absl::StatusCode::kUnavailable) << write;
+  EXPECT_THAT(write.message(), AllOf(HasSubstr("\"moving\" is being moved"),
+                                     HasSubstr("not applied"), HasSubstr("retry")));
+  EXPECT_FALSE(ran);
+  EXPECT_EQ(host->Create("moving", "n", SmallConfig()).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(host->Delete("moving", "m").code(), absl::StatusCode::kUnavailable);
+  absl::StatusOr<ModelState> state = (*model)->ExportState();
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(host->Reserve("moving", "m", state->config).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(host->Replace("moving", "m", *state, QuotaReservation()).status().code(),
+            absl::StatusCode::kUnavailable);
+  // Nothing changed, and reads are served.
+  EXPECT_EQ((*model)->Summary()->stats.steps, 10u);
+  EXPECT_EQ(PredictAt(**host->Find("moving", "m")), before);
+  EXPECT_EQ(host->List("moving").size(), 1u);
+  EXPECT_TRUE(host->CheckNotMoved("moving").ok());
+  // Another tenant writes on.
+  entry.reset();
+  EXPECT_TRUE(host->WithModelForWrite("staying", "m", &entry, [&](ModelEntry& e) {
+                    return e.ObserveBatch(xs, ys, &out);
+                  }).ok());
+
+  host->LiftFence("moving");
+  entry.reset();
+  EXPECT_TRUE(host->WithModelForWrite("moving", "m", &entry, [&](ModelEntry& e) {
+                    return e.ObserveBatch(xs, ys, &out);
+                  }).ok());
+  EXPECT_EQ((*model)->Summary()->stats.steps, 11u);
+  EXPECT_TRUE(host->Create("moving", "n", SmallConfig()).ok());
+}
+
+// The fence waits for the writes already running: when FenceWrites returns, every write
+// that was let in has finished (so a snapshot then holds them all).
+TEST_F(ModelHostTest, AFenceWaitsForTheWritesAlreadyRunning) {
+  auto host = OpenHost();
+  ASSERT_TRUE(host->Create("t", "m", SmallConfig()).ok());
+  PlainMutex mu;
+  CondVar cv;
+  bool inside = false;
+  bool release = false;
+  std::thread writer([&] {
+    std::shared_ptr<ModelEntry> entry;
+    std::vector<Observation> out;
+    const std::vector<double> xs = {0.5, 0.5};
+    const std::vector<double> ys = {1.0};
+    absl::Status status = host->WithModelForWrite("t", "m", &entry, [&](ModelEntry& e) {
+      {
+        PlainLock lock(&mu);
+        inside = true;
+        cv.SignalAll();
+        while (!release) cv.Wait(&mu);
+      }
+      return e.ObserveBatch(xs, ys, &out);
+    });
+    EXPECT_TRUE(status.ok()) << status;
+  });
+  {
+    PlainLock lock(&mu);
+    while (!inside) cv.Wait(&mu);
+  }
+  // The write is running: a fence with a short deadline says so, and stays up.
+  absl::Status fenced = host->FenceWrites("t", absl::Now() + absl::Milliseconds(50));
+  EXPECT_EQ(fenced.code(), absl::StatusCode::kDeadlineExceeded) << fenced;
+  EXPECT_THAT(fenced.message(), HasSubstr("1 write(s)"));
+  EXPECT_EQ(host->Create("t", "n", SmallConfig()).status().code(),
+            absl::StatusCode::kUnavailable);
+  // Fence again, and let the write finish meanwhile: the fence returns once it has.
+  std::thread releaser([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    PlainLock lock(&mu);
+    release = true;
+    cv.SignalAll();
+  });
+  EXPECT_TRUE(host->FenceWrites("t", absl::Now() + absl::Seconds(30)).ok());
+  EXPECT_EQ((*host->Find("t", "m"))->Summary()->stats.steps, 1u);
+  releaser.join();
+  writer.join();
+}
+
+// Dropping a fenced tenant deletes its models here; the fence stays, and the tenant's
+// requests then get Unavailable ("moved"), not NotFound, until it is lifted.
+TEST_F(ModelHostTest, DroppingAMovedTenantLeavesItsRequestsUnavailable) {
+  auto host = OpenHost();
+  ASSERT_TRUE(host->Create("gone", "a", SmallConfig()).ok());
+  ASSERT_TRUE(host->Create("gone", "b", SmallConfig()).ok());
+  ASSERT_TRUE(host->Create("kept", "a", SmallConfig()).ok());
+  absl::StatusOr<std::vector<std::string>> dropped =
+      host->DropTenant("gone", absl::InfiniteFuture());
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  EXPECT_EQ(*dropped, (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(host->List("gone").empty());
+  EXPECT_EQ(host->quotas().usage().models, 1u);
+  absl::Status found = host->Find("gone", "a").status();
+  EXPECT_EQ(found.code(), absl::StatusCode::kUnavailable) << found;
+  EXPECT_THAT(found.message(), HasSubstr("has moved to another replica"));
+  std::shared_ptr<ModelEntry> entry;
+  EXPECT_EQ(host->WithModel("gone", "a", &entry, [](ModelEntry&) { return absl::OkStatus(); })
+                .code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(host->CheckNotMoved("gone").code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(host->Create("gone", "a", SmallConfig()).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(host->Find("kept", "a").ok());
+  EXPECT_EQ(host->Find("kept", "zzz").status().code(), absl::StatusCode::kNotFound);
+  // The deletions are durable: a restart (which lifts fences) finds no model of "gone".
+  host.reset();
+  host = OpenHost();
+  EXPECT_TRUE(host->List("gone").empty());
+  EXPECT_EQ(host->Find("gone", "a").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(host->Create("gone", "a", SmallConfig()).ok());
 }
 
 TEST(ResourceQuotasTest, TheRateLimitIsATokenBucketPerTenant) {

@@ -172,11 +172,13 @@ enum class Rpc {
   kPredict,
   kSnapshot,
   kRestore,
+  kFenceTenant,
 };
 
-constexpr Rpc kEveryRpc[] = {Rpc::kCreateModel, Rpc::kGetModel, Rpc::kListModels,
-                             Rpc::kDeleteModel, Rpc::kObserve,  Rpc::kObserveStream,
-                             Rpc::kPredict,     Rpc::kSnapshot, Rpc::kRestore};
+constexpr Rpc kEveryRpc[] = {Rpc::kCreateModel,   Rpc::kGetModel, Rpc::kListModels,
+                             Rpc::kDeleteModel,   Rpc::kObserve,  Rpc::kObserveStream,
+                             Rpc::kPredict,       Rpc::kSnapshot, Rpc::kRestore,
+                             Rpc::kFenceTenant};
 
 std::string RpcName(Rpc rpc) {
   switch (rpc) {
@@ -198,6 +200,8 @@ std::string RpcName(Rpc rpc) {
       return "Snapshot";
     case Rpc::kRestore:
       return "Restore";
+    case Rpc::kFenceTenant:
+      return "FenceTenant";
   }
   return "?";
 }
@@ -215,6 +219,7 @@ Code Expected(Who who, Rpc rpc, absl::string_view tenant) {
   if (!HasValidToken(who)) return Code::UNAUTHENTICATED;
   if (!Covers(who, tenant)) return Code::PERMISSION_DENIED;
   if (IsWrite(rpc) && !CanWrite(who)) return Code::PERMISSION_DENIED;
+  if (rpc == Rpc::kFenceTenant && who != Who::kAdmin) return Code::PERMISSION_DENIED;
   return Code::OK;
 }
 
@@ -625,6 +630,16 @@ TEST_P(AuthorizationMatrixTest, CallGetsTheExpectedCodeAndRejectedCallsChangeNot
     case Rpc::kRestore:
       status = Restore(*caller, target, donor, /*chunk_bytes=*/256, &info);
       break;
+    case Rpc::kFenceTenant: {
+      grpc::ClientContext context;
+      SetDeadline(&context);
+      v1::FenceTenantRequest request;
+      request.set_tenant(tenant);
+      request.set_fenced(true);
+      v1::FenceTenantResponse response;
+      status = caller->FenceTenant(&context, request, &response);
+      break;
+    }
   }
   EXPECT_TRUE(HasCode(status, expected));
   for (const std::string& token : (*server)->AllTokens()) {
@@ -633,6 +648,14 @@ TEST_P(AuthorizationMatrixTest, CallGetsTheExpectedCodeAndRejectedCallsChangeNot
 
   absl::StatusOr<World> after = SeeWorld(admin);
   ASSERT_TRUE(after.ok()) << after.status();
+  if (rpc == Rpc::kFenceTenant) {
+    // A fence changes no model; an accepted one refuses the tenant's writes after it.
+    EXPECT_EQ(*after, *before);
+    v1::ObserveResponse response;
+    EXPECT_TRUE(HasCode(Observe(admin, target, MakeStream(Config(), 1, 13), &response),
+                        status.ok() ? Code::UNAVAILABLE : Code::OK));
+    return;
+  }
   if (expected != Code::OK || !status.ok()) {
     EXPECT_EQ(*after, *before) << "a rejected call changed the models";
     return;
@@ -682,6 +705,8 @@ TEST_P(AuthorizationMatrixTest, CallGetsTheExpectedCodeAndRejectedCallsChangeNot
       EXPECT_FALSE(snapshot.empty());
       EXPECT_EQ(*after, *before);
       break;
+    case Rpc::kFenceTenant:
+      break;  // checked above
   }
 }
 

@@ -1489,6 +1489,124 @@ TEST_F(ServerE2ETest, ObserveStreamNamingAnotherModelLaterIsInvalidArgument) {
   ExpectUnchanged(other, "a stream that named it second");
 }
 
+// --- Tenant fences (moves) -------------------------------------------------------------
+
+grpc::Status FenceTenant(Stub& stub, absl::string_view tenant, bool fenced, bool delete_models,
+                         v1::FenceTenantResponse* response) {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::FenceTenantRequest request;
+  request.set_tenant(std::string(tenant));
+  request.set_fenced(fenced);
+  request.set_delete_models(delete_models);
+  return stub.FenceTenant(&context, request, response);
+}
+
+// The trailer okl-batches-applied of a finished call, or "" if it has none.
+std::string BatchesAppliedTrailer(const grpc::ClientContext& context) {
+  const auto& trailers = context.GetServerTrailingMetadata();
+  const auto it = trailers.find(kBatchesAppliedMetadataKey);
+  return it == trailers.end() ? "" : std::string(it->second.data(), it->second.size());
+}
+
+// A fence part-way through a stream: the messages before it stay applied, the rest are
+// refused with UNAVAILABLE, and the trailer says how many were applied, so that a client
+// can send the rest again; a unary Observe says 0; reads go on; lifting it lets writes in.
+TEST_F(ServerE2ETest, AFenceRefusesTheRestOfAStreamAndTellsHowManyMessagesWereApplied) {
+  const Trained trained = Train(Ref("fenced", "m"), kRegressionConfig, /*n=*/0);
+  const Trained other = Train(Ref("unfenced", "m"), kRegressionConfig, /*n=*/10);
+  const std::vector<v1::Example> stream = MakeStream(trained.config, 12, 5);
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::ObserveResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::ObserveRequest>> writer =
+      stub().ObserveStream(&context, &response);
+  v1::ObserveRequest request;
+  *request.mutable_ref() = trained.ref;
+  request.mutable_examples()->Add(stream.begin(), stream.begin() + 4);
+  ASSERT_TRUE(writer->Write(request));
+  request.clear_ref();
+  request.clear_examples();
+  request.mutable_examples()->Add(stream.begin() + 4, stream.begin() + 8);
+  ASSERT_TRUE(writer->Write(request));
+  // Both messages applied (the model's steps say so) before the fence goes up.
+  v1::ModelInfo info;
+  for (int i = 0; i < 2000 && info.stats().steps() < 8; ++i) {
+    ASSERT_TRUE(IsOk(GetModel(stub(), trained.ref, &info)));
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_EQ(info.stats().steps(), 8u);
+  v1::FenceTenantResponse fenced;
+  ASSERT_TRUE(IsOk(FenceTenant(stub(), "fenced", true, false, &fenced)));
+  EXPECT_THAT(fenced.models(), ElementsAre("m"));
+  request.clear_examples();
+  request.mutable_examples()->Add(stream.begin() + 8, stream.end());
+  writer->Write(request);  // may fail already: the server ends the stream at once
+  writer->WritesDone();
+  const grpc::Status finished = writer->Finish();
+  EXPECT_TRUE(HasCode(finished, Code::UNAVAILABLE));
+  EXPECT_THAT(finished.error_message(), HasSubstr("is being moved"));
+  EXPECT_EQ(BatchesAppliedTrailer(context), "2");
+  ASSERT_TRUE(IsOk(GetModel(stub(), trained.ref, &info)));
+  EXPECT_EQ(info.stats().steps(), 8u);
+
+  // A unary Observe: refused, nothing applied; reads are served; another tenant writes.
+  grpc::ClientContext unary;
+  SetDeadline(&unary);
+  request.Clear();
+  *request.mutable_ref() = trained.ref;
+  request.mutable_examples()->Add(stream.begin() + 8, stream.end());
+  const grpc::Status refused = stub().Observe(&unary, request, &response);
+  EXPECT_TRUE(HasCode(refused, Code::UNAVAILABLE));
+  EXPECT_EQ(BatchesAppliedTrailer(unary), "0");
+  std::vector<double> predictions;
+  EXPECT_TRUE(IsOk(Predict(stub(), trained.ref, trained.probes, &predictions)));
+  EXPECT_TRUE(HasCode(CreateModel(stub(), Ref("fenced", "n"), trained.config), Code::UNAVAILABLE));
+  EXPECT_TRUE(HasCode(DeleteModel(stub(), trained.ref), Code::UNAVAILABLE));
+  EXPECT_TRUE(IsOk(Observe(stub(), other.ref, stream, &response)));
+  // Errors that are not refusals carry no trailer: nothing tells a client to resend them.
+  grpc::ClientContext missing;
+  SetDeadline(&missing);
+  *request.mutable_ref() = Ref("unfenced", "absent");
+  EXPECT_TRUE(HasCode(stub().Observe(&missing, request, &response), Code::NOT_FOUND));
+  EXPECT_EQ(BatchesAppliedTrailer(missing), "");
+
+  ASSERT_TRUE(IsOk(FenceTenant(stub(), "fenced", false, false, &fenced)));
+  v1::ObserveResponse rest;
+  ASSERT_TRUE(IsOk(Observe(stub(), trained.ref, absl::MakeConstSpan(stream).subspan(8), &rest)));
+  EXPECT_EQ(rest.steps(), 12u);
+  EXPECT_TRUE(HasCode(FenceTenant(stub(), "fenced", false, true, &fenced),
+                      Code::INVALID_ARGUMENT));
+  EXPECT_TRUE(HasCode(FenceTenant(stub(), "bad tenant!", true, false, &fenced),
+                      Code::INVALID_ARGUMENT));
+}
+
+// After a move, the source deletes the tenant's models behind its fence: every call of the
+// tenant that still reaches it gets UNAVAILABLE ("moved"), never NOT_FOUND or an empty
+// list, until the fence is lifted.
+TEST_F(ServerE2ETest, AMovedTenantsCallsAreUnavailableOnTheSource) {
+  const Trained a = Train(Ref("moved", "a"), kRegressionConfig);
+  const Trained b = Train(Ref("moved", "b"), kRegressionConfig);
+  v1::FenceTenantResponse dropped;
+  ASSERT_TRUE(IsOk(FenceTenant(stub(), "moved", true, true, &dropped)));
+  EXPECT_THAT(dropped.models(), ElementsAre("a", "b"));
+  v1::ModelInfo info;
+  const grpc::Status get = GetModel(stub(), a.ref, &info);
+  EXPECT_TRUE(HasCode(get, Code::UNAVAILABLE));
+  EXPECT_THAT(get.error_message(), HasSubstr("has moved to another replica"));
+  std::vector<double> predictions;
+  EXPECT_TRUE(HasCode(Predict(stub(), b.ref, b.probes, &predictions), Code::UNAVAILABLE));
+  v1::ListModelsResponse list;
+  EXPECT_TRUE(HasCode(ListModels(stub(), "moved", &list), Code::UNAVAILABLE));
+  std::string bytes;
+  EXPECT_TRUE(HasCode(Snapshot(stub(), a.ref, &bytes), Code::UNAVAILABLE));
+  // Lifted (a move back here does that first): the tenant is an ordinary empty one.
+  ASSERT_TRUE(IsOk(FenceTenant(stub(), "moved", false, false, &dropped)));
+  EXPECT_TRUE(HasCode(GetModel(stub(), a.ref, &info), Code::NOT_FOUND));
+  EXPECT_TRUE(IsOk(ListModels(stub(), "moved", &list)));
+  EXPECT_EQ(list.models_size(), 0);
+}
+
 // --- Health and reflection -------------------------------------------------------------
 
 TEST_F(ServerE2ETest, HealthIsServingForTheServerAndTheService) {
