@@ -12,12 +12,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <string>
 #include <utility>
 
 #include "absl/random/distributions.h"
 #include "absl/random/random.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -74,7 +76,38 @@ absl::Duration Jittered(absl::Duration backoff) {
   return backoff * absl::Uniform(bitgen, 0.8, 1.2);
 }
 
-enum class Retry { kNever, kOnUnavailable };
+// How many of a failed call's messages were applied, when that is known: the number
+// okl_server's trailers give when it refused the call (kBatchesAppliedMetadataKey), or 0
+// for a call that the peer never processed: gRPC fails exactly the streams above the
+// last stream id of a GOAWAY with "GOAWAY received", and HTTP/2 (RFC 9113, section 6.8)
+// promises that the sender of the GOAWAY did not process those. A proxy's GOAWAY (nginx
+// reloading after a tenant move) does that. -1 otherwise (a connection lost, an old
+// server): anything may have been applied.
+int64_t BatchesApplied(const grpc::ClientContext& context, const grpc::Status& status) {
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      status.error_message() == "GOAWAY received") {
+    return 0;
+  }
+  const auto& trailers = context.GetServerTrailingMetadata();
+  const auto it = trailers.find(kBatchesAppliedMetadataKey);
+  int64_t applied = -1;
+  if (it == trailers.end() ||
+      !absl::SimpleAtoi(absl::string_view(it->second.data(), it->second.size()), &applied) ||
+      applied < 0) {
+    return -1;
+  }
+  return applied;
+}
+
+enum class Retry {
+  kNever,
+  // Read-only calls: on UNAVAILABLE, up to ClientOptions::max_attempts in all.
+  kOnUnavailable,
+  // Writes: on an UNAVAILABLE whose trailers say nothing was applied (a tenant being
+  // moved, a server starting or draining), until the deadline: a move takes as long as
+  // its snapshots.
+  kWhenNotApplied,
+};
 
 // Runs `attempt(context)` (which returns a grpc::Status) with a fresh context each time,
 // all attempts under one deadline; repeats it on UNAVAILABLE if `retry` allows, with
@@ -83,14 +116,17 @@ template <typename Attempt>
 absl::Status Call(const ClientOptions& options, absl::string_view tenant, Retry retry,
                   Attempt attempt) {
   const absl::Time deadline = absl::Now() + options.deadline;
-  const int max_attempts = retry == Retry::kNever ? 1 : std::max(options.max_attempts, 1);
+  const int max_attempts = retry == Retry::kOnUnavailable ? std::max(options.max_attempts, 1)
+                           : retry == Retry::kNever      ? 1
+                                                         : INT_MAX;
   absl::Duration backoff = options.initial_backoff;
   for (int attempts = 1;; ++attempts) {
     grpc::ClientContext context;
     PrepareContext(options, tenant, deadline, &context);
     const grpc::Status status = attempt(&context);
     if (status.ok() || status.error_code() != grpc::StatusCode::UNAVAILABLE ||
-        attempts >= max_attempts) {
+        attempts >= max_attempts ||
+        (retry == Retry::kWhenNotApplied && BatchesApplied(context, status) != 0)) {
       return FromGrpcStatus(status);
     }
     const absl::Duration sleep = Jittered(std::min(backoff, options.max_backoff));
@@ -306,6 +342,20 @@ absl::Status Client::DeleteModel(const ModelId& id) const {
   });
 }
 
+absl::StatusOr<std::vector<std::string>> Client::FenceTenant(absl::string_view tenant,
+                                                             bool fenced,
+                                                             bool delete_models) const {
+  v1::FenceTenantRequest request;
+  request.set_tenant(std::string(tenant));
+  request.set_fenced(fenced);
+  request.set_delete_models(delete_models);
+  v1::FenceTenantResponse response;
+  OKL_RETURN_IF_ERROR(Call(options_, tenant, Retry::kNever, [&](grpc::ClientContext* context) {
+    return stub_->okl->FenceTenant(context, request, &response);
+  }));
+  return std::vector<std::string>(response.models().begin(), response.models().end());
+}
+
 absl::StatusOr<ObserveResult> Client::Observe(const ModelId& id, absl::Span<const double> xs,
                                               absl::Span<const double> ys) const {
   if (ys.empty() ? !xs.empty() : xs.size() % ys.size() != 0) {
@@ -327,7 +377,7 @@ absl::StatusOr<ObserveResult> Client::Observe(const ModelId& id, absl::Span<cons
   }
   v1::ObserveResponse response;
   OKL_RETURN_IF_ERROR(
-      Call(options_, id.tenant, Retry::kNever, [&](grpc::ClientContext* context) {
+      Call(options_, id.tenant, Retry::kWhenNotApplied, [&](grpc::ClientContext* context) {
         return stub_->okl->Observe(context, request, &response);
       }));
   if (static_cast<size_t>(response.predictions_size()) != ys.size() ||
@@ -543,9 +593,17 @@ struct ObserveWriter::State {
   std::unique_ptr<grpc::ClientWriter<v1::ObserveRequest>> writer;
   v1::ObserveResponse response;
   absl::Time opened;
-  uint64_t first = 0;   // the writer's index of the stream's first example
-  uint64_t count = 0;   // examples written to the stream
-  size_t messages = 0;  // messages written to the stream
+  uint64_t first = 0;  // the writer's index of the stream's first example
+  uint64_t count = 0;  // examples written to the stream
+  // The messages written to the stream, kept until acknowledged so that those a server
+  // refused can be sent again; then cleared and kept as spares (their allocations are
+  // reused by later batches).
+  std::vector<v1::ObserveRequest> unacknowledged;
+  std::vector<v1::ObserveRequest> spares;
+  // Since when streams have been refused in a row (InfinitePast: none is), and the next
+  // backoff.
+  absl::Time refused_since = absl::InfinitePast();
+  absl::Duration backoff;
 };
 
 ObserveWriter::ObserveWriter(Client client, ModelId id, WriterOptions options, uint32_t dim,
@@ -609,46 +667,99 @@ absl::Status ObserveWriter::SendBatch() {
     OKL_RETURN_IF_ERROR(FinishStream());
   }
   if (state.writer == nullptr) {
-    state.context = std::make_unique<grpc::ClientContext>();
-    state.opened = absl::Now();
-    PrepareContext(client_.options_, id_.tenant, state.opened + client_.options_.deadline,
-                   state.context.get());
-    state.response.Clear();
-    state.writer = client_.stub_->okl->ObserveStream(state.context.get(), &state.response);
+    OpenStream();
     state.first = sent_;
-    state.count = 0;
-    state.messages = 0;
-    // The first message names the model.
-    *state.batch.mutable_ref() = ModelRefToProto(id_.tenant, id_.model);
   }
-  const bool written = state.writer->Write(state.batch);
-  state.batch.clear_ref();
-  state.batch.mutable_examples()->Clear();
+  state.unacknowledged.push_back(std::move(state.batch));
+  state.batch = v1::ObserveRequest();
+  if (!state.spares.empty()) {
+    state.batch = std::move(state.spares.back());
+    state.spares.pop_back();
+  }
+  const bool written = WriteMessage(state.unacknowledged.size() - 1);
   sent_ += size;
   state.count += size;
-  ++state.messages;
   // A failed Write means the stream is over; Finish (in FinishStream) says why.
-  if (!written || state.messages >= options_.batches_per_stream) return FinishStream();
+  if (!written || state.unacknowledged.size() >= options_.batches_per_stream) {
+    return FinishStream();
+  }
   return absl::OkStatus();
+}
+
+void ObserveWriter::OpenStream() {
+  State& state = *state_;
+  state.context = std::make_unique<grpc::ClientContext>();
+  state.opened = absl::Now();
+  PrepareContext(client_.options_, id_.tenant, state.opened + client_.options_.deadline,
+                 state.context.get());
+  state.response.Clear();
+  state.writer = client_.stub_->okl->ObserveStream(state.context.get(), &state.response);
+}
+
+bool ObserveWriter::WriteMessage(size_t index) {
+  State& state = *state_;
+  v1::ObserveRequest& message = state.unacknowledged[index];
+  // The stream's first message names the model.
+  if (index == 0) *message.mutable_ref() = ModelRefToProto(id_.tenant, id_.model);
+  const bool written = state.writer->Write(message);
+  message.clear_ref();
+  return written;
 }
 
 absl::Status ObserveWriter::FinishStream() {
   State& state = *state_;
-  if (state.writer == nullptr) return absl::OkStatus();
-  state.writer->WritesDone();
-  const grpc::Status finished = state.writer->Finish();
-  state.writer.reset();
-  state.context.reset();
+  while (state.writer != nullptr) {
+    state.writer->WritesDone();
+    const grpc::Status finished = state.writer->Finish();
+    const int64_t applied = finished.ok() ? -1 : BatchesApplied(*state.context, finished);
+    state.writer.reset();
+    state.context.reset();
+    if (finished.ok()) return Acknowledge();
+    const absl::Status status = FromGrpcStatus(finished);
+    if (status.code() != absl::StatusCode::kUnavailable || applied < 0 ||
+        static_cast<size_t>(applied) > state.unacknowledged.size()) {
+      return Fail(absl::Status(
+          status.code(),
+          absl::StrCat(status.message(), " [ObserveWriter: the failed stream carried examples ",
+                       state.first, " to ", state.first + state.count - 1,
+                       ", of which any prefix may be applied; ", acknowledged_,
+                       " are acknowledged; AppliedSinceOpen() tells]")));
+    }
+    // The server refused the stream's message `applied` (a tenant being moved, a server
+    // starting or draining) and applied none after it, or a proxy never passed the stream
+    // on: acknowledge the ones before, and send the rest again on a new stream, which the
+    // router sends where the tenant is now.
+    ++streams_refused_;
+    AcknowledgeRefusedPrefix(static_cast<size_t>(applied));
+    if (state.unacknowledged.empty()) return absl::OkStatus();
+    const absl::Time now = absl::Now();
+    if (state.refused_since == absl::InfinitePast()) {
+      state.refused_since = now;
+      state.backoff = client_.options_.initial_backoff;
+    }
+    const absl::Duration sleep = Jittered(std::min(state.backoff, client_.options_.max_backoff));
+    if (now + sleep > state.refused_since + client_.options_.deadline) {
+      return Fail(absl::Status(
+          status.code(),
+          absl::StrCat(status.message(), " [ObserveWriter: examples ", state.first, " to ",
+                       state.first + state.count - 1,
+                       " were refused, and not applied, for longer than the deadline; ",
+                       acknowledged_, " are acknowledged]")));
+    }
+    absl::SleepFor(sleep);
+    state.backoff = state.backoff * client_.options_.backoff_multiplier;
+    OpenStream();
+    for (size_t i = 0; i < state.unacknowledged.size(); ++i) {
+      if (!WriteMessage(i)) break;  // over already: Finish says why
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ObserveWriter::Acknowledge() {
+  State& state = *state_;
   const uint64_t first = state.first;
   const uint64_t count = state.count;
-  if (!finished.ok()) {
-    absl::Status status = FromGrpcStatus(finished);
-    return Fail(absl::Status(
-        status.code(),
-        absl::StrCat(status.message(), " [ObserveWriter: the failed stream carried examples ",
-                     first, " to ", first + count - 1, ", of which any prefix may be applied; ",
-                     acknowledged_, " are acknowledged; AppliedSinceOpen() tells]")));
-  }
   const uint64_t omitted = state.response.predictions_omitted();
   if (static_cast<uint64_t>(state.response.predictions_size()) + omitted != count ||
       static_cast<uint64_t>(state.response.losses_size()) + omitted != count) {
@@ -657,7 +768,11 @@ absl::Status ObserveWriter::FinishStream() {
         " predictions and ", state.response.losses_size(), " losses for a stream of ", count,
         " examples")));
   }
+  RecycleUnacknowledged(state.unacknowledged.size());
+  state.refused_since = absl::InfinitePast();
   acknowledged_ += count;
+  state.first += count;
+  state.count = 0;
   if (options_.on_ack) {
     AckedBatch ack;
     ack.first = first;
@@ -669,6 +784,31 @@ absl::Status ObserveWriter::FinishStream() {
     options_.on_ack(ack);
   }
   return absl::OkStatus();
+}
+
+void ObserveWriter::AcknowledgeRefusedPrefix(size_t messages) {
+  State& state = *state_;
+  uint64_t count = 0;
+  for (size_t i = 0; i < messages; ++i) count += state.unacknowledged[i].examples_size();
+  RecycleUnacknowledged(messages);
+  if (count == 0) return;
+  AckedBatch ack;  // a refused stream carries no predictions for them
+  ack.first = state.first;
+  ack.count = count;
+  acknowledged_ += count;
+  state.first += count;
+  state.count -= count;
+  if (options_.on_ack) options_.on_ack(ack);
+}
+
+void ObserveWriter::RecycleUnacknowledged(size_t messages) {
+  State& state = *state_;
+  for (size_t i = 0; i < messages; ++i) {
+    state.unacknowledged[i].Clear();
+    state.spares.push_back(std::move(state.unacknowledged[i]));
+  }
+  state.unacknowledged.erase(state.unacknowledged.begin(),
+                             state.unacknowledged.begin() + static_cast<ptrdiff_t>(messages));
 }
 
 absl::Status ObserveWriter::Fail(absl::Status status) {

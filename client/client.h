@@ -131,6 +131,10 @@ struct AckedBatch {
   std::vector<double> losses;
   uint64_t steps = 0;           // the model's step count after example first + count - 1
   uint32_t expansion_size = 0;  // stored terms then
+  // A stream the server refused part-way (its tenant being moved, see ObserveWriter)
+  // acknowledges the messages applied before the refusal without their predictions,
+  // losses, steps and expansion_size, which a refusal does not carry: those are empty
+  // and 0 then.
 };
 
 struct WriterOptions {
@@ -193,7 +197,10 @@ class Client {
   // example-major (ys.size() inputs of the model's dim). One request: at most the
   // server's --max_batch examples (use an ObserveWriter for more). The server validates
   // the batch whole (INVALID_ARGUMENT, nothing applied); InvalidArgument here already if
-  // xs.size() is not a multiple of ys.size(). Never retried: after UNAVAILABLE or
+  // xs.size() is not a multiple of ys.size(). Retried, until the deadline, only when the
+  // server refused it with UNAVAILABLE and says it applied nothing (okl-batches-applied:
+  // 0; a tenant being moved, a server starting or draining; or "GOAWAY received" from a
+  // proxy that never passed it on). After any other UNAVAILABLE or
   // DEADLINE_EXCEEDED the examples may or may not have been applied (GetModel's steps
   // tell).
   absl::StatusOr<ObserveResult> Observe(const ModelId& id, absl::Span<const double> xs,
@@ -230,6 +237,14 @@ class Client {
   // starts or drains; NOT_FOUND for a service it does not know. Retried.
   absl::StatusOr<bool> Health(absl::string_view service = "") const;
 
+  // Admin (a token with the admin role), for moving a tenant between replicas (okl
+  // move): with `fenced`, fences the tenant's writes on this server and waits for those
+  // running to finish; with `delete_models` too, then deletes its models here (the fence
+  // stays); without `fenced`, lifts the fence. The tenant's models here (deleted, with
+  // delete_models), in order. Not retried.
+  absl::StatusOr<std::vector<std::string>> FenceTenant(absl::string_view tenant, bool fenced,
+                                                       bool delete_models = false) const;
+
   // A writer that streams examples into the model (see ObserveWriter). Reads the model
   // first (GetModel: its dim, and its steps for AppliedSinceOpen()), so NOT_FOUND if it
   // does not exist. InvalidArgument for a batch_size or batches_per_stream of 0.
@@ -259,6 +274,16 @@ class Client {
 // half of it is closed (and acknowledged) before the next batch goes out on a new one. A
 // producer that pauses for longer than the deadline should Flush() before it pauses, or
 // its open stream expires (DEADLINE_EXCEEDED, a failure as below).
+//
+// Refusals: when the server refuses a stream's message with UNAVAILABLE and says that
+// it applied nothing of it or after it (okl-batches-applied: a tenant being moved to
+// another replica, a server starting or shutting down), or when the stream fails with
+// "GOAWAY received" (a proxy closing the connection, e.g. nginx reloading its routes,
+// never processed it: HTTP/2 promises that), the writer acknowledges the messages before
+// the refused one and sends that message and the later ones again on a new stream,
+// with ClientOptions' backoff, for up to ClientOptions::deadline; the model then holds
+// each example once and in order, and the caller sees no error. The writer keeps the open
+// stream's messages (at most batches_per_stream) until they are acknowledged.
 //
 // Failure: the writer checks locally only what it must (an input of the wrong size is
 // InvalidArgument and changes nothing); the server validates the rest. When a stream
@@ -317,6 +342,8 @@ class ObserveWriter {
   // Examples added, acknowledged (applied and durable, reported to on_ack).
   uint64_t added() const { return added_; }
   uint64_t acknowledged() const { return acknowledged_; }
+  // Streams the server refused with nothing applied, whose rest the writer sent again.
+  uint64_t streams_refused() const { return streams_refused_; }
   // The model's step count when the writer opened.
   uint64_t steps_at_open() const { return steps_at_open_; }
   // OK, or the failure the writer stopped at.
@@ -339,8 +366,21 @@ class ObserveWriter {
   absl::Status Append(absl::Span<const double> x, double y);
   // Sends the pending batch on the open stream (opening one if needed).
   absl::Status SendBatch();
-  // Closes the open stream and acknowledges its examples.
+  // Opens a stream (state_->writer).
+  void OpenStream();
+  // Writes the unacknowledged message `index` to the open stream (the first names the
+  // model); false if the stream is over.
+  bool WriteMessage(size_t index);
+  // Closes the open stream and acknowledges its examples; if the server refused part of
+  // it with nothing applied (a tenant move), sends that part again until the deadline.
   absl::Status FinishStream();
+  // Acknowledges every example of the stream the server answered.
+  absl::Status Acknowledge();
+  // Acknowledges the first `messages` unacknowledged messages, which a refusal said were
+  // applied.
+  void AcknowledgeRefusedPrefix(size_t messages);
+  // Drops the first `messages` unacknowledged messages, keeping them as spares.
+  void RecycleUnacknowledged(size_t messages);
   // Records `status` as the writer's failure; returns it.
   absl::Status Fail(absl::Status status);
 
@@ -353,6 +393,7 @@ class ObserveWriter {
   uint64_t added_ = 0;
   uint64_t sent_ = 0;  // examples written to streams (acknowledged or in flight)
   uint64_t acknowledged_ = 0;
+  uint64_t streams_refused_ = 0;
   bool closed_ = false;
   absl::Status status_;
 };

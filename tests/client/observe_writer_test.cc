@@ -3,16 +3,20 @@
 // okl::ObserveWriter against a real okl_server: ten thousand examples acknowledged in
 // order with core's predictions; a message the server rejects; and a server killed in the
 // middle of a stream, after which nothing acknowledged is lost and resuming from
-// AppliedSinceOpen() gives the model that sees every example exactly once.
+// AppliedSinceOpen() gives the model that sees every example exactly once; and a tenant
+// fenced for a move part-way through a stream, whose refused messages the writer (and a
+// refused Observe, the client) sends again, so that every example lands once.
 
 #include <cmath>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "client/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -144,6 +148,78 @@ TEST(ObserveWriterTest, ARejectedMessageFailsTheWriterAndAppliedSinceOpenSaysWhe
   EXPECT_EQ((*resumed)->steps_at_open(), 60u);
   ASSERT_TRUE((*resumed)->Add(data.xs_range(*applied, 100), data.ys_range(*applied, 100)).ok());
   ASSERT_TRUE((*resumed)->Close().ok());
+  CoreTwin twin(config);
+  twin.Observe(data, 0, 100);
+  absl::StatusOr<std::string> snapshot = client.Snapshot(id);
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  EXPECT_TRUE(*snapshot == TwinSnapshot(twin));
+}
+
+// A tenant move fences the tenant's writes on its server part-way through a stream: the
+// server applies the stream's first two messages, refuses the rest (UNAVAILABLE, saying
+// how many it applied), and keeps refusing until the fence is lifted. The writer
+// acknowledges the two, sends the rest again until they are taken, and the caller sees no
+// error: the model is core's, fed every example once.
+TEST(ObserveWriterTest, AStreamRefusedByATenantFenceIsSentAgainAndEveryExampleLandsOnce) {
+  std::unique_ptr<ServerProcess> server = StartServer();
+  ASSERT_NE(server, nullptr);
+  const Client client(server->channel());
+  const ModelId id{"moving", "stream"};
+  const ModelConfig config = TestConfig();
+  ASSERT_TRUE(client.CreateModel(id, config).ok());
+  const Data data = MakeData(100, kDim, /*seed=*/31);
+
+  std::vector<AckedBatch> acks;
+  absl::StatusOr<std::unique_ptr<ObserveWriter>> opened = client.OpenObserveWriter(
+      id, {.batch_size = 10,
+           .batches_per_stream = 4,
+           .on_ack = [&acks](const AckedBatch& ack) { acks.push_back(ack); }});
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  ObserveWriter& writer = **opened;
+  // Two messages on the open stream, applied (the model's steps say so), not acknowledged.
+  ASSERT_TRUE(writer.Add(data.xs_range(0, 20), data.ys_range(0, 20)).ok());
+  const absl::Time give_up = absl::Now() + absl::Seconds(20);
+  while (client.GetModel(id)->stats.steps < 20 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_EQ(writer.acknowledged(), 0u);
+  absl::StatusOr<std::vector<std::string>> fenced = client.FenceTenant("moving", true);
+  ASSERT_TRUE(fenced.ok()) << fenced.status();
+  EXPECT_EQ(*fenced, std::vector<std::string>{"stream"});
+  // Lifts the fence after a while, as a move's end would (here: on the same server).
+  const auto lift_later = [&client] {
+    return std::thread([&client] {
+      absl::SleepFor(absl::Milliseconds(300));
+      EXPECT_TRUE(client.FenceTenant("moving", false).ok());
+    });
+  };
+  std::thread lifter = lift_later();
+  EXPECT_TRUE(writer.Add(data.xs_range(20, 90), data.ys_range(20, 90)).ok());
+  EXPECT_TRUE(writer.Flush().ok()) << writer.status();
+  lifter.join();
+  // A unary Observe refused by a fence is retried too, until the fence is lifted.
+  ASSERT_TRUE(client.FenceTenant("moving", true).ok());
+  lifter = lift_later();
+  absl::StatusOr<ObserveResult> observed = client.Observe(id, data.xs_range(90, 100),
+                                                          data.ys_range(90, 100));
+  lifter.join();
+  EXPECT_TRUE(observed.ok()) << observed.status();
+  EXPECT_TRUE(writer.Close().ok()) << writer.status();
+  EXPECT_EQ(writer.acknowledged(), 90u);
+  EXPECT_GE(writer.streams_refused(), 2u);  // the fence refused the stream's rest, then more
+  // The applied prefix is acknowledged first, without predictions (the refusal has none);
+  // then the rest, in order.
+  ASSERT_GE(acks.size(), 2u);
+  EXPECT_EQ(acks[0].first, 0u);
+  EXPECT_EQ(acks[0].count, 20u);
+  EXPECT_TRUE(acks[0].predictions.empty());
+  uint64_t next = 0;
+  for (const AckedBatch& ack : acks) {
+    EXPECT_EQ(ack.first, next);
+    next = ack.first + ack.count;
+  }
+  EXPECT_EQ(next, 90u);
+
   CoreTwin twin(config);
   twin.Observe(data, 0, 100);
   absl::StatusOr<std::string> snapshot = client.Snapshot(id);
