@@ -118,6 +118,22 @@ absl::Status RunSnapshot(const Client& client, const ModelId& id, const std::str
 absl::Status RunRestore(const Client& client, const ModelId& id, const std::string& path,
                         const Output& output);
 
+struct MoveOptions {
+  // The router's per-tenant override map (nginx map lines `"TENANT" ADDRESS;`), where
+  // the move pins the tenant to route_to, and the command that makes the router reread
+  // it (run by /bin/sh; empty: none).
+  std::string route_map;
+  std::string route_reload;
+  std::string route_to;  // the target's address as the router reaches it
+};
+
+// `okl move`: moves every model of `tenant` from the server `from` to the server `to`
+// with nothing acknowledged lost (see move.cc for the steps and what a failure leaves),
+// then prints what it moved and how long the tenant's writes were paused. Needs an admin
+// token on both. FailedPrecondition if `to` already holds models of the tenant.
+absl::Status RunMove(const Client& from, const Client& to, absl::string_view tenant,
+                     const MoveOptions& options, const Output& output);
+
 // Whether `service` ("" for the whole server) is SERVING. Prints nothing on success unless
 // Output::json; the caller reports NOT_SERVING.
 absl::StatusOr<bool> RunHealth(const Client& client, absl::string_view service,

@@ -159,6 +159,16 @@ ABSL_FLAG(std::string, role, "",
           "token new: read (Predict, GetModel, ListModels, Snapshot), write (read, plus "
           "Observe, CreateModel, DeleteModel, Restore) or admin (write on every tenant); "
           "required");
+ABSL_FLAG(std::string, from, "", "move: the source server, host:port (required)");
+ABSL_FLAG(std::string, to, "", "move: the target server, host:port (required)");
+ABSL_FLAG(std::string, route_map, "",
+          "move: the router's per-tenant override map (nginx map lines \"TENANT\" ADDR;), "
+          "where the tenant is pinned to its new replica (required)");
+ABSL_FLAG(std::string, route_to, "",
+          "move: the target's address as the router reaches it (default: --to)");
+ABSL_FLAG(std::string, route_reload, "",
+          "move: a shell command that makes the router reread --route_map (e.g. "
+          "\"nginx -s reload -c FILE\")");
 ABSL_FLAG(std::string, tenants, "",
           "token new: the tenants the token may use, comma-separated (acme,globex), or * for "
           "every tenant; required for read and write; admin takes * or nothing");
@@ -671,6 +681,37 @@ int RunRestore(const CommandLine& line, const Command& command) {
   return Finish(okl::cli::RunRestore(*session->client, session->id, path, session->output));
 }
 
+int RunMove(const CommandLine& line, const Command& command) {
+  if (!line.args.empty()) {
+    return CommandUsageError(command, absl::StrCat("move takes no arguments, got '",
+                                                   line.args[0], "'"));
+  }
+  const std::string from = absl::GetFlag(FLAGS_from);
+  const std::string to = absl::GetFlag(FLAGS_to);
+  okl::cli::MoveOptions options;
+  options.route_map = absl::GetFlag(FLAGS_route_map);
+  options.route_reload = absl::GetFlag(FLAGS_route_reload);
+  options.route_to = line.Given("route_to") ? absl::GetFlag(FLAGS_route_to) : to;
+  if (from.empty() || to.empty() || options.route_map.empty() || !line.Given("tenant")) {
+    return CommandUsageError(command, "move needs --tenant, --from, --to and --route_map");
+  }
+  if (from == to) return CommandUsageError(command, "--from and --to are the same server");
+  if (line.Given("server")) {
+    return CommandUsageError(command, "move takes --from and --to, not --server");
+  }
+  absl::StatusOr<okl::cli::ConnectionOptions> connection =
+      ConnectionFromFlags(line, absl::Minutes(10));
+  if (!connection.ok()) return CommandUsageError(command, connection.status().message());
+  connection->server = from;
+  absl::StatusOr<okl::Client> source = okl::cli::Connect(*connection);
+  if (!source.ok()) return Fail(source.status());
+  connection->server = to;
+  absl::StatusOr<okl::Client> target = okl::cli::Connect(*connection);
+  if (!target.ok()) return Fail(target.status());
+  return Finish(okl::cli::RunMove(*source, *target, TenantFromFlags(line), options,
+                                  OutputFromFlags()));
+}
+
 int RunHealth(const CommandLine& line, const Command& command) {
   int exit_code = 0;
   std::optional<Session> session = StartSession(line, command, &exit_code, absl::Seconds(5));
@@ -838,6 +879,24 @@ const std::vector<Command>& Commands() {
            "a file that is not an intact snapshot.",
        .flags = {"input"},
        .run = RunRestore},
+      {.name = "move",
+       .summary = "move a tenant's models to another replica, losing nothing acknowledged",
+       .synopsis =
+           "okl move --tenant=T --from=HOST:PORT --to=HOST:PORT --route_map=FILE "
+           "[--route_reload=CMD] [--route_to=ADDR]",
+       .description =
+           "Moves every model of the tenant from one okl_server (--from) to another (--to)\n"
+           "behind a router that reads a per-tenant override map (deploy/cluster's nginx):\n"
+           "fences the tenant's writes on the source (they are refused, applying nothing,\n"
+           "and okl's client library retries them), copies each model (Snapshot, Restore),\n"
+           "pins the tenant to the target in --route_map and runs --route_reload, then\n"
+           "deletes the models on the source, whose fence stays up. A failure before the\n"
+           "routing switched rolls back: the tenant stays on the source, whole. Needs an\n"
+           "admin token (--token) on both servers. --timeout (default 10m) bounds each call.\n"
+           "deploy/cluster/local_cluster.sh move TENANT REPLICA runs it for a local cluster.",
+       .flags = {"tenant", "from", "to", "route_map", "route_reload", "route_to"},
+       .model_ref = false,
+       .run = RunMove},
       {.name = "health",
        .summary = "exit 0 if the server is SERVING, 1 otherwise (quiet on success)",
        .synopsis = "okl health [--server=HOST:PORT] [--timeout=5s] [--service=NAME]",

@@ -5,6 +5,10 @@
 #   deploy/cluster/local_cluster.sh start [N]   # N replicas (default 3) and the router
 #   deploy/cluster/local_cluster.sh status      # the same lines, for what is running
 #   deploy/cluster/local_cluster.sh stop        # stops them all (the stores stay)
+#   deploy/cluster/local_cluster.sh move TENANT N  # moves TENANT's models to replica N
+#   deploy/cluster/local_cluster.sh add         # starts one more replica and moves to it
+#                                               # the tenants the larger ring gives it
+#   deploy/cluster/local_cluster.sh reload      # the router rereads its config and pins
 #
 # `start` prints one line per process:
 #   router 127.0.0.1:PORT
@@ -16,12 +20,21 @@
 # again with the same directory reuses each replica's store, so the models come back, and
 # the hash sends each tenant where it was as long as N and PORT are the same.
 #
+# Moves (`okl move`, see `okl help move`) pin a tenant to its new replica in
+# $OKL_CLUSTER_DIR/tenant_overrides.map, which the router reads ahead of the ring; the pins
+# stay across restarts. `add` starts replica N+1, moves to it exactly the tenants that the
+# ring of N+1 replicas assigns to it (deploy/cluster/nginx_ring.py computes nginx's ring),
+# then puts it in the router's ring and drops those pins in one reload. Tenants pinned by
+# earlier moves stay where they are. Both need an admin token in $OKL_TOKEN when the
+# replicas check tokens.
+#
 # Environment:
 #   OKL_CLUSTER_DIR    state: stores, logs, nginx.conf (default /tmp/okl-cluster-$UID)
 #   OKL_CLUSTER_PORT   the router's port; replica N listens on it + N (default 50060)
 #   OKL_SERVER         the okl_server binary (default build/release/server/okl_server,
 #                      built with `cmake --build build/release --target okl_server` if absent)
 #   OKL_SERVER_FLAGS   more flags for every replica (e.g. "--auth_tokens_file=...")
+#   OKL_CLI            the okl tool (default build/release/client/okl, built if absent)
 #   OKL_NGINX          the nginx binary (default: nginx on PATH, then /usr/sbin/nginx;
 #                      Debian package `nginx`, installed by scripts/install_deps.sh)
 set -euo pipefail
@@ -32,7 +45,7 @@ base_port=${OKL_CLUSTER_PORT:-50060}
 startup_timeout_s=30
 
 usage() {
-  echo "usage: $0 start [N] | status | stop" >&2
+  echo "usage: $0 start [N] | status | stop | move TENANT N | add | reload" >&2
   exit 2
 }
 
@@ -57,18 +70,23 @@ find_nginx() {
   fi
 }
 
-find_server() {
-  local server=${OKL_SERVER:-$root/build/release/server/okl_server}
-  if [[ ! -x $server && -z ${OKL_SERVER:-} ]]; then
-    echo "local_cluster: building okl_server in build/release" >&2
+# The binary $1 names (its path in $2 if set), built in build/release if it is missing.
+find_binary() {
+  local target=$1 given=$2 default=$3 binary
+  binary=${given:-$root/build/release/$default}
+  if [[ ! -x $binary && -z $given ]]; then
+    echo "local_cluster: building $target in build/release" >&2
     [[ -f $root/build/release/build.ninja ]] ||
       cmake -S "$root" -B "$root/build/release" -G Ninja -DCMAKE_BUILD_TYPE=Release \
         >/dev/null
-    cmake --build "$root/build/release" --target okl_server >/dev/null
+    cmake --build "$root/build/release" --target "$target" >/dev/null
   fi
-  [[ -x $server ]] || die "no okl_server at $server (set OKL_SERVER)"
-  echo "$server"
+  [[ -x $binary ]] || die "no $target at $binary"
+  echo "$binary"
 }
+
+find_server() { find_binary okl_server "${OKL_SERVER:-}" server/okl_server; }
+find_cli() { find_binary okl "${OKL_CLI:-}" client/okl; }
 
 # The number in a port file once its writer has finished it (ends in a newline).
 read_port() {
@@ -114,11 +132,19 @@ wait_for_replica() {
   done
 }
 
-# Writes nginx.conf for the replicas that are up.
-write_router_config() {
-  local servers="" dir
+# The addresses of the replicas that are up, one a line, in replica order.
+replica_addresses() {
+  local dir
   for dir in $(replica_dirs); do
-    servers+="    server 127.0.0.1:$(read_port "$dir/port") max_fails=0;"$'\n'
+    if alive "$dir/pid"; then echo "127.0.0.1:$(read_port "$dir/port")"; fi
+  done
+}
+
+# Writes nginx.conf with the replicas that are up in the ring.
+write_router_config() {
+  local servers="" address
+  for address in $(replica_addresses); do
+    servers+="    server $address max_fails=0;"$'\n'
   done
   mkdir -p "$state/nginx-tmp"
   touch "$state/tenant_overrides.map"
@@ -204,9 +230,124 @@ stop() {
   done
 }
 
+# The pids of the processes whose parent is $1 (from /proc: procps may be missing).
+children() {
+  local parent=$1 file line fields pid
+  for file in /proc/[0-9]*/stat; do
+    { line=$(<"$file"); } 2>/dev/null || continue
+    read -r -a fields <<<"${line##*) }"  # state, ppid, ...
+    if [[ ${fields[1]} == "$parent" ]]; then
+      pid=${file#/proc/}
+      echo "${pid%/stat}"
+    fi
+  done
+}
+
+# Makes the router reread nginx.conf and the override map, and returns once its new
+# worker runs. (`nginx -s reload` only signals the master. Once the new worker runs, the
+# old one has been told to quit: it closes its idle connections and sends GOAWAY on the
+# busy ones, so clients' next calls reach the new worker.)
+reload_router() {
+  require_router
+  local master old new deadline=$((SECONDS + startup_timeout_s))
+  master=$(<"$state/nginx.pid")
+  old=$(children "$master" | sort)
+  env -u NGINX "$(find_nginx)" -q -s reload -c "$state/nginx.conf" -e "$state/nginx-error.log" ||
+    die "nginx did not take the reload (log: $state/nginx-error.log)"
+  while :; do
+    new=$(children "$master" | sort | comm -13 <(echo "$old") - | head -n1)
+    [[ -z $new ]] || break
+    ((SECONDS < deadline)) || die "nginx started no new worker in ${startup_timeout_s} s (log: $state/nginx-error.log)"
+    sleep 0.02
+  done
+}
+
+require_router() {
+  alive "$state/nginx.pid" || die "no cluster is running in $state: '$0 start' first"
+}
+
+# The replica (address) that holds models of tenant $1, if any.
+tenant_location() {
+  local tenant=$1 cli address
+  cli=$(find_cli)
+  for address in $(replica_addresses); do
+    if "$cli" list --server="$address" --tenant="$tenant" --json | grep -q '"model"'; then
+      echo "$address"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# Whether the override map pins tenant $1.
+pinned() {
+  awk -v key="\"$1\"" '$1 == key { found = 1 } END { exit !found }' "$state/tenant_overrides.map"
+}
+
+# okl move of tenant $1 from address $2 to address $3, pinning it in the override map.
+move_tenant() {
+  local tenant=$1 from=$2 to=$3
+  "$(find_cli)" move --tenant="$tenant" --from="$from" --to="$to" \
+    --route_map="$state/tenant_overrides.map" \
+    --route_reload="'$root/deploy/cluster/local_cluster.sh' reload"
+}
+
+move() {
+  local tenant=$1 n=$2 to from
+  [[ $n =~ ^[1-9][0-9]*$ ]] || usage
+  require_router
+  alive "$state/replica-$n/pid" || die "replica $n is not running"
+  to="127.0.0.1:$(read_port "$state/replica-$n/port")"
+  from=$(tenant_location "$tenant") || die "no replica holds models of tenant \"$tenant\""
+  [[ $from != "$to" ]] || die "tenant \"$tenant\" is on replica $n already"
+  move_tenant "$tenant" "$from" "$to"
+}
+
+add() {
+  require_router
+  local n cli server new_address address tenant owner moved=()
+  n=$(replica_addresses | wc -l)
+  cli=$(find_cli)
+  server=$(find_server)
+  start_replica "$server" "$state/replica-$((n + 1))" $((base_port + n + 1))
+  wait_for_replica "$state/replica-$((n + 1))"
+  new_address="127.0.0.1:$(read_port "$state/replica-$((n + 1))/port")"
+  local ring
+  ring=$(replica_addresses | paste -sd, -)
+  # Each replica's unpinned tenants that the larger ring gives to the new replica.
+  for address in $(replica_addresses); do
+    [[ $address != "$new_address" ]] || continue
+    while read -r tenant owner; do
+      [[ $owner == "$new_address" ]] || continue
+      pinned "$tenant" && continue
+      move_tenant "$tenant" "$address" "$new_address" >&2 ||
+        die "moving tenant \"$tenant\" failed (it stays on $address); replica $((n + 1)) runs, outside the ring"
+      moved+=("$tenant")
+    done < <("$cli" list --server="$address" --json |
+      python3 -c 'import json, sys; print("\n".join(sorted({m["tenant"] for m in json.load(sys.stdin)["models"]})))' |
+      python3 "$root/deploy/cluster/nginx_ring.py" --replicas="$ring")
+  done
+  # The new ring now sends the moved tenants where their pins do: drop the pins with the
+  # same reload that installs the ring.
+  local tenant_pins=$state/tenant_overrides.map
+  for tenant in "${moved[@]}"; do
+    awk -v key="\"$tenant\"" '$1 != key' "$tenant_pins" >"$tenant_pins.new"
+    mv "$tenant_pins.new" "$tenant_pins"
+  done
+  write_router_config
+  env -u NGINX "$(find_nginx)" -t -q -c "$state/nginx.conf" -e "$state/nginx-error.log" ||
+    die "nginx rejected $state/nginx.conf"
+  reload_router
+  echo "moved ${#moved[@]} tenant(s) to replica $((n + 1)): ${moved[*]}" >&2
+  print_processes
+}
+
 case ${1:-} in
   start) shift; (($# <= 1)) || usage; start "$@" ;;
   status) print_processes ;;
   stop) stop ;;
+  move) shift; (($# == 2)) || usage; move "$@" ;;
+  reload) reload_router ;;
+  add) shift; (($# == 0)) || usage; add ;;
   *) usage ;;
 esac

@@ -23,6 +23,11 @@ router's gRPC port and each replica's own:
   - while a replica is down its tenants' calls fail with UNAVAILABLE and reach no other
     replica;
   - `stop` then `start` with the same directory brings every model back where it was;
+  - `move TENANT N` takes the tenant's models to replica N: they are there, equal, and only
+    there; the router sends the tenant there; the old replica answers UNAVAILABLE;
+  - `add` starts replica 4 and moves to it exactly the tenants that nginx's ring of four
+    replicas assigns to it (as the router, routing every tenant, then confirms): each
+    model equal to what it was, every tenant on one replica, the others where they were;
   - `stop` leaves no process and closes the router's port.
 """
 
@@ -92,6 +97,8 @@ class LocalClusterTest(unittest.TestCase):
         cls.env = dict(os.environ, OKL_CLUSTER_DIR=os.path.join(cls.tmp, "cluster"),
                        OKL_CLUSTER_PORT=str(CLUSTER_PORT), OKL_SERVER=ARGS.server,
                        OKL_NGINX=ARGS.nginx)
+        if ARGS.cli:
+            cls.env["OKL_CLI"] = ARGS.cli
         cls.script = os.path.join(ARGS.deploy_dir, "cluster", "local_cluster.sh")
         cls.addClassCleanup(cls.run_script, "stop")
         cls.started = parse_process_lines(cls.run_script("start", str(REPLICAS)))
@@ -246,10 +253,101 @@ class LocalClusterTest(unittest.TestCase):
         self.assertEqual(self.router.GetModel(ref, metadata=self.tenant_metadata(tenant),
                                               timeout=RPC_TIMEOUT_S).stats.steps, 26)
 
+    @staticmethod
+    def retried(call, write=False):
+        """call(), retried on UNAVAILABLE as okl's client library retries: a read up to 3
+        times in all, with backoff; a write only when the server said it applied nothing
+        (okl-batches-applied: 0). Right after a move, a call may still reach the old
+        replica over a connection the router is closing."""
+        for attempt in range(3):
+            try:
+                return call()
+            except grpc.RpcError as error:
+                trailers = dict(error.trailing_metadata() or ())
+                retry = error.code() == grpc.StatusCode.UNAVAILABLE and (
+                    not write or trailers.get("okl-batches-applied") == "0")
+                if not retry or attempt == 2:
+                    raise
+                time.sleep(0.05 * 2 ** attempt)
+
+    def snapshots(self, tenants):
+        """tenant -> its model's Snapshot bytes, read through the router."""
+        result = {}
+        for tenant in tenants:
+            def snapshot():
+                return b"".join(chunk.data for chunk in self.router.Snapshot(
+                    pb.ModelRef(tenant=tenant, model="m"),
+                    metadata=self.tenant_metadata(tenant), timeout=RPC_TIMEOUT_S))
+            result[tenant] = self.retried(snapshot)
+        return result
+
+    def test_4b_a_moved_tenant_is_on_its_new_replica_only(self):
+        tenant = "tenant-001"
+        before = self.holders()[tenant]
+        self.assertEqual(len(before), 1)
+        target = (before[0] + 1) % REPLICAS
+        snapshot = self.snapshots([tenant])[tenant]
+        out = self.run_script("move", tenant, str(target + 1))
+        self.assertIn("moved tenant %s to 127.0.0.1:%d" % (tenant, CLUSTER_PORT + target + 1),
+                      out)
+        self.assertEqual(self.holders()[tenant], [target])
+        self.assertEqual(self.snapshots([tenant])[tenant], snapshot)
+        ref = pb.ModelRef(tenant=tenant, model="m")
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.replicas[before[0]].GetModel(ref, timeout=RPC_TIMEOUT_S)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        self.assertIn("moved", caught.exception.details())
+        # Writes through the router land on the new replica.
+        self.retried(lambda: self.router.Observe(
+            pb.ObserveRequest(ref=ref, examples=examples(3)),
+            metadata=self.tenant_metadata(tenant), timeout=RPC_TIMEOUT_S), write=True)
+        self.assertEqual(self.replicas[target].GetModel(ref, timeout=RPC_TIMEOUT_S).stats.steps,
+                         26 + 3)
+        with open(os.path.join(self.env["OKL_CLUSTER_DIR"], "tenant_overrides.map")) as f:
+            self.assertIn('"%s" 127.0.0.1:%d;' % (tenant, CLUSTER_PORT + target + 1), f.read())
+
+    def test_4c_an_added_replica_takes_exactly_its_share_of_the_ring(self):
+        before = self.holders()
+        tenants = sorted(before)
+        snapshots = self.snapshots(tenants)
+        out = self.run_script("add")
+        processes = parse_process_lines(out)
+        new_address = "127.0.0.1:%d" % (CLUSTER_PORT + REPLICAS + 1)
+        self.assertEqual([a for a, _ in processes["replicas"]][-1], new_address)
+        type(self).started = processes
+        self.connect()
+        after = self.holders(replicas=REPLICAS + 1)
+        self.assertEqual(sorted(after), tenants)
+        moved = sorted(t for t in tenants if after[t] == [REPLICAS])
+        for tenant in tenants:
+            self.assertEqual(len(after[tenant]), 1, "%s is on replicas %s" % (tenant, after[tenant]))
+            if tenant not in moved:
+                self.assertEqual(after[tenant], before[tenant], tenant)
+        # The ring of four (nginx's algorithm, deploy/cluster/nginx_ring.py) gives the new
+        # replica these tenants; tenant-001 is pinned by test_4b and stays.
+        ring = subprocess.run(
+            [sys.executable, os.path.join(ARGS.deploy_dir, "cluster", "nginx_ring.py"),
+             "--replicas=" + ",".join(a for a, _ in processes["replicas"])] + tenants,
+            capture_output=True, text=True, check=True).stdout
+        owners = dict(line.split() for line in ring.splitlines())
+        expected = sorted(t for t in tenants if owners[t] == new_address and t != "tenant-001")
+        self.assertEqual(moved, expected)
+        print("tenants moved to replica 4: %d of %d" % (len(moved), len(tenants)),
+              file=sys.stderr)
+        self.assertGreater(len(moved), TENANTS // 10)
+        self.assertLess(len(moved), TENANTS // 2)
+        # The router sends every tenant to the replica that holds it (a wrong ring would
+        # send some to a replica without their model: NOT_FOUND), and nothing changed.
+        self.assertEqual(self.snapshots(tenants), snapshots)
+        with open(os.path.join(self.env["OKL_CLUSTER_DIR"], "tenant_overrides.map")) as f:
+            pins = f.read()
+        for tenant in moved:
+            self.assertNotIn('"%s"' % tenant, pins)
+
     def test_5_stop_leaves_nothing_running(self):
         pid_files = [os.path.join(self.env["OKL_CLUSTER_DIR"], "nginx.pid")] + [
             os.path.join(self.env["OKL_CLUSTER_DIR"], "replica-%d" % (i + 1), "pid")
-            for i in range(REPLICAS)]
+            for i in range(REPLICAS + 1)]
         pids = []
         for path in pid_files:
             with open(path) as f:

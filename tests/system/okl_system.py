@@ -396,6 +396,7 @@ def parse_args(doc):
     parser.add_argument("--promtool", default="/usr/bin/promtool")
     parser.add_argument("--deploy_dir", required=True, help="the repository's deploy/")
     parser.add_argument("--nginx", default="/usr/sbin/nginx", help="the router (cluster test)")
+    parser.add_argument("--cli", default="", help="the okl tool (cluster test's moves)")
     return parser.parse_known_args()
 
 
