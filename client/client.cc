@@ -711,27 +711,37 @@ absl::Status ObserveWriter::FinishStream() {
   while (state.writer != nullptr) {
     state.writer->WritesDone();
     const grpc::Status finished = state.writer->Finish();
-    const int64_t applied = finished.ok() ? -1 : BatchesApplied(*state.context, finished);
+    const int64_t refused_at = finished.ok() ? -1 : BatchesApplied(*state.context, finished);
     state.writer.reset();
     state.context.reset();
-    if (finished.ok()) return Acknowledge();
-    const absl::Status status = FromGrpcStatus(finished);
-    if (status.code() != absl::StatusCode::kUnavailable || applied < 0 ||
-        static_cast<size_t>(applied) > state.unacknowledged.size()) {
+    absl::Status status = FromGrpcStatus(finished);
+    if (finished.ok()) {
+      // The server answers for the messages it applied. Fewer than were written means
+      // the stream was cut short on its way (a proxy, a retry below gRPC's API): the
+      // rest were not applied, and go again like a refused stream's.
+      OKL_RETURN_IF_ERROR(AcknowledgeAnswered());
+      if (state.unacknowledged.empty()) {
+        state.refused_since = absl::InfinitePast();
+        return absl::OkStatus();
+      }
+      status = absl::UnavailableError("the server answered for part of the stream only");
+    } else if (status.code() != absl::StatusCode::kUnavailable || refused_at < 0 ||
+               static_cast<size_t>(refused_at) > state.unacknowledged.size()) {
       return Fail(absl::Status(
           status.code(),
           absl::StrCat(status.message(), " [ObserveWriter: the failed stream carried examples ",
                        state.first, " to ", state.first + state.count - 1,
                        ", of which any prefix may be applied; ", acknowledged_,
                        " are acknowledged; AppliedSinceOpen() tells]")));
+    } else {
+      // The server refused the stream's message `refused_at` (a tenant being moved, a
+      // server starting or draining) and applied none after it, or a proxy never passed
+      // the stream on: acknowledge the ones before, and send the rest again on a new
+      // stream, which the router sends where the tenant is now.
+      AcknowledgeRefusedPrefix(static_cast<size_t>(refused_at));
+      if (state.unacknowledged.empty()) return absl::OkStatus();
     }
-    // The server refused the stream's message `applied` (a tenant being moved, a server
-    // starting or draining) and applied none after it, or a proxy never passed the stream
-    // on: acknowledge the ones before, and send the rest again on a new stream, which the
-    // router sends where the tenant is now.
     ++streams_refused_;
-    AcknowledgeRefusedPrefix(static_cast<size_t>(applied));
-    if (state.unacknowledged.empty()) return absl::OkStatus();
     const absl::Time now = absl::Now();
     if (state.refused_since == absl::InfinitePast()) {
       state.refused_since = now;
@@ -756,31 +766,37 @@ absl::Status ObserveWriter::FinishStream() {
   return absl::OkStatus();
 }
 
-absl::Status ObserveWriter::Acknowledge() {
+absl::Status ObserveWriter::AcknowledgeAnswered() {
   State& state = *state_;
-  const uint64_t first = state.first;
-  const uint64_t count = state.count;
-  const uint64_t omitted = state.response.predictions_omitted();
-  if (static_cast<uint64_t>(state.response.predictions_size()) + omitted != count ||
-      static_cast<uint64_t>(state.response.losses_size()) + omitted != count) {
-    return Fail(absl::InternalError(absl::StrCat(
-        "ObserveWriter: the server acknowledged ", state.response.predictions_size(),
-        " predictions and ", state.response.losses_size(), " losses for a stream of ", count,
-        " examples")));
+  const v1::ObserveResponse& response = state.response;
+  const uint64_t omitted = response.predictions_omitted();
+  const uint64_t answered = static_cast<uint64_t>(response.predictions_size()) + omitted;
+  // The messages the answer covers: a prefix of those written.
+  size_t messages = 0;
+  uint64_t count = 0;
+  while (messages < state.unacknowledged.size() && count < answered) {
+    count += state.unacknowledged[messages++].examples_size();
   }
-  RecycleUnacknowledged(state.unacknowledged.size());
-  state.refused_since = absl::InfinitePast();
+  if (count != answered || static_cast<uint64_t>(response.losses_size()) + omitted != answered) {
+    return Fail(absl::InternalError(absl::StrCat(
+        "ObserveWriter: the server acknowledged ", response.predictions_size(),
+        " predictions and ", response.losses_size(), " losses (", omitted,
+        " omitted) for a stream of ", state.count, " examples in ",
+        state.unacknowledged.size(), " messages")));
+  }
+  const uint64_t first = state.first;
+  RecycleUnacknowledged(messages);
   acknowledged_ += count;
   state.first += count;
-  state.count = 0;
-  if (options_.on_ack) {
+  state.count -= count;
+  if (options_.on_ack && count > 0) {
     AckedBatch ack;
     ack.first = first;
     ack.count = count;
-    ack.predictions = ToVector(state.response.predictions());
-    ack.losses = ToVector(state.response.losses());
-    ack.steps = state.response.steps();
-    ack.expansion_size = state.response.expansion_size();
+    ack.predictions = ToVector(response.predictions());
+    ack.losses = ToVector(response.losses());
+    ack.steps = response.steps();
+    ack.expansion_size = response.expansion_size();
     options_.on_ack(ack);
   }
   return absl::OkStatus();

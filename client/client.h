@@ -281,6 +281,8 @@ class Client {
 // "GOAWAY received" (a proxy closing the connection, e.g. nginx reloading its routes,
 // never processed it: HTTP/2 promises that), the writer acknowledges the messages before
 // the refused one and sends that message and the later ones again on a new stream,
+// as it does with the messages after those the server answered for when a stream's
+// answer covers fewer than were written (the stream was cut short on its way),
 // with ClientOptions' backoff, for up to ClientOptions::deadline; the model then holds
 // each example once and in order, and the caller sees no error. The writer keeps the open
 // stream's messages (at most batches_per_stream) until they are acknowledged.
@@ -374,8 +376,9 @@ class ObserveWriter {
   // Closes the open stream and acknowledges its examples; if the server refused part of
   // it with nothing applied (a tenant move), sends that part again until the deadline.
   absl::Status FinishStream();
-  // Acknowledges every example of the stream the server answered.
-  absl::Status Acknowledge();
+  // Acknowledges the examples the server's answer covers: the first unacknowledged
+  // messages (all of them, unless the stream was cut short on its way).
+  absl::Status AcknowledgeAnswered();
   // Acknowledges the first `messages` unacknowledged messages, which a refusal said were
   // applied.
   void AcknowledgeRefusedPrefix(size_t messages);
