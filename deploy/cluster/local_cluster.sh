@@ -271,7 +271,7 @@ tenant_location() {
   local tenant=$1 cli address
   cli=$(find_cli)
   for address in $(replica_addresses); do
-    if "$cli" list --server="$address" --tenant="$tenant" --json | grep -q '"model"'; then
+    if "$cli" list --server="$address" --tenant="$tenant" --json 2>/dev/null | grep -q '"model"'; then
       echo "$address"
       return 0
     fi
