@@ -15,6 +15,8 @@
 //
 // Scenarios (--scenarios, in this order):
 //   health     grpc.health.v1.Health/Check of "" (empty request: the transport alone)
+//   get        GetModel: an okl call doing almost no work (the service's own path: the
+//              sync handler, authentication, the tenant's rate, the registry lookup)
 //   predict    Predict of --predict_batch inputs
 //   observe1   Observe of 1 example
 //   observe64  Observe of 64 examples
@@ -123,7 +125,8 @@ ABSL_FLAG(int32_t, regret_window, 0,
 ABSL_FLAG(int32_t, budget, 256,
           "Budget max_terms (OLDEST) of the models: the expansion size B.");
 ABSL_FLAG(std::string, scenarios, "health,predict,observe1,observe64,stream",
-          "Comma-separated scenarios to run: health, predict, observe1, observe64, stream.");
+          "Comma-separated scenarios to run: health, get, predict, observe1, observe64, "
+          "stream.");
 ABSL_FLAG(double, rate, 0,
           "Open loop: send the unary scenarios' calls at this many per second, on schedule "
           "whatever the responses do, latency counted from each call's scheduled time "
@@ -467,6 +470,8 @@ std::vector<std::vector<grpc::ByteBuffer>> RequestPools(const Settings& s,
     for (int r = 0; r < kRequestsPerModel; ++r) {
       if (scenario == "health") {
         pools[m].push_back(HealthCheckRequest(""));
+      } else if (scenario == "get") {
+        pools[m].push_back(Serialize(Ref(s, m)));
       } else if (scenario == "predict") {
         v1::PredictRequest request;
         *request.mutable_ref() = Ref(s, m);
@@ -529,7 +534,7 @@ Measurement RunScenario(const Settings& s, absl::string_view name,
   m.name = std::string(name);
   m.offered_rate = name == "stream" ? 0 : offered_rate;
   m.stream = name == "stream";
-  m.has_examples = name != "health" && name != "predict";
+  m.has_examples = name != "health" && name != "get" && name != "predict";
   const std::vector<std::vector<grpc::ByteBuffer>> pools = RequestPools(s, name, source);
   const int callers = m.stream ? s.stream_callers : s.callers;
   std::vector<Caller> plan(callers);
@@ -540,6 +545,7 @@ Measurement RunScenario(const Settings& s, absl::string_view name,
     plan[i].tenant = s.tenant;
   }
   const std::string method = name == "health"    ? std::string(kHealthCheckMethod)
+                             : name == "get"     ? MethodName("GetModel")
                              : name == "predict" ? MethodName("Predict")
                              : m.stream          ? MethodName("ObserveStream")
                                                  : MethodName("Observe");
@@ -931,11 +937,11 @@ absl::StatusOr<Settings> ReadFlags() {
   }
   for (absl::string_view name :
        absl::StrSplit(absl::GetFlag(FLAGS_scenarios), ',', absl::SkipWhitespace())) {
-    if (name != "health" && name != "predict" && name != "observe1" && name != "observe64" &&
-        name != "stream") {
+    if (name != "health" && name != "get" && name != "predict" && name != "observe1" &&
+        name != "observe64" && name != "stream") {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown scenario \"", name,
-                       "\" in --scenarios; known: health, predict, observe1, "
+                       "\" in --scenarios; known: health, get, predict, observe1, "
                        "observe64, stream"));
     }
     s.scenarios.emplace_back(name);

@@ -134,6 +134,11 @@ struct MoveOptions {
 absl::Status RunMove(const Client& from, const Client& to, absl::string_view tenant,
                      const MoveOptions& options, const Output& output);
 
+// `okl fence`: Client::FenceTenant, then what it did: the tenant's models fenced (or
+// deleted), or the fence lifted.
+absl::Status RunFence(const Client& client, absl::string_view tenant, bool fenced,
+                      bool delete_models, const Output& output);
+
 // Whether `service` ("" for the whole server) is SERVING. Prints nothing on success unless
 // Output::json; the caller reports NOT_SERVING.
 absl::StatusOr<bool> RunHealth(const Client& client, absl::string_view service,

@@ -1,7 +1,8 @@
 // client/cli/move.cc
 //
 // `okl move`: a tenant's models from one replica to another, with nothing acknowledged
-// lost. The steps, and what each failure leaves:
+// lost; and `okl fence`, its fence by hand. The steps of a move, and what each failure
+// leaves:
 //   1. lift any old fence of the tenant on the target (a tenant moved away from it once);
 //   2. fence the tenant's writes on the source (FenceTenant): writes are refused
 //      (UNAVAILABLE, nothing applied: clients retry) and the running ones finish;
@@ -210,6 +211,35 @@ absl::Status RunMove(const Client& from, const Client& to, absl::string_view ten
         absl::StrFormat("%.1f", total_ms), " ms\n");
     std::fwrite(text.data(), 1, text.size(), output.out);
   }
+  return absl::OkStatus();
+}
+
+absl::Status RunFence(const Client& client, absl::string_view tenant, bool fenced,
+                      bool delete_models, const Output& output) {
+  OKL_ASSIGN_OR_RETURN(std::vector<std::string> models,
+                       client.FenceTenant(tenant, fenced, delete_models));
+  std::string text;
+  if (output.json) {
+    std::string names = "[";
+    for (size_t i = 0; i < models.size(); ++i) {
+      absl::StrAppend(&names, i == 0 ? "" : ",", JsonString(models[i]));
+    }
+    names += "]";
+    JsonObject json;
+    json.AddString("tenant", tenant)
+        .AddBool("fenced", fenced)
+        .AddBool("models_deleted", delete_models)
+        .AddRaw("models", names);
+    text = absl::StrCat(json.str(), "\n");
+  } else if (!fenced) {
+    text = absl::StrCat("lifted the fence of tenant ", tenant, "\n");
+  } else {
+    text = absl::StrCat(delete_models ? "deleted behind the fence of tenant " : "fenced tenant ",
+                        tenant, ": ", models.size(), " model", models.size() == 1 ? "" : "s",
+                        models.empty() ? "" : " (", absl::StrJoin(models, ", "),
+                        models.empty() ? "" : ")", "\n");
+  }
+  std::fwrite(text.data(), 1, text.size(), output.out);
   return absl::OkStatus();
 }
 

@@ -169,6 +169,10 @@ ABSL_FLAG(std::string, route_to, "",
 ABSL_FLAG(std::string, route_reload, "",
           "move: a shell command that makes the router reread --route_map (e.g. "
           "\"nginx -s reload -c FILE\")");
+ABSL_FLAG(bool, lift, false, "fence: lift the tenant's fence instead of raising it");
+ABSL_FLAG(bool, delete_models, false,
+          "fence: then delete the tenant's models on this server (after a move; the fence "
+          "stays)");
 ABSL_FLAG(std::string, tenants, "",
           "token new: the tenants the token may use, comma-separated (acme,globex), or * for "
           "every tenant; required for read and write; admin takes * or nothing");
@@ -712,6 +716,20 @@ int RunMove(const CommandLine& line, const Command& command) {
                                   OutputFromFlags()));
 }
 
+int RunFence(const CommandLine& line, const Command& command) {
+  if (!line.Given("tenant")) return CommandUsageError(command, "fence needs --tenant");
+  const bool lift = absl::GetFlag(FLAGS_lift);
+  const bool delete_models = absl::GetFlag(FLAGS_delete_models);
+  if (lift && delete_models) {
+    return CommandUsageError(command, "--lift and --delete_models exclude each other");
+  }
+  int exit_code = 0;
+  std::optional<Session> session = StartSession(line, command, &exit_code, absl::Minutes(10));
+  if (!session.has_value()) return exit_code;
+  return Finish(okl::cli::RunFence(*session->client, TenantFromFlags(line), !lift,
+                                   delete_models, session->output));
+}
+
 int RunHealth(const CommandLine& line, const Command& command) {
   int exit_code = 0;
   std::optional<Session> session = StartSession(line, command, &exit_code, absl::Seconds(5));
@@ -897,6 +915,21 @@ const std::vector<Command>& Commands() {
        .flags = {"tenant", "from", "to", "route_map", "route_reload", "route_to"},
        .model_ref = false,
        .run = RunMove},
+      {.name = "fence",
+       .summary = "fence a tenant's writes on one server, or lift the fence (admin)",
+       .synopsis = "okl fence --tenant=T [--lift | --delete_models] [--server=HOST:PORT]",
+       .description =
+           "The steps of a move by hand (okl move does them for a router with an override\n"
+           "map). Without flags: fences the tenant's writes on --server (each is refused\n"
+           "with UNAVAILABLE, nothing applied, and okl's client library retries it) and\n"
+           "returns once the writes already running have finished; prints the tenant's\n"
+           "models there. --delete_models: the same, then deletes those models; the fence\n"
+           "stays, so calls still reaching this server are refused, not NOT_FOUND. --lift:\n"
+           "lifts the fence (writes are served again). Needs an admin token. A restart lifts\n"
+           "every fence.",
+       .flags = {"tenant", "lift", "delete_models"},
+       .model_ref = false,
+       .run = RunFence},
       {.name = "health",
        .summary = "exit 0 if the server is SERVING, 1 otherwise (quiet on success)",
        .synopsis = "okl health [--server=HOST:PORT] [--timeout=5s] [--service=NAME]",

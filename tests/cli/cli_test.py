@@ -238,6 +238,11 @@ class OklCliTest(unittest.TestCase):
             ["token", "new", "--role=read", "--tenants=a,*"],
             ["token", "new", "--role=admin", "--tenants=a"],
             ["token", "new", "--role=read", "--tenants=a", "--server=x"],
+            ["fence"],                                     # --tenant missing
+            ["fence", "--tenant=t", "--lift", "--delete_models"],
+            ["move", "--tenant=t", "--from=a:1", "--to=b:1"],  # no --route_map
+            ["move", "--tenant=t", "--from=a:1", "--to=a:1", "--route_map=m"],
+            ["move", "--tenant=t", "--from=a:1", "--to=b:1", "--route_map=m", "--server=x"],
             ["frobnicate"],
             [],
         ]
@@ -246,6 +251,31 @@ class OklCliTest(unittest.TestCase):
             self.assertEqual(code, 2, "okl %s\n%s" % (" ".join(args), err))
             self.assertIn("usage: okl", err)
             self.assertEqual(out, "")
+
+    def test_fence_refuses_the_tenants_writes_until_lifted(self):
+        self.okl("create", "--tenant=fenced", "--model=m", "--dim=2", expect=0)
+        row = self.path("fence-row.csv")
+        with open(row, "w") as f:
+            f.write("0.1,0.2,0.3\n")
+        code, out, _ = self.okl("fence", "--tenant=fenced", expect=0)
+        self.assertEqual(out, "fenced tenant fenced: 1 model (m)\n")
+        # A write is refused with nothing applied (the tool's writer retries for --timeout).
+        code, _, err = self.okl("observe", "--tenant=fenced", "--model=m", "--timeout=1s", row)
+        self.assertEqual(code, 1)
+        self.assertIn("UNAVAILABLE", err)
+        self.assertIn("is being moved", err)
+        _, out, _ = self.okl("get", "--tenant=fenced", "--model=m", "--json", expect=0)
+        self.assertEqual(json.loads(out)["stats"].get("steps", 0), 0)
+        _, out, _ = self.okl("fence", "--tenant=fenced", "--lift", expect=0)
+        self.assertEqual(out, "lifted the fence of tenant fenced\n")
+        self.okl("observe", "--tenant=fenced", "--model=m", row, expect=0)
+        _, out, _ = self.okl("fence", "--tenant=fenced", "--delete_models", "--json", expect=0)
+        self.assertEqual(json.loads(out), {"tenant": "fenced", "fenced": True,
+                                           "models_deleted": True, "models": ["m"]})
+        code, _, err = self.okl("get", "--tenant=fenced", "--model=m")
+        self.assertEqual(code, 1)
+        self.assertOneErrorLine(err, "okl: UNAVAILABLE: ", "has moved to another replica")
+        self.okl("fence", "--tenant=fenced", "--lift", expect=0)
 
     def test_health_is_quiet_when_serving_and_fails_fast_on_a_dead_port(self):
         code, out, err = self.okl("health")
