@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 
@@ -52,6 +53,9 @@ absl::Status ModelEntry::ObserveBatch(const InputBatch& xs, absl::Span<const dou
   absl::Status status;
   bool regret_due = false;
   {
+    writers_.fetch_add(1, std::memory_order_relaxed);
+    // Released after the lock (destroyed in reverse order).
+    absl::Cleanup done = [this] { writers_.fetch_sub(1, std::memory_order_relaxed); };
     WriterLock lock(&mu_);
     OKL_RETURN_IF_ERROR(CheckLive());
     if (journal_ != nullptr) {

@@ -18,6 +18,7 @@
 #ifndef OKL_CORE_MODEL_REGISTRY_H_
 #define OKL_CORE_MODEL_REGISTRY_H_
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -152,6 +153,11 @@ class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
   // Marks the entry deleted: work already holding the lock finishes, later calls fail.
   void MarkDeleted() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // True while an ObserveBatch waits for or holds the writer lock: a PredictBatch now
+  // would wait for it, journal write included. A hint for where to run a read (the server
+  // keeps reads that would wait off gRPC's threads): a batch may begin right after.
+  bool writing() const { return writers_.load(std::memory_order_relaxed) > 0; }
+
  private:
   absl::Status CheckLive() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // learner_->stats() with the published regret.
@@ -169,6 +175,7 @@ class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
   mutable Mutex mu_;
   std::unique_ptr<Model> learner_ ABSL_GUARDED_BY(mu_);
   bool deleted_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<int> writers_{0};  // ObserveBatch calls waiting for or holding mu_
   RegretScheduler* const regret_scheduler_;
   // The model's steps at the last request; 0: never asked (a request needs steps > 0).
   uint64_t regret_requested_at_ ABSL_GUARDED_BY(mu_) = 0;

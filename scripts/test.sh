@@ -26,12 +26,14 @@ configure build/tsa -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
   -DOKL_THREAD_SAFETY=ON -DOKL_BUILD_BENCHMARKS=OFF
 cmake --build build/tsa -j "$jobs"
 
-echo "== thread sanitizer build: concurrency tests of the model registry and host"
+echo "== thread sanitizer build: concurrency tests of the model registry, the host and the work pool"
 configure build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOKL_SANITIZE=thread \
   -DOKL_BUILD_BENCHMARKS=OFF
-cmake --build build/tsan -j "$jobs" --target okl_core_test okl_model_host_test
+cmake --build build/tsan -j "$jobs" --target okl_core_test okl_model_host_test \
+  okl_work_pool_test
 build/tsan/tests/core/okl_core_test --gtest_filter='ModelRegistry*:ValidateName*:RegretScheduler*'
 build/tsan/tests/server/okl_model_host_test
+build/tsan/tests/server/okl_work_pool_test
 
 echo "== address + undefined-behaviour sanitizer build"
 configure build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOKL_SANITIZE=address,undefined \

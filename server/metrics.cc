@@ -138,6 +138,8 @@ class ServerMetrics::Impl {
     predictions_.fetch_add(inputs, std::memory_order_relaxed);
   }
 
+  void RecordOffloaded() { offloaded_.fetch_add(1, std::memory_order_relaxed); }
+
   std::string Scrape() const { return prometheus::TextSerializer().Serialize(Collect()); }
 
   std::vector<MetricFamily> Collect() const {
@@ -186,6 +188,12 @@ class ServerMetrics::Impl {
     families->push_back(Single(
         "okl_predictions_total", "Inputs predicted by Predict calls.", MetricType::Counter,
         static_cast<double>(predictions_.load(std::memory_order_relaxed))));
+    families->push_back(Single(
+        "okl_offloaded_calls_total",
+        "GetModel and Predict calls run on the offload threads rather than inline on gRPC's: "
+        "Predicts over --max_inline_work, and calls that would wait for a batch being "
+        "applied to their model.",
+        MetricType::Counter, static_cast<double>(offloaded_.load(std::memory_order_relaxed))));
   }
 
   void CollectRegretScheduler(std::vector<MetricFamily>* families) const {
@@ -366,6 +374,7 @@ class ServerMetrics::Impl {
   std::atomic<uint64_t> examples_observed_{0};
   std::atomic<double> examples_loss_{0.0};
   std::atomic<uint64_t> predictions_{0};
+  std::atomic<uint64_t> offloaded_{0};
   MethodTable methods_;
 
   // The exposer holds a weak_ptr; the collector lives as long as this Impl.
@@ -419,6 +428,8 @@ void ServerMetrics::RecordObserved(size_t examples, double loss_sum) {
 }
 
 void ServerMetrics::RecordPredicted(size_t inputs) { impl_->RecordPredicted(inputs); }
+
+void ServerMetrics::RecordOffloaded() { impl_->RecordOffloaded(); }
 
 std::string ServerMetrics::Scrape() const { return impl_->Scrape(); }
 

@@ -83,6 +83,9 @@ class ServerMetrics {
   // prequential losses) / predicted. A few relaxed atomic adds.
   void RecordObserved(size_t examples, double loss_sum);
   void RecordPredicted(size_t inputs);
+  // Called for each call the service runs on its offload threads rather than inline
+  // (OklService::Options::max_inline_work).
+  void RecordOffloaded();
 
   // The text exposition of every series: what /metrics serves, less the exposer_* families
   // prometheus-cpp adds there about its own HTTP server.

@@ -91,6 +91,14 @@ ABSL_FLAG(uint64_t, max_response_predictions, Defaults().service.max_response_pr
 ABSL_FLAG(int32_t, max_concurrent_restores, Defaults().service.max_concurrent_restores,
           "Most Restore calls running at once (each buffers one snapshot); one more: "
           "RESOURCE_EXHAUSTED.");
+ABSL_FLAG(uint64_t, max_inline_work, Defaults().service.max_inline_work,
+          "A Predict of at most this many multiply-adds (inputs x the model's worst case per "
+          "input) runs inline on gRPC's thread; a larger one on the offload threads, so that "
+          "it does not stall the other calls that thread carries.");
+ABSL_FLAG(int32_t, offload_threads, Defaults().service.offload_threads,
+          "Threads that run the Predicts over --max_inline_work, and the GetModels and "
+          "Predicts that would wait for a batch being applied to their model; 0: one per "
+          "core.");
 ABSL_FLAG(std::string, port_file, "",
           "If set, once the server is SERVING write its bound port (decimal, newline) to "
           "this file, atomically (a temporary file in the same directory, renamed).");
@@ -265,6 +273,8 @@ int main(int argc, char** argv) {
   service.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   service.max_response_predictions = absl::GetFlag(FLAGS_max_response_predictions);
   service.max_concurrent_restores = absl::GetFlag(FLAGS_max_concurrent_restores);
+  service.max_inline_work = absl::GetFlag(FLAGS_max_inline_work);
+  service.offload_threads = absl::GetFlag(FLAGS_offload_threads);
   if (!TakeParsed(okl::ParseStreamApi(absl::GetFlag(FLAGS_observe_stream_api)),
                   &service.observe_stream_api)) {
     return 1;

@@ -127,6 +127,11 @@ absl::Status ValidateOptions(const Server::Options& options) {
   if (options.service.max_request_bytes < 1) {
     return absl::InvalidArgumentError("--max_request_bytes must be at least 1");
   }
+  if (options.service.offload_threads < 0 || options.service.offload_threads > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--offload_threads must be 0 (one per core) to 1024, got ",
+        options.service.offload_threads));
+  }
   if (options.service.max_concurrent_restores < 1) {
     return absl::InvalidArgumentError("--max_concurrent_restores must be at least 1");
   }

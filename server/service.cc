@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
+#include "core/model.h"
 #include "core/norma.h"
 #include "core/status_macros.h"
 #include "google/protobuf/descriptor.h"
@@ -68,14 +72,21 @@ absl::Status WithPrefix(absl::string_view prefix, const absl::Status& status) {
   return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
 }
 
-// The index of ObserveStream among the service's methods, as the generated code numbers
-// them (declaration order in okl.proto).
-int ObserveStreamMethodIndex() {
+// The index of `method` among the service's methods, as the generated code numbers them
+// (declaration order in okl.proto).
+int MethodIndex(absl::string_view method) {
   return v1::ObserveRequest::descriptor()
       ->file()
       ->FindServiceByName("OnlineKernelLearning")
-      ->FindMethodByName("ObserveStream")
+      ->FindMethodByName(std::string(method))
       ->index();
+}
+
+// A callback-API unary handler calling `handler(context, request, response)`, which
+// returns the call's reactor.
+template <typename Request, typename Response, typename Handler>
+grpc::internal::MethodHandler* UnaryHandler(Handler handler) {
+  return new grpc::internal::CallbackUnaryHandler<Request, Response>(std::move(handler));
 }
 
 // CANCELLED (or DEADLINE_EXCEEDED) once the client gave up on the call.
@@ -300,14 +311,15 @@ class OklService::ObserveSession {
   ModelStats stats_after_;  // the model's, right after this call's latest batch
 };
 
-// ObserveStream on the callback API: each message's batch runs in OnReadDone, on the
-// thread gRPC delivers it on; the reactor deletes itself when the call is done.
+// ObserveStream on the callback API: each message's batch runs on the offload pool once
+// it is read; the reactor deletes itself when the call is done.
 class OklService::ObserveStreamReactor final
     : public grpc::ServerReadReactor<v1::ObserveRequest> {
  public:
   ObserveStreamReactor(const OklService* service, grpc::CallbackServerContext* context,
                        v1::ObserveResponse* response)
-      : call_(service, context),
+      : service_(service),
+        call_(service, context),
         session_(service, &call_, context, /*stream=*/true, response) {
     if (!call_.status().ok()) {
       Finish(session_.Status(call_.status()));
@@ -321,6 +333,15 @@ class OklService::ObserveStreamReactor final
       Finish(ToGrpcStatus(session_.Finish()));
       return;
     }
+    // The batch writes to the store: off gRPC's thread. The next read starts once it is
+    // applied, so batches apply in order.
+    service_->offload_pool_.Schedule([this] { ApplyAndReadOn(); });
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void ApplyAndReadOn() {
     if (absl::Status status = session_.Apply(request_); !status.ok()) {
       Finish(session_.Status(status));
       return;
@@ -328,20 +349,98 @@ class OklService::ObserveStreamReactor final
     StartRead(&request_);
   }
 
-  void OnDone() override { delete this; }
-
- private:
+  const OklService* const service_;
   const ActiveCall call_;  // until OnDone: the call is in flight until its status is sent
   ObserveSession session_;
   v1::ObserveRequest request_;
 };
 
 OklService::OklService(ModelHost* host, const Authenticator* authenticator, Options options)
-    : host_(host), authenticator_(authenticator), options_(options) {
+    : host_(host),
+      authenticator_(authenticator),
+      options_(options),
+      offload_pool_(options.offload_threads > 0
+                        ? options.offload_threads
+                        : static_cast<int>(std::thread::hardware_concurrency())) {
+  // The unary calls run on gRPC's callback API (what the generated WithCallbackMethod_X
+  // mixins do, here for every unary method): the sync API hands each call to a thread of
+  // its pool, which costs more server CPU than a GetModel's or a small Predict's own work
+  // (README, "Load generator"). The small reads run inline, on the thread that received
+  // them; anything that writes to the store, may run long, or would wait for a model's
+  // writer runs on offload_pool_, since gRPC's threads carry every tenant's calls.
+  constexpr bool kOffload = false;
+  MarkMethodCallback(
+      MethodIndex("CreateModel"),
+      UnaryHandler<v1::CreateModelRequest, v1::ModelInfo>(
+          [this](grpc::CallbackServerContext* context, const v1::CreateModelRequest* request,
+                 v1::ModelInfo* response) {
+            return Respond(context, kOffload, [=, this](const ActiveCall& call) {
+              return ToGrpcStatus(DoCreateModel(call, *request, response));
+            });
+          }));
+  MarkMethodCallback(
+      MethodIndex("GetModel"),
+      UnaryHandler<v1::ModelRef, v1::ModelInfo>(
+          [this](grpc::CallbackServerContext* context, const v1::ModelRef* request,
+                 v1::ModelInfo* response) {
+            return Respond(context, !WouldWait(request->tenant(), request->model()),
+                           [=, this](const ActiveCall& call) {
+                             return ToGrpcStatus(DoGetModel(call, *request, response));
+                           });
+          }));
+  MarkMethodCallback(
+      MethodIndex("ListModels"),
+      UnaryHandler<v1::ListModelsRequest, v1::ListModelsResponse>(
+          [this](grpc::CallbackServerContext* context, const v1::ListModelsRequest* request,
+                 v1::ListModelsResponse* response) {
+            // It reads every model of the tenant (or the server).
+            return Respond(context, kOffload, [=, this](const ActiveCall& call) {
+              return ToGrpcStatus(DoListModels(call, *request, response));
+            });
+          }));
+  MarkMethodCallback(
+      MethodIndex("DeleteModel"),
+      UnaryHandler<v1::ModelRef, v1::DeleteModelResponse>(
+          [this](grpc::CallbackServerContext* context, const v1::ModelRef* request,
+                 v1::DeleteModelResponse*) {
+            return Respond(context, kOffload, [=, this](const ActiveCall& call) {
+              return ToGrpcStatus(DoDeleteModel(call, *request));
+            });
+          }));
+  MarkMethodCallback(
+      MethodIndex("Observe"),
+      UnaryHandler<v1::ObserveRequest, v1::ObserveResponse>(
+          [this](grpc::CallbackServerContext* context, const v1::ObserveRequest* request,
+                 v1::ObserveResponse* response) {
+            return Respond(context, kOffload, [=, this](const ActiveCall& call) {
+              ObserveSession session(this, &call, context, /*stream=*/false, response);
+              return session.Status(session.Apply(*request));
+            });
+          }));
+  MarkMethodCallback(
+      MethodIndex("Predict"),
+      UnaryHandler<v1::PredictRequest, v1::PredictResponse>(
+          [this](grpc::CallbackServerContext* context, const v1::PredictRequest* request,
+                 v1::PredictResponse* response) {
+            return Respond(context,
+                           PredictCost(*request) <= static_cast<double>(options_.max_inline_work),
+                           [=, this](const ActiveCall& call) {
+                             return ToGrpcStatus(DoPredict(call, context, *request, response));
+                           });
+          }));
+  MarkMethodCallback(
+      MethodIndex("FenceTenant"),
+      UnaryHandler<v1::FenceTenantRequest, v1::FenceTenantResponse>(
+          [this](grpc::CallbackServerContext* context, const v1::FenceTenantRequest* request,
+                 v1::FenceTenantResponse* response) {
+            // It waits for the tenant's writes in flight.
+            return Respond(context, kOffload, [=, this](const ActiveCall& call) {
+              return ToGrpcStatus(DoFenceTenant(call, context, *request, response));
+            });
+          }));
   if (options_.observe_stream_api == StreamApi::kCallback) {
-    // What the generated WithCallbackMethod_ObserveStream mixin does, chosen at run time.
     MarkMethodCallback(
-        ObserveStreamMethodIndex(),
+        MethodIndex("ObserveStream"),
         new grpc::internal::CallbackClientStreamingHandler<v1::ObserveRequest,
                                                            v1::ObserveResponse>(
             [this](grpc::CallbackServerContext* context, v1::ObserveResponse* response) {
@@ -391,14 +490,6 @@ void OklService::RecordObserved(absl::Span<const Observation> observations) cons
 
 // --- Handlers: check the call, convert in, call the host, convert out. --------------
 
-grpc::Status OklService::CreateModel(grpc::ServerContext* context,
-                                     const v1::CreateModelRequest* request,
-                                     v1::ModelInfo* response) {
-  const ActiveCall call(this, context);
-  if (!call.status().ok()) return ToGrpcStatus(call.status());
-  return ToGrpcStatus(DoCreateModel(call, *request, response));
-}
-
 absl::Status OklService::DoCreateModel(const ActiveCall& call,
                                        const v1::CreateModelRequest& request,
                                        v1::ModelInfo* response) {
@@ -412,13 +503,6 @@ absl::Status OklService::DoCreateModel(const ActiveCall& call,
   return absl::OkStatus();
 }
 
-grpc::Status OklService::GetModel(grpc::ServerContext* context, const v1::ModelRef* request,
-                                  v1::ModelInfo* response) {
-  const ActiveCall call(this, context);
-  if (!call.status().ok()) return ToGrpcStatus(call.status());
-  return ToGrpcStatus(DoGetModel(call, *request, response));
-}
-
 absl::Status OklService::DoGetModel(const ActiveCall& call, const v1::ModelRef& request,
                                     v1::ModelInfo* response) const {
   OKL_RETURN_IF_ERROR(ValidateRef(request));
@@ -428,14 +512,6 @@ absl::Status OklService::DoGetModel(const ActiveCall& call, const v1::ModelRef& 
   OKL_ASSIGN_OR_RETURN(ModelSummary summary, entry->Summary());
   *response = ToProto(summary);
   return absl::OkStatus();
-}
-
-grpc::Status OklService::ListModels(grpc::ServerContext* context,
-                                    const v1::ListModelsRequest* request,
-                                    v1::ListModelsResponse* response) {
-  const ActiveCall call(this, context);
-  if (!call.status().ok()) return ToGrpcStatus(call.status());
-  return ToGrpcStatus(DoListModels(call, *request, response));
 }
 
 absl::Status OklService::DoListModels(const ActiveCall& call,
@@ -455,28 +531,13 @@ absl::Status OklService::DoListModels(const ActiveCall& call,
   return absl::OkStatus();
 }
 
-grpc::Status OklService::DeleteModel(grpc::ServerContext* context, const v1::ModelRef* request,
-                                     v1::DeleteModelResponse* response) {
-  const ActiveCall call(this, context);
-  if (!call.status().ok()) return ToGrpcStatus(call.status());
-  return ToGrpcStatus(DoDeleteModel(call, *request));
-}
-
 absl::Status OklService::DoDeleteModel(const ActiveCall& call, const v1::ModelRef& request) {
   OKL_RETURN_IF_ERROR(ValidateRef(request));
   OKL_RETURN_IF_ERROR(call.Authorize(Role::kWrite, request.tenant(), "DeleteModel"));
   return host_->Delete(request.tenant(), request.model());
 }
 
-grpc::Status OklService::FenceTenant(grpc::ServerContext* context,
-                                     const v1::FenceTenantRequest* request,
-                                     v1::FenceTenantResponse* response) {
-  const ActiveCall call(this, context);
-  if (!call.status().ok()) return ToGrpcStatus(call.status());
-  return ToGrpcStatus(DoFenceTenant(call, context, *request, response));
-}
-
-absl::Status OklService::DoFenceTenant(const ActiveCall& call, grpc::ServerContext* context,
+absl::Status OklService::DoFenceTenant(const ActiveCall& call, grpc::ServerContextBase* context,
                                        const v1::FenceTenantRequest& request,
                                        v1::FenceTenantResponse* response) {
   OKL_RETURN_IF_ERROR(ValidateName("tenant", request.tenant()));
@@ -503,15 +564,6 @@ absl::Status OklService::DoFenceTenant(const ActiveCall& call, grpc::ServerConte
   return absl::OkStatus();
 }
 
-grpc::Status OklService::Observe(grpc::ServerContext* context,
-                                 const v1::ObserveRequest* request,
-                                 v1::ObserveResponse* response) {
-  const ActiveCall call(this, context);
-  ObserveSession session(this, &call, context, /*stream=*/false, response);
-  if (!call.status().ok()) return session.Status(call.status());
-  return session.Status(session.Apply(*request));
-}
-
 grpc::Status OklService::ObserveStream(grpc::ServerContext* context,
                                        grpc::ServerReader<v1::ObserveRequest>* reader,
                                        v1::ObserveResponse* response) {
@@ -532,12 +584,55 @@ grpc::ServerReadReactor<v1::ObserveRequest>* OklService::ObserveStreamCallback(
   return new ObserveStreamReactor(this, context, response);
 }
 
-grpc::Status OklService::Predict(grpc::ServerContext* context,
-                                 const v1::PredictRequest* request,
-                                 v1::PredictResponse* response) {
-  const ActiveCall call(this, context);
-  if (!call.status().ok()) return ToGrpcStatus(call.status());
-  return ToGrpcStatus(DoPredict(call, context, *request, response));
+template <typename Work>
+grpc::ServerUnaryReactor* OklService::Respond(grpc::CallbackServerContext* context,
+                                              bool run_inline, Work work) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (run_inline) {
+    const ActiveCall call(this, context);
+    reactor->Finish(call.status().ok() ? work(call) : Refusal(context, call.status()));
+    return reactor;
+  }
+  if (metrics_ != nullptr) metrics_->RecordOffloaded();
+  // Counted in flight from now, not from when a pool thread takes it, so that a drain
+  // waits for it.
+  auto call = std::make_unique<ActiveCall>(this, context);
+  offload_pool_.Schedule(
+      [this, context, call = std::move(call), reactor, work = std::move(work)]() mutable {
+        reactor->Finish(call->status().ok() ? work(*call) : Refusal(context, call->status()));
+      });
+  return reactor;
+}
+
+grpc::Status OklService::Refusal(grpc::ServerContextBase* context, const absl::Status& status) {
+  // Nothing of the call was applied; for an Observe the trailer says so (okl.proto,
+  // "Retrying writes"), as ObserveSession::Status does for a stream's later refusals.
+  if (status.code() == absl::StatusCode::kUnavailable) {
+    context->AddTrailingMetadata(kBatchesAppliedMetadataKey, "0");
+  }
+  return ToGrpcStatus(status);
+}
+
+bool OklService::WouldWait(absl::string_view tenant, absl::string_view model) const {
+  absl::StatusOr<std::shared_ptr<ModelEntry>> entry = host_->Find(tenant, model);
+  return entry.ok() && (*entry)->writing();
+}
+
+double OklService::PredictCost(const v1::PredictRequest& request) const {
+  // A call that will fail finds out fast wherever it runs.
+  if (request.inputs_size() == 0) return 0;
+  absl::StatusOr<std::shared_ptr<ModelEntry>> entry =
+      host_->Find(request.ref().tenant(), request.ref().model());
+  if (!entry.ok()) return 0;
+  if ((*entry)->writing()) return std::numeric_limits<double>::infinity();
+  double per_input = WorstCaseWorkPerExample((*entry)->config());
+  if (std::isinf(per_input)) {  // no budget: the expansion as it is now
+    absl::StatusOr<ModelSummary> summary = (*entry)->Summary();
+    if (!summary.ok()) return 0;
+    per_input = static_cast<double>((*entry)->config().dim) *
+                static_cast<double>(summary->stats.expansion_size + 1);
+  }
+  return per_input * request.inputs_size();
 }
 
 absl::Status OklService::DoPredict(const ActiveCall& call, grpc::ServerContextBase* context,

@@ -42,6 +42,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/config.h"
@@ -223,8 +224,9 @@ void ExpectPrinted(double printed, double expected, const std::string& what) {
 
 class TestServer {
  public:
-  TestServer(ModelHost* host, ServerMetrics* metrics, StreamApi api = StreamApi::kSync)
-      : service_(host, /*authenticator=*/nullptr, {.observe_stream_api = api}) {
+  TestServer(ModelHost* host, ServerMetrics* metrics, OklService::Options options = {})
+      : service_(host, /*authenticator=*/nullptr, options) {
+    service_.set_metrics(metrics);
     grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
@@ -260,6 +262,18 @@ class TestServer {
 };
 
 constexpr char kOkl[] = "okl.v1.OnlineKernelLearning";
+
+// dim 2, at most 100 terms: at most 200 multiply-adds an input.
+v1::ModelConfig SmallWireConfig() {
+  return testing::ParseConfig(R"pb(
+    dim: 2
+    kernel { gaussian { gamma: 1 } }
+    loss { squared {} }
+    learning_rate { eta0: 0.3 }
+    lambda: 0.01
+    budget { max_terms: 100 }
+  )pb");
+}
 constexpr char kHealth[] = "grpc.health.v1.Health";
 
 std::string RequestsKey(absl::string_view service, absl::string_view method,
@@ -360,6 +374,7 @@ TEST(ServerMetricsTest, PromtoolAcceptsTheExposition) {
            {"okl_examples_observed_total", "counter"},
            {"okl_examples_loss_total", "counter"},
            {"okl_predictions_total", "counter"},
+           {"okl_offloaded_calls_total", "counter"},
            {"okl_rpc_requests_total", "counter"},
            {"okl_rpc_duration_seconds", "histogram"},
            {"okl_build_info", "gauge"},
@@ -580,14 +595,7 @@ TEST(ServerMetricsRpcTest, CountsEveryCallByMethodAndCode) {
   ModelRegistry& registry = host.registry();
   ServerMetrics metrics(&registry, nullptr, {});
   TestServer server(&host, &metrics);
-  const v1::ModelConfig config = testing::ParseConfig(R"pb(
-    dim: 2
-    kernel { gaussian { gamma: 1 } }
-    loss { squared {} }
-    learning_rate { eta0: 0.3 }
-    lambda: 0.01
-    budget { max_terms: 100 }
-  )pb");
+  const v1::ModelConfig config = SmallWireConfig();
   ASSERT_TRUE(IsOk(testing::CreateModel(server.stub(), Ref("t", "m"), config)));
   v1::ModelInfo info;
   for (int i = 0; i < 4; ++i) {
@@ -621,6 +629,118 @@ TEST(ServerMetricsRpcTest, CountsEveryCallByMethodAndCode) {
             7.0);
 }
 
+// A Predict over max_inline_work runs on the offload threads, with the same answers and
+// errors as inline, and counts in okl_offloaded_calls_total.
+TEST(ServerMetricsRpcTest, PredictsOverMaxInlineWorkAreOffloadedCountedAndAnswerTheSame) {
+  ModelHost host(InMemoryHostOptions(/*max_models=*/10));
+  ServerMetrics metrics(&host.registry(), nullptr, {});
+  const v1::ModelConfig config = SmallWireConfig();  // 200 multiply-adds an input at most
+  TestServer inline_server(&host, &metrics, {.max_inline_work = 1000});
+  TestServer offloading(&host, &metrics, {.max_inline_work = 1000, .offload_threads = 1});
+  ASSERT_TRUE(IsOk(testing::CreateModel(inline_server.stub(), Ref("t", "m"), config)));
+  const std::vector<v1::Example> stream = testing::MakeStream(config, 40, 3);
+  v1::ObserveResponse observed;
+  ASSERT_TRUE(IsOk(testing::Observe(inline_server.stub(), Ref("t", "m"), stream, &observed)));
+
+  auto offloaded = [&] {
+    return Parse(metrics.Scrape()).Value("okl_offloaded_calls_total");
+  };
+  // 5 inputs (1,000 multiply-adds) run inline; 6 inputs are over the limit.
+  for (const size_t inputs : {size_t{1}, size_t{5}, size_t{6}, size_t{50}}) {
+    SCOPED_TRACE(inputs);
+    const std::vector<v1::Vector> probes = testing::MakeProbes(2, inputs, 11);
+    const double before = offloaded();
+    std::vector<double> here, there;
+    ASSERT_TRUE(IsOk(testing::Predict(inline_server.stub(), Ref("t", "m"), probes, &here)));
+    ASSERT_TRUE(IsOk(testing::Predict(offloading.stub(), Ref("t", "m"), probes, &there)));
+    EXPECT_EQ(testing::Bits(here), testing::Bits(there));
+    EXPECT_EQ(here.size(), inputs);
+    EXPECT_EQ(offloaded() - before, inputs > 5 ? 2 : 0);
+  }
+  // An offloaded Predict fails as an inline one does, and changes nothing.
+  const std::vector<v1::Vector> wrong_dim = testing::MakeProbes(3, 10, 12);
+  std::vector<double> ignored;
+  const double before = offloaded();
+  const grpc::Status status = testing::Predict(offloading.stub(), Ref("t", "m"), wrong_dim, &ignored);
+  EXPECT_TRUE(HasCode(status, grpc::StatusCode::INVALID_ARGUMENT)) << status.error_message();
+  EXPECT_EQ(offloaded() - before, 1);
+  EXPECT_EQ(Parse(metrics.Scrape()).Value(RequestsKey(kOkl, "Predict", "INVALID_ARGUMENT")), 1);
+  v1::ModelInfo info;
+  ASSERT_TRUE(IsOk(testing::GetModel(offloading.stub(), Ref("t", "m"), &info)));
+  EXPECT_EQ(info.stats().steps(), 40u);
+}
+
+// A journal whose Append blocks until released: an ObserveBatch held with the model's
+// writer lock, as a slow store write would hold it.
+class BlockingJournal final : public ModelJournal {
+ public:
+  absl::Status Append(const InputBatch&, absl::Span<const double>) override {
+    entered_.Notify();
+    released_.WaitForNotification();
+    return absl::OkStatus();
+  }
+  void WaitEntered() { entered_.WaitForNotification(); }
+  void Release() { released_.Notify(); }
+
+ private:
+  absl::Notification entered_, released_;
+};
+
+// A GetModel or Predict that would wait for a batch being applied to its model runs on
+// the offload threads (gRPC's threads carry other tenants' calls), and answers once the
+// batch is applied, with the model after it.
+TEST(ServerMetricsRpcTest, ReadsThatWouldWaitForAWriterAreOffloadedAndSeeItsBatch) {
+  ModelHost host(InMemoryHostOptions(/*max_models=*/10));
+  // Over a registry of its own: a scrape reads every model, and would wait for the writer.
+  ModelRegistry no_models({});
+  ServerMetrics metrics(&no_models, nullptr, {});
+  TestServer server(&host, &metrics);
+  absl::StatusOr<std::unique_ptr<Model>> learner = CreateModel(Config(LossType::kSquared));
+  ASSERT_TRUE(learner.ok()) << learner.status();
+  auto journal = std::make_shared<BlockingJournal>();
+  absl::StatusOr<std::shared_ptr<ModelEntry>> entry =
+      host.registry().Put("t", "busy", *std::move(learner), journal);
+  ASSERT_TRUE(entry.ok()) << entry.status();
+  EXPECT_FALSE((*entry)->writing());
+
+  std::thread writer([&] {
+    std::vector<Observation> out;
+    EXPECT_TRUE((*entry)->ObserveBatch(std::vector<double>{0.1, 0.2, 0.3}, {1.0}, &out).ok());
+  });
+  journal->WaitEntered();
+  EXPECT_TRUE((*entry)->writing());
+  v1::ModelInfo info;
+  std::vector<double> predictions;
+  grpc::Status get_status, predict_status;
+  std::thread reader([&] {
+    get_status = testing::GetModel(server.stub(), Ref("t", "busy"), &info);
+    predict_status =
+        testing::Predict(server.stub(), Ref("t", "busy"), testing::MakeProbes(3, 2, 5),
+                         &predictions);
+  });
+  // The GetModel was handed to the offload threads and waits there.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (Parse(metrics.Scrape()).Value("okl_offloaded_calls_total") < 1 &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(Parse(metrics.Scrape()).Value("okl_offloaded_calls_total"), 1);
+  // Meanwhile another model's calls run inline.
+  AddModel(host.registry(), "u", "idle", Config(LossType::kSquared), 5, 9);
+  v1::ModelInfo idle;
+  EXPECT_TRUE(IsOk(testing::GetModel(server.stub(), Ref("u", "idle"), &idle)));
+  EXPECT_EQ(Parse(metrics.Scrape()).Value("okl_offloaded_calls_total"), 1);
+
+  journal->Release();
+  writer.join();
+  reader.join();
+  EXPECT_FALSE((*entry)->writing());
+  ASSERT_TRUE(IsOk(get_status)) << get_status.error_message();
+  EXPECT_EQ(info.stats().steps(), 1u) << "the GetModel did not wait for the batch";
+  ASSERT_TRUE(IsOk(predict_status)) << predict_status.error_message();
+  EXPECT_EQ(predictions.size(), 2u);
+}
+
 // A stream is one call: one count and one duration, whichever API serves it.
 class StreamCountTest : public ::testing::TestWithParam<StreamApi> {};
 
@@ -628,7 +748,7 @@ TEST_P(StreamCountTest, AStreamCountsOnce) {
   ModelHost host(InMemoryHostOptions(/*max_models=*/10));
   ModelRegistry& registry = host.registry();
   ServerMetrics metrics(&registry, nullptr, {});
-  TestServer server(&host, &metrics, GetParam());
+  TestServer server(&host, &metrics, {.observe_stream_api = GetParam()});
   const v1::ModelConfig config = testing::ParseConfig(R"pb(
     dim: 2
     kernel { gaussian { gamma: 1 } }
