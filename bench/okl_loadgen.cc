@@ -16,7 +16,7 @@
 // Scenarios (--scenarios, in this order):
 //   health     grpc.health.v1.Health/Check of "" (empty request: the transport alone)
 //   get        GetModel: an okl call doing almost no work (the service's own path: the
-//              sync handler, authentication, the tenant's rate, the registry lookup)
+//              callback handler, authentication, the tenant's rate, the registry lookup)
 //   predict    Predict of --predict_batch inputs
 //   observe1   Observe of 1 example
 //   observe64  Observe of 64 examples

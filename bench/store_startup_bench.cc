@@ -1,18 +1,28 @@
 // bench/store_startup_bench.cc
 //
-// okl_store_startup_bench: the start-up time of okl_server's model store. Writes
+// okl_store_startup_bench: okl_server's restart time and memory at scale. Writes
 // --models models of --terms terms at dimension --dim into a temporary ModelStore (a
 // checkpoint each, then --log_batches logged batches of --batch examples), closes it,
 // and times what okl_server does before SERVING: open the store and RestoreModels (decode
-// every checkpoint, replay every log). Prints the time and PASS/MISS against --target;
-// always exits 0 unless the store fails.
-//   cmake --build build --target okl_store_startup_bench
-//   build/bench/okl_store_startup_bench
+// every checkpoint, replay every log), in this process. With --spawn_server it then
+// starts that okl_server binary on the store and measures the whole restart, from exec
+// to SERVING, and the server's resident memory once SERVING against the models' raw
+// bytes (terms x (dim + 1) doubles each: the support vectors and coefficients).
+// Prints PASS/MISS against --target and --max_rss_ratio, and as its last line one JSON
+// object; exits 0 unless the store or the server fails.
+// The defaults are issue 15's scale: 10,000 models x 100 terms at d = 16 and 1,000,000
+// logged examples to replay.
+//   cmake --build build --target okl_store_startup_bench okl_server
+//   build/bench/okl_store_startup_bench --spawn_server=build/server/okl_server
 
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
@@ -20,26 +30,82 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/model_registry.h"
 #include "core/norma.h"
+#include "core/status_macros.h"
 #include "server/model_store.h"
+#include "tests/support/spawned_server.h"
 
-ABSL_FLAG(int, models, 1000, "Models in the store.");
-ABSL_FLAG(int, terms, 1000, "Terms per model (its budget too).");
+ABSL_FLAG(int, models, 10000, "Models in the store.");
+ABSL_FLAG(int, terms, 100, "Terms per model (its budget too).");
 ABSL_FLAG(int, dim, 16, "Input dimension.");
 ABSL_FLAG(int, log_batches, 10, "Logged batches per model after its checkpoint.");
 ABSL_FLAG(int, batch, 10, "Examples per logged batch.");
 ABSL_FLAG(absl::Duration, target, absl::Seconds(10), "The start-up time to meet.");
+ABSL_FLAG(double, max_rss_ratio, 1.5,
+          "The most the spawned server's resident memory may be over the models' raw bytes.");
 ABSL_FLAG(std::string, dir, "", "Store directory (default: a fresh one under /tmp).");
+ABSL_FLAG(std::string, spawn_server, "",
+          "An okl_server binary: also restart it on the store and measure it (see above).");
 
 namespace {
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "okl_store_startup_bench: %s\n", status.ToString().c_str());
   return 1;
+}
+
+// A "Name:   123 kB" line of /proc/PID/status, in bytes.
+absl::StatusOr<uint64_t> ProcStatusBytes(pid_t pid, absl::string_view name) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (!absl::StartsWith(line, absl::StrCat(name, ":"))) continue;
+    uint64_t kib = 0;
+    const std::vector<absl::string_view> fields =
+        absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    if (fields.size() >= 2 && absl::SimpleAtoi(fields[1], &kib)) return kib * 1024;
+  }
+  return absl::NotFoundError(absl::StrCat("no ", name, " in /proc/", pid, "/status"));
+}
+
+struct ServerRestart {
+  absl::Duration to_serving;
+  uint64_t rss_bytes = 0;   // once SERVING
+  uint64_t peak_bytes = 0;  // the most it held, restore included
+};
+
+// Starts `binary` on the store in `dir` and measures it until SERVING; then stops it.
+absl::StatusOr<ServerRestart> RestartServer(const std::string& binary, const std::string& dir,
+                                            int models) {
+  const absl::Time start = absl::Now();
+  OKL_ASSIGN_OR_RETURN(
+      std::unique_ptr<okl::testing::SpawnedServer> server,
+      okl::testing::SpawnedServer::Start(
+          {.binary = binary,
+           .flags = {absl::StrCat("--max_models=", std::max(models, 1)),
+                     "--metrics_address="},
+           .data_dir = dir,
+           .capture_output = false}));
+  // The port file is written once the server is SERVING, every model restored.
+  OKL_RETURN_IF_ERROR(server->WaitForPort(absl::Now() + absl::Minutes(10)).status());
+  ServerRestart restart{.to_serving = absl::Now() - start};
+  OKL_ASSIGN_OR_RETURN(restart.rss_bytes, ProcStatusBytes(server->pid(), "VmRSS"));
+  OKL_ASSIGN_OR_RETURN(restart.peak_bytes, ProcStatusBytes(server->pid(), "VmHWM"));
+  OKL_ASSIGN_OR_RETURN(const int wait_status, server->Stop(absl::Minutes(5)));
+  if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
+    return absl::InternalError(absl::StrCat(
+        "okl_server ended with ", okl::testing::DescribeWaitStatus(wait_status)));
+  }
+  return restart;
 }
 
 }  // namespace
@@ -123,6 +189,33 @@ int main(int argc, char** argv) {
       absl::ToDoubleSeconds(stats->elapsed), elapsed < target ? "PASS" : "MISS",
       absl::FormatDuration(target).c_str());
   store->reset();
+
+  const double raw_bytes = static_cast<double>(models) * terms * (dim + 1) * sizeof(double);
+  std::string json = absl::StrFormat(
+      "{\"models\": %d, \"terms\": %d, \"dim\": %d, \"logged_examples\": %llu, "
+      "\"raw_bytes\": %.0f, \"restore_seconds\": %.3f",
+      models, terms, dim, static_cast<unsigned long long>(stats->log_examples), raw_bytes,
+      absl::ToDoubleSeconds(elapsed));
+  if (const std::string binary = absl::GetFlag(FLAGS_spawn_server); !binary.empty()) {
+    absl::StatusOr<ServerRestart> restart = RestartServer(binary, dir, models);
+    if (!restart.ok()) return Fail(restart.status());
+    const double ratio = static_cast<double>(restart->rss_bytes) / raw_bytes;
+    const double max_ratio = absl::GetFlag(FLAGS_max_rss_ratio);
+    std::printf(
+        "okl_server restart: SERVING after %.3f s: %s (target < %s); resident %.1f MiB "
+        "(peak %.1f MiB) for %.1f MiB of model terms: %.2fx: %s (target <= %.2fx)\n",
+        absl::ToDoubleSeconds(restart->to_serving), restart->to_serving < target ? "PASS" : "MISS",
+        absl::FormatDuration(target).c_str(), restart->rss_bytes / 1048576.0,
+        restart->peak_bytes / 1048576.0, raw_bytes / 1048576.0, ratio,
+        ratio <= max_ratio ? "PASS" : "MISS", max_ratio);
+    absl::StrAppendFormat(&json,
+                          ", \"server_restart_seconds\": %.3f, \"server_rss_bytes\": %llu, "
+                          "\"server_peak_rss_bytes\": %llu, \"rss_over_raw\": %.3f",
+                          absl::ToDoubleSeconds(restart->to_serving),
+                          static_cast<unsigned long long>(restart->rss_bytes),
+                          static_cast<unsigned long long>(restart->peak_bytes), ratio);
+  }
+  std::printf("%s}\n", json.c_str());
   if (absl::GetFlag(FLAGS_dir).empty()) std::filesystem::remove_all(dir);
   return 0;
 }
