@@ -8,8 +8,8 @@
 #include <limits>
 #include <memory>
 #include <optional>
-#include <thread>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
