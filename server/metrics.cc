@@ -190,9 +190,9 @@ class ServerMetrics::Impl {
         static_cast<double>(predictions_.load(std::memory_order_relaxed))));
     families->push_back(Single(
         "okl_offloaded_calls_total",
-        "GetModel and Predict calls run on the offload threads rather than inline on gRPC's: "
-        "Predicts over --max_inline_work, and calls that would wait for a batch being "
-        "applied to their model.",
+        "Unary calls run on the offload threads rather than inline on gRPC's: every write, "
+        "ListModels and FenceTenant, Predicts over --max_inline_work, and reads that would "
+        "wait for a batch being applied to their model.",
         MetricType::Counter, static_cast<double>(offloaded_.load(std::memory_order_relaxed))));
   }
 
