@@ -96,9 +96,10 @@ ABSL_FLAG(uint64_t, max_inline_work, Defaults().service.max_inline_work,
           "input) runs inline on gRPC's thread; a larger one on the offload threads, so that "
           "it does not stall the other calls that thread carries.");
 ABSL_FLAG(int32_t, offload_threads, Defaults().service.offload_threads,
-          "Threads that run the Predicts over --max_inline_work, and the GetModels and "
-          "Predicts that would wait for a batch being applied to their model; 0: one per "
-          "core.");
+          "Threads that run what is not run inline on gRPC's threads: every write, "
+          "ListModels, FenceTenant, ObserveStream's batches, the Predicts over "
+          "--max_inline_work and the reads that would wait for a batch being applied to "
+          "their model; 0: one per core.");
 ABSL_FLAG(std::string, port_file, "",
           "If set, once the server is SERVING write its bound port (decimal, newline) to "
           "this file, atomically (a temporary file in the same directory, renamed).");

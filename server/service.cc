@@ -82,13 +82,6 @@ int MethodIndex(absl::string_view method) {
       ->index();
 }
 
-// A callback-API unary handler calling `handler(context, request, response)`, which
-// returns the call's reactor.
-template <typename Request, typename Response, typename Handler>
-grpc::internal::MethodHandler* UnaryHandler(Handler handler) {
-  return new grpc::internal::CallbackUnaryHandler<Request, Response>(std::move(handler));
-}
-
 // CANCELLED (or DEADLINE_EXCEEDED) once the client gave up on the call.
 absl::Status CheckNotCancelled(grpc::ServerContextBase* context, absl::string_view progress) {
   if (context == nullptr) return absl::OkStatus();
@@ -355,6 +348,21 @@ class OklService::ObserveStreamReactor final
   v1::ObserveRequest request_;
 };
 
+template <typename Request, typename Response, typename RunInline, typename Work>
+void OklService::ServeUnary(absl::string_view method, RunInline run_inline, Work work) {
+  // What the generated WithCallbackMethod_X mixin does, chosen at run time.
+  MarkMethodCallback(
+      MethodIndex(method),
+      new grpc::internal::CallbackUnaryHandler<Request, Response>(
+          [this, run_inline, work](grpc::CallbackServerContext* context, const Request* request,
+                                   Response* response) {
+            return Respond(context, run_inline(*request),
+                           [work, context, request, response](const ActiveCall& call) {
+                             return work(call, context, *request, response);
+                           });
+          }));
+}
+
 OklService::OklService(ModelHost* host, const Authenticator* authenticator, Options options)
     : host_(host),
       authenticator_(authenticator),
@@ -362,82 +370,53 @@ OklService::OklService(ModelHost* host, const Authenticator* authenticator, Opti
       offload_pool_(options.offload_threads > 0
                         ? options.offload_threads
                         : static_cast<int>(std::thread::hardware_concurrency())) {
-  // The unary calls run on gRPC's callback API (what the generated WithCallbackMethod_X
-  // mixins do, here for every unary method): the sync API hands each call to a thread of
+  // The unary calls run on gRPC's callback API: the sync API hands each call to a thread of
   // its pool, which costs more server CPU than a GetModel's or a small Predict's own work
   // (README, "Load generator"). The small reads run inline, on the thread that received
   // them; anything that writes to the store, may run long, or would wait for a model's
   // writer runs on offload_pool_, since gRPC's threads carry every tenant's calls.
-  constexpr bool kOffload = false;
-  MarkMethodCallback(
-      MethodIndex("CreateModel"),
-      UnaryHandler<v1::CreateModelRequest, v1::ModelInfo>(
-          [this](grpc::CallbackServerContext* context, const v1::CreateModelRequest* request,
-                 v1::ModelInfo* response) {
-            return Respond(context, kOffload, [=, this](const ActiveCall& call) {
-              return ToGrpcStatus(DoCreateModel(call, *request, response));
-            });
-          }));
-  MarkMethodCallback(
-      MethodIndex("GetModel"),
-      UnaryHandler<v1::ModelRef, v1::ModelInfo>(
-          [this](grpc::CallbackServerContext* context, const v1::ModelRef* request,
-                 v1::ModelInfo* response) {
-            return Respond(context, !WouldWait(request->tenant(), request->model()),
-                           [=, this](const ActiveCall& call) {
-                             return ToGrpcStatus(DoGetModel(call, *request, response));
-                           });
-          }));
-  MarkMethodCallback(
-      MethodIndex("ListModels"),
-      UnaryHandler<v1::ListModelsRequest, v1::ListModelsResponse>(
-          [this](grpc::CallbackServerContext* context, const v1::ListModelsRequest* request,
-                 v1::ListModelsResponse* response) {
-            // It reads every model of the tenant (or the server).
-            return Respond(context, kOffload, [=, this](const ActiveCall& call) {
-              return ToGrpcStatus(DoListModels(call, *request, response));
-            });
-          }));
-  MarkMethodCallback(
-      MethodIndex("DeleteModel"),
-      UnaryHandler<v1::ModelRef, v1::DeleteModelResponse>(
-          [this](grpc::CallbackServerContext* context, const v1::ModelRef* request,
-                 v1::DeleteModelResponse*) {
-            return Respond(context, kOffload, [=, this](const ActiveCall& call) {
-              return ToGrpcStatus(DoDeleteModel(call, *request));
-            });
-          }));
-  MarkMethodCallback(
-      MethodIndex("Observe"),
-      UnaryHandler<v1::ObserveRequest, v1::ObserveResponse>(
-          [this](grpc::CallbackServerContext* context, const v1::ObserveRequest* request,
-                 v1::ObserveResponse* response) {
-            return Respond(context, kOffload, [=, this](const ActiveCall& call) {
-              ObserveSession session(this, &call, context, /*stream=*/false, response);
-              return session.Status(session.Apply(*request));
-            });
-          }));
-  MarkMethodCallback(
-      MethodIndex("Predict"),
-      UnaryHandler<v1::PredictRequest, v1::PredictResponse>(
-          [this](grpc::CallbackServerContext* context, const v1::PredictRequest* request,
-                 v1::PredictResponse* response) {
-            return Respond(context,
-                           PredictCost(*request) <= static_cast<double>(options_.max_inline_work),
-                           [=, this](const ActiveCall& call) {
-                             return ToGrpcStatus(DoPredict(call, context, *request, response));
-                           });
-          }));
-  MarkMethodCallback(
-      MethodIndex("FenceTenant"),
-      UnaryHandler<v1::FenceTenantRequest, v1::FenceTenantResponse>(
-          [this](grpc::CallbackServerContext* context, const v1::FenceTenantRequest* request,
-                 v1::FenceTenantResponse* response) {
-            // It waits for the tenant's writes in flight.
-            return Respond(context, kOffload, [=, this](const ActiveCall& call) {
-              return ToGrpcStatus(DoFenceTenant(call, context, *request, response));
-            });
-          }));
+  const auto offload = [](const auto& /*request*/) { return false; };
+  ServeUnary<v1::CreateModelRequest, v1::ModelInfo>(
+      "CreateModel", offload,
+      [this](const ActiveCall& call, grpc::CallbackServerContext*, const auto& request,
+             auto* response) { return ToGrpcStatus(DoCreateModel(call, request, response)); });
+  ServeUnary<v1::ModelRef, v1::ModelInfo>(
+      "GetModel",
+      [this](const v1::ModelRef& request) {
+        return !WouldWait(request.tenant(), request.model());
+      },
+      [this](const ActiveCall& call, grpc::CallbackServerContext*, const auto& request,
+             auto* response) { return ToGrpcStatus(DoGetModel(call, request, response)); });
+  // ListModels reads every model of the tenant (or the server).
+  ServeUnary<v1::ListModelsRequest, v1::ListModelsResponse>(
+      "ListModels", offload,
+      [this](const ActiveCall& call, grpc::CallbackServerContext*, const auto& request,
+             auto* response) { return ToGrpcStatus(DoListModels(call, request, response)); });
+  ServeUnary<v1::ModelRef, v1::DeleteModelResponse>(
+      "DeleteModel", offload,
+      [this](const ActiveCall& call, grpc::CallbackServerContext*, const auto& request,
+             auto*) { return ToGrpcStatus(DoDeleteModel(call, request)); });
+  ServeUnary<v1::ObserveRequest, v1::ObserveResponse>(
+      "Observe", offload,
+      [this](const ActiveCall& call, grpc::CallbackServerContext* context, const auto& request,
+             auto* response) {
+        ObserveSession session(this, &call, context, /*stream=*/false, response);
+        return session.Status(session.Apply(request));
+      });
+  ServeUnary<v1::PredictRequest, v1::PredictResponse>(
+      "Predict",
+      [this](const v1::PredictRequest& request) {
+        return PredictCost(request) <= static_cast<double>(options_.max_inline_work);
+      },
+      [this](const ActiveCall& call, grpc::CallbackServerContext* context, const auto& request,
+             auto* response) { return ToGrpcStatus(DoPredict(call, context, request, response)); });
+  // FenceTenant waits for the tenant's writes in flight.
+  ServeUnary<v1::FenceTenantRequest, v1::FenceTenantResponse>(
+      "FenceTenant", offload,
+      [this](const ActiveCall& call, grpc::CallbackServerContext* context, const auto& request,
+             auto* response) {
+        return ToGrpcStatus(DoFenceTenant(call, context, request, response));
+      });
   if (options_.observe_stream_api == StreamApi::kCallback) {
     MarkMethodCallback(
         MethodIndex("ObserveStream"),
@@ -598,7 +577,7 @@ grpc::ServerUnaryReactor* OklService::Respond(grpc::CallbackServerContext* conte
   // waits for it.
   auto call = std::make_unique<ActiveCall>(this, context);
   offload_pool_.Schedule(
-      [this, context, call = std::move(call), reactor, work = std::move(work)]() mutable {
+      [context, call = std::move(call), reactor, work = std::move(work)]() mutable {
         reactor->Finish(call->status().ok() ? work(*call) : Refusal(context, call->status()));
       });
   return reactor;

@@ -138,6 +138,11 @@ class OklService final : public v1::OnlineKernelLearning::Service {
 
   enum class State { kStarting, kServing, kDraining };
 
+  // Serves the unary `method` on the callback API: a call runs inline if
+  // `run_inline(request)`, and is answered with `work(call, context, request, response)`
+  // (a grpc::Status), through Respond.
+  template <typename Request, typename Response, typename RunInline, typename Work>
+  void ServeUnary(absl::string_view method, RunInline run_inline, Work work);
   // Answers a unary call on the callback API: `work(call)` (a grpc::Status) once the
   // call is checked, inline on gRPC's thread if `run_inline`, otherwise on offload_pool_.
   template <typename Work>

@@ -661,7 +661,8 @@ TEST(ServerMetricsRpcTest, PredictsOverMaxInlineWorkAreOffloadedCountedAndAnswer
   const std::vector<v1::Vector> wrong_dim = testing::MakeProbes(3, 10, 12);
   std::vector<double> ignored;
   const double before = offloaded();
-  const grpc::Status status = testing::Predict(offloading.stub(), Ref("t", "m"), wrong_dim, &ignored);
+  const grpc::Status status =
+      testing::Predict(offloading.stub(), Ref("t", "m"), wrong_dim, &ignored);
   EXPECT_TRUE(HasCode(status, grpc::StatusCode::INVALID_ARGUMENT)) << status.error_message();
   EXPECT_EQ(offloaded() - before, 1);
   EXPECT_EQ(Parse(metrics.Scrape()).Value(RequestsKey(kOkl, "Predict", "INVALID_ARGUMENT")), 1);
