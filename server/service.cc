@@ -417,6 +417,18 @@ OklService::OklService(ModelHost* host, const Authenticator* authenticator, Opti
              auto* response) {
         return ToGrpcStatus(DoFenceTenant(call, context, request, response));
       });
+  MarkMethodCallback(
+      MethodIndex("Snapshot"),
+      new grpc::internal::CallbackServerStreamingHandler<v1::ModelRef, v1::SnapshotChunk>(
+          [this](grpc::CallbackServerContext* context, const v1::ModelRef* request) {
+            return SnapshotCallback(context, request);
+          }));
+  MarkMethodCallback(
+      MethodIndex("Restore"),
+      new grpc::internal::CallbackClientStreamingHandler<v1::RestoreChunk, v1::ModelInfo>(
+          [this](grpc::CallbackServerContext* context, v1::ModelInfo* response) {
+            return RestoreCallback(context, response);
+          }));
   if (options_.observe_stream_api == StreamApi::kCallback) {
     MarkMethodCallback(
         MethodIndex("ObserveStream"),
@@ -666,38 +678,70 @@ absl::Status OklService::DoPredict(const ActiveCall& call, grpc::ServerContextBa
   return absl::OkStatus();
 }
 
-grpc::Status OklService::Snapshot(grpc::ServerContext* context, const v1::ModelRef* request,
-                                  grpc::ServerWriter<v1::SnapshotChunk>* writer) {
-  const ActiveCall call(this, context);
-  if (!call.status().ok()) return ToGrpcStatus(call.status());
-  return ToGrpcStatus(DoSnapshot(call, *request, writer));
-}
-
-absl::Status OklService::DoSnapshot(const ActiveCall& call, const v1::ModelRef& request,
-                                    grpc::ServerWriter<v1::SnapshotChunk>* writer) const {
+absl::StatusOr<std::string> OklService::EncodeModelSnapshot(const ActiveCall& call,
+                                                             const v1::ModelRef& request) const {
   OKL_RETURN_IF_ERROR(ValidateRef(request));
   OKL_RETURN_IF_ERROR(call.Authorize(Role::kRead, request.tenant(), "Snapshot"));
   OKL_ASSIGN_OR_RETURN(std::shared_ptr<ModelEntry> entry,
                        host_->Find(request.tenant(), request.model()));
-  OKL_ASSIGN_OR_RETURN(ModelState state, entry->ExportState());
-  OKL_ASSIGN_OR_RETURN(const std::string bytes, EncodeSnapshot(state));
-  state = ModelState();  // the bytes hold it all now
-  v1::SnapshotChunk chunk;
-  for (size_t offset = 0; offset < bytes.size(); offset += kSnapshotChunkBytes) {
-    chunk.set_data(bytes.substr(offset, kSnapshotChunkBytes));
-    if (!writer->Write(chunk)) {
-      return absl::CancelledError("the client stopped reading the snapshot");
-    }
-  }
-  return absl::OkStatus();
+  OKL_ASSIGN_OR_RETURN(const ModelState state, entry->ExportState());
+  return EncodeSnapshot(state);
 }
 
-grpc::Status OklService::Restore(grpc::ServerContext* context,
-                                 grpc::ServerReader<v1::RestoreChunk>* reader,
-                                 v1::ModelInfo* response) {
-  const ActiveCall call(this, context);
-  if (!call.status().ok()) return ToGrpcStatus(call.status());
-  return ToGrpcStatus(DoRestore(call, context, reader, response));
+// Snapshot on the callback API: the model is copied and encoded on the offload pool (the
+// copy waits for a batch being applied to it); the chunks are written from gRPC's
+// threads, one at a time. The reactor deletes itself when the call is done.
+class OklService::SnapshotReactor final : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
+ public:
+  SnapshotReactor(const OklService* service, grpc::CallbackServerContext* context,
+                  const v1::ModelRef* request)
+      : service_(service), call_(service, context) {
+    if (!call_.status().ok()) {
+      Finish(Refusal(context, call_.status()));
+      return;
+    }
+    service_->offload_pool_.Schedule([this, request] {
+      absl::StatusOr<std::string> bytes = service_->EncodeModelSnapshot(call_, *request);
+      if (!bytes.ok()) {
+        Finish(ToGrpcStatus(bytes.status()));
+        return;
+      }
+      bytes_ = *std::move(bytes);
+      WriteNext();
+    });
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(ToGrpcStatus(absl::CancelledError("the client stopped reading the snapshot")));
+      return;
+    }
+    WriteNext();
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void WriteNext() {
+    if (offset_ >= bytes_.size()) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    chunk_.set_data(bytes_.substr(offset_, kSnapshotChunkBytes));
+    offset_ += chunk_.data().size();
+    StartWrite(&chunk_);
+  }
+
+  const OklService* const service_;
+  const ActiveCall call_;  // until OnDone: the call is in flight until its status is sent
+  std::string bytes_;      // the whole snapshot
+  size_t offset_ = 0;      // of the next chunk in bytes_
+  v1::SnapshotChunk chunk_;
+};
+
+grpc::ServerWriteReactor<v1::SnapshotChunk>* OklService::SnapshotCallback(
+    grpc::CallbackServerContext* context, const v1::ModelRef* request) {
+  return new SnapshotReactor(this, context, request);
 }
 
 // Holds one of the --max_concurrent_restores slots for its scope, if it got one.
@@ -725,107 +769,174 @@ class OklService::RestoreSlot {
   bool held_ = false;
 };
 
-absl::Status OklService::DoRestore(const ActiveCall& call, grpc::ServerContext* context,
-                                   grpc::ServerReader<v1::RestoreChunk>* reader,
-                                   v1::ModelInfo* response) {
-  v1::ModelRef ref;
-  std::string bytes;
-  v1::RestoreChunk chunk;
-  size_t chunks = 0;
-  // Known once the first bytes are in: the config, its quota reservation, and the most
-  // bytes this snapshot may have.
-  std::optional<ModelConfig> config;
-  QuotaReservation reservation;
-  uint64_t declared = 0;
-  size_t max_bytes = kMaxRestorePrefixBytes;
-  // Each Restore buffers one snapshot: bound how many do so at once, counting only
-  // authorized ones.
-  std::optional<RestoreSlot> slot;
-  while (reader->Read(&chunk)) {
-    ++chunks;
-    if (chunks == 1) {
+// The state of one Restore: the chunks are added as they arrive, each checked against
+// the limits known so far, and Finish() decodes the snapshot and replaces the model.
+// Not thread-safe; one per call.
+class OklService::RestoreSession {
+ public:
+  RestoreSession(const OklService* service, const ActiveCall* call)
+      : service_(service), call_(call) {}
+
+  // Checks and buffers one chunk; an error ends the call.
+  absl::Status Add(const v1::RestoreChunk& chunk) {
+    ++chunks_;
+    if (chunks_ == 1) {
       OKL_RETURN_IF_ERROR(WithPrefix("the first RestoreChunk: ", ValidateRef(chunk.ref())));
-      ref = chunk.ref();
-      OKL_RETURN_IF_ERROR(call.Authorize(Role::kWrite, ref.tenant(), "Restore"));
-      slot.emplace(this);
-      OKL_RETURN_IF_ERROR(slot->status());
-      declared = chunk.snapshot_bytes();
-      if (declared > kMaxSnapshotBytes) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat("the snapshot declares ", declared, " bytes, over the limit of ",
-                         kMaxSnapshotBytes));
+      ref_ = chunk.ref();
+      OKL_RETURN_IF_ERROR(call_->Authorize(Role::kWrite, ref_.tenant(), "Restore"));
+      // Each Restore buffers one snapshot: bound how many do so at once, counting only
+      // authorized ones.
+      slot_.emplace(service_);
+      OKL_RETURN_IF_ERROR(slot_->status());
+      declared_ = chunk.snapshot_bytes();
+      if (declared_ > kMaxSnapshotBytes) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "the snapshot declares ", declared_, " bytes, over the limit of ", kMaxSnapshotBytes));
       }
-    } else if (!IsEmpty(chunk.ref()) && !SameRef(chunk.ref(), ref)) {
+    } else if (!IsEmpty(chunk.ref()) && !SameRef(chunk.ref(), ref_)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "RestoreChunk ", chunks, " names ", Describe(chunk.ref()), " but the first named ",
-          Describe(ref), "; leave ref empty after the first chunk"));
+          "RestoreChunk ", chunks_, " names ", Describe(chunk.ref()), " but the first named ",
+          Describe(ref_), "; leave ref empty after the first chunk"));
     }
-    if (!config.has_value()) {
+    if (!config_.has_value()) {
       // Only the prefix up to the config is buffered before the limits are checked.
-      bytes.append(chunk.data().substr(0, kMaxRestorePrefixBytes));
-      OKL_ASSIGN_OR_RETURN(config, PeekSnapshotConfig(bytes));
-      if (!config.has_value()) {
-        if (bytes.size() >= kMaxRestorePrefixBytes) {
-          return absl::DataLossError(absl::StrCat("the snapshot's first ", bytes.size(),
+      bytes_.append(chunk.data().substr(0, kMaxRestorePrefixBytes));
+      OKL_ASSIGN_OR_RETURN(config_, PeekSnapshotConfig(bytes_));
+      if (!config_.has_value()) {
+        if (bytes_.size() >= kMaxRestorePrefixBytes) {
+          return absl::DataLossError(absl::StrCat("the snapshot's first ", bytes_.size(),
                                                   " bytes hold no config (not a snapshot?)"));
         }
         if (chunk.data().size() > kMaxRestorePrefixBytes) {
           return absl::DataLossError("the snapshot's first chunk holds no config");
         }
-        continue;
+        return absl::OkStatus();
       }
-      OKL_RETURN_IF_ERROR(WithPrefix("snapshot: ", host_->CheckConfig(*config)));
-      OKL_ASSIGN_OR_RETURN(reservation, host_->Reserve(ref.tenant(), ref.model(), *config));
-      max_bytes = MaxSnapshotBytes(*config);
-      if (declared > 0) {
-        if (declared > max_bytes) {
+      OKL_RETURN_IF_ERROR(WithPrefix("snapshot: ", service_->host_->CheckConfig(*config_)));
+      OKL_ASSIGN_OR_RETURN(reservation_,
+                           service_->host_->Reserve(ref_.tenant(), ref_.model(), *config_));
+      max_bytes_ = MaxSnapshotBytes(*config_);
+      if (declared_ > 0) {
+        if (declared_ > max_bytes_) {
           return absl::InvalidArgumentError(absl::StrCat(
-              "the snapshot declares ", declared, " bytes, more than a model of its config "
-              "can have (", max_bytes, "); it is not a snapshot of that config"));
+              "the snapshot declares ", declared_, " bytes, more than a model of its config "
+              "can have (", max_bytes_, "); it is not a snapshot of that config"));
         }
-        max_bytes = declared;
+        max_bytes_ = declared_;
       }
       // The rest of this chunk (its prefix is in already).
-      bytes.resize(bytes.size() - std::min(chunk.data().size(), kMaxRestorePrefixBytes));
-      bytes.reserve(std::min<size_t>(max_bytes, size_t{64} << 20));
+      bytes_.resize(bytes_.size() - std::min(chunk.data().size(), kMaxRestorePrefixBytes));
+      bytes_.reserve(std::min<size_t>(max_bytes_, size_t{64} << 20));
     }
-    if (chunk.data().size() > max_bytes - std::min(bytes.size(), max_bytes)) {
+    if (chunk.data().size() > max_bytes_ - std::min(bytes_.size(), max_bytes_)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "the snapshot runs past ", max_bytes, " bytes, ",
-          declared > 0 ? "the size its first chunk declared" : "the most a model of its config can have",
+          "the snapshot runs past ", max_bytes_, " bytes, ",
+          declared_ > 0 ? "the size its first chunk declared"
+                        : "the most a model of its config can have",
           "; it is truncated or not one snapshot"));
     }
-    bytes.append(chunk.data());
+    bytes_.append(chunk.data());
+    return absl::OkStatus();
   }
-  if (context->IsCancelled()) return absl::CancelledError("Restore cancelled by the client");
-  if (chunks == 0) {
-    return absl::InvalidArgumentError(
-        "Restore received no chunks: the first must carry ref, and all of them the data of "
-        "one Snapshot");
+
+  // Once the client half-closed: decodes the snapshot and replaces the model with it.
+  absl::Status Finish(grpc::ServerContextBase* context, v1::ModelInfo* response) {
+    if (context->IsCancelled()) return absl::CancelledError("Restore cancelled by the client");
+    if (chunks_ == 0) {
+      return absl::InvalidArgumentError(
+          "Restore received no chunks: the first must carry ref, and all of them the data of "
+          "one Snapshot");
+    }
+    if (!config_.has_value()) {
+      return absl::DataLossError(absl::StrCat(
+          "the snapshot is ", bytes_.size(), " bytes, too short to hold its config (truncated?)"));
+    }
+    if (declared_ > 0 && bytes_.size() != declared_) {
+      return absl::DataLossError(absl::StrCat("the snapshot declared ", declared_,
+                                              " bytes but the stream carried ", bytes_.size(),
+                                              " (truncated?)"));
+    }
+    OKL_ASSIGN_OR_RETURN(ModelState state, DecodeSnapshot(bytes_));
+    bytes_ = std::string();
+    // Protobuf merges a repeated config field; the limits and quotas were checked against
+    // the first one, so a snapshot must hold no other.
+    if (CanonicalConfigBytes(state.config) != CanonicalConfigBytes(*config_)) {
+      return absl::DataLossError(
+          "the snapshot's config differs from the one at its start (a repeated config field)");
+    }
+    OKL_ASSIGN_OR_RETURN(std::shared_ptr<ModelEntry> entry,
+                         service_->host_->Replace(ref_.tenant(), ref_.model(), state,
+                                                  std::move(reservation_)));
+    OKL_ASSIGN_OR_RETURN(ModelSummary summary, entry->Summary());
+    *response = ToProto(summary);
+    return absl::OkStatus();
   }
-  if (!config.has_value()) {
-    return absl::DataLossError(absl::StrCat(
-        "the snapshot is ", bytes.size(), " bytes, too short to hold its config (truncated?)"));
+
+ private:
+  const OklService* const service_;
+  const ActiveCall* const call_;
+  size_t chunks_ = 0;
+  v1::ModelRef ref_;
+  std::string bytes_;
+  // Known once the first bytes are in: the config, its quota reservation, and the most
+  // bytes this snapshot may have.
+  std::optional<ModelConfig> config_;
+  QuotaReservation reservation_;
+  uint64_t declared_ = 0;
+  size_t max_bytes_ = kMaxRestorePrefixBytes;
+  std::optional<RestoreSlot> slot_;
+};
+
+// Restore on the callback API: each chunk is checked and buffered on gRPC's thread as it
+// is read (a copy, bounded by the limits checked so far); the decode and the store's
+// write run on the offload pool. The reactor deletes itself when the call is done.
+class OklService::RestoreReactor final : public grpc::ServerReadReactor<v1::RestoreChunk> {
+ public:
+  RestoreReactor(const OklService* service, grpc::CallbackServerContext* context,
+                 v1::ModelInfo* response)
+      : service_(service), context_(context), response_(response), call_(service, context) {
+    session_.emplace(service, &call_);
+    if (!call_.status().ok()) {
+      Finish(Refusal(context, call_.status()));
+      return;
+    }
+    StartRead(&chunk_);
   }
-  if (declared > 0 && bytes.size() != declared) {
-    return absl::DataLossError(absl::StrCat("the snapshot declared ", declared,
-                                            " bytes but the stream carried ", bytes.size(),
-                                            " (truncated?)"));
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the client half-closed (or the call was cancelled)
+      service_->offload_pool_.Schedule(
+          [this] { FinishWith(session_->Finish(context_, response_)); });
+      return;
+    }
+    if (absl::Status status = session_->Add(chunk_); !status.ok()) {
+      FinishWith(status);
+      return;
+    }
+    StartRead(&chunk_);
   }
-  OKL_ASSIGN_OR_RETURN(ModelState state, DecodeSnapshot(bytes));
-  bytes = std::string();
-  // Protobuf merges a repeated config field; the limits and quotas were checked against
-  // the first one, so a snapshot must hold no other.
-  if (CanonicalConfigBytes(state.config) != CanonicalConfigBytes(*config)) {
-    return absl::DataLossError(
-        "the snapshot's config differs from the one at its start (a repeated config field)");
+
+  void OnDone() override { delete this; }
+
+ private:
+  // Ends the session before the status is sent, so that its buffer, quota reservation and
+  // --max_concurrent_restores slot are free by the time the client sees the answer.
+  void FinishWith(const absl::Status& status) {
+    session_.reset();
+    Finish(ToGrpcStatus(status));
   }
-  OKL_ASSIGN_OR_RETURN(
-      std::shared_ptr<ModelEntry> entry,
-      host_->Replace(ref.tenant(), ref.model(), state, std::move(reservation)));
-  OKL_ASSIGN_OR_RETURN(ModelSummary summary, entry->Summary());
-  *response = ToProto(summary);
-  return absl::OkStatus();
+
+  const OklService* const service_;
+  grpc::CallbackServerContext* const context_;
+  v1::ModelInfo* const response_;
+  const ActiveCall call_;  // until OnDone: the call is in flight until its status is sent
+  std::optional<RestoreSession> session_;
+  v1::RestoreChunk chunk_;
+};
+
+grpc::ServerReadReactor<v1::RestoreChunk>* OklService::RestoreCallback(
+    grpc::CallbackServerContext* context, v1::ModelInfo* response) {
+  return new RestoreReactor(this, context, response);
 }
 
 }  // namespace okl

@@ -15,8 +15,9 @@
 //
 // Threads: the unary calls are served on gRPC's callback API, the small reads inline and
 // the rest on a pool of the service's own (Options::max_inline_work); ObserveStream too,
-// its batches on that pool (or, optionally, on the sync API); Snapshot and Restore on the
-// sync API.
+// its batches on that pool (or, optionally, on the sync API); Snapshot and Restore too,
+// the model's copy, encoding, decoding and store writes on the pool. With the default
+// ObserveStream no method is left on the sync API, so gRPC runs no sync server threads.
 //
 // Thread-safe: gRPC calls the handlers from many threads at once; the host does the
 // locking, and the serving state is atomic.
@@ -36,6 +37,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -120,21 +122,24 @@ class OklService final : public v1::OnlineKernelLearning::Service {
   grpc::Status ObserveStream(grpc::ServerContext* context,
                              grpc::ServerReader<v1::ObserveRequest>* reader,
                              v1::ObserveResponse* response) override;
-  grpc::Status Snapshot(grpc::ServerContext* context, const v1::ModelRef* request,
-                        grpc::ServerWriter<v1::SnapshotChunk>* writer) override;
-  grpc::Status Restore(grpc::ServerContext* context,
-                       grpc::ServerReader<v1::RestoreChunk>* reader,
-                       v1::ModelInfo* response) override;
   // The callback-API ObserveStream, registered instead of the sync one when
   // options.observe_stream_api is kCallback.
   grpc::ServerReadReactor<v1::ObserveRequest>* ObserveStreamCallback(
       grpc::CallbackServerContext* context, v1::ObserveResponse* response);
+  // Snapshot and Restore, on the callback API.
+  grpc::ServerWriteReactor<v1::SnapshotChunk>* SnapshotCallback(
+      grpc::CallbackServerContext* context, const v1::ModelRef* request);
+  grpc::ServerReadReactor<v1::RestoreChunk>* RestoreCallback(grpc::CallbackServerContext* context,
+                                                             v1::ModelInfo* response);
 
  private:
   class ActiveCall;
   class ObserveSession;
   class ObserveStreamReactor;
+  class SnapshotReactor;
   class RestoreSlot;
+  class RestoreSession;
+  class RestoreReactor;
 
   enum class State { kStarting, kServing, kDraining };
 
@@ -176,10 +181,9 @@ class OklService final : public v1::OnlineKernelLearning::Service {
                              v1::FenceTenantResponse* response);
   absl::Status DoPredict(const ActiveCall& call, grpc::ServerContextBase* context,
                          const v1::PredictRequest& request, v1::PredictResponse* response) const;
-  absl::Status DoSnapshot(const ActiveCall& call, const v1::ModelRef& request,
-                          grpc::ServerWriter<v1::SnapshotChunk>* writer) const;
-  absl::Status DoRestore(const ActiveCall& call, grpc::ServerContext* context,
-                         grpc::ServerReader<v1::RestoreChunk>* reader, v1::ModelInfo* response);
+  // Snapshot's bytes: the model, copied under its reader lock and encoded.
+  absl::StatusOr<std::string> EncodeModelSnapshot(const ActiveCall& call,
+                                                  const v1::ModelRef& request) const;
 
   ModelHost* const host_;
   const Authenticator* const authenticator_;
