@@ -15,6 +15,7 @@
 //   cmake --build build --target okl_store_startup_bench okl_server
 //   build/bench/okl_store_startup_bench --spawn_server=build/server/okl_server
 
+#include <malloc.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -84,6 +85,12 @@ struct ServerRestart {
 };
 
 // Starts `binary` on the store in `dir` and measures it until SERVING; then stops it.
+// Bytes malloc has handed out and not taken back (small blocks and mmapped ones).
+double HeapBytes() {
+  const struct mallinfo2 info = mallinfo2();
+  return static_cast<double>(info.uordblks + info.hblkhd);
+}
+
 absl::StatusOr<ServerRestart> RestartServer(const std::string& binary, const std::string& dir,
                                             int models) {
   const absl::Time start = absl::Now();
@@ -173,6 +180,7 @@ int main(int argc, char** argv) {
               absl::ToDoubleSeconds(absl::Now() - write_start));
 
   // What okl_server does before SERVING.
+  const double heap_before = HeapBytes();
   const absl::Time start = absl::Now();
   auto store = okl::ModelStore::Open(dir, {});
   if (!store.ok()) return Fail(store.status());
@@ -180,6 +188,10 @@ int main(int argc, char** argv) {
   auto stats = okl::RestoreModels(store->get(), &registry, {});
   if (!stats.ok()) return Fail(stats.status());
   const absl::Duration elapsed = absl::Now() - start;
+  // The heap the restored models hold in this process (registry, entries, logs, models),
+  // the store closed: what okl's own objects cost, apart from the server's libraries.
+  store->reset();
+  const double heap_bytes = HeapBytes() - heap_before;
   const absl::Duration target = absl::GetFlag(FLAGS_target);
   std::printf(
       "start-up: restored %zu models (%llu log batches, %llu examples replayed) in %.3f s "
@@ -188,14 +200,17 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(stats->log_examples), absl::ToDoubleSeconds(elapsed),
       absl::ToDoubleSeconds(stats->elapsed), elapsed < target ? "PASS" : "MISS",
       absl::FormatDuration(target).c_str());
-  store->reset();
 
   const double raw_bytes = static_cast<double>(models) * terms * (dim + 1) * sizeof(double);
+  std::printf("in process: the restored models hold %.1f MiB of heap for %.1f MiB of model "
+              "terms: %.2fx (%.0f bytes a model over its terms)\n",
+              heap_bytes / 1048576.0, raw_bytes / 1048576.0, heap_bytes / raw_bytes,
+              (heap_bytes - raw_bytes) / models);
   std::string json = absl::StrFormat(
       "{\"models\": %d, \"terms\": %d, \"dim\": %d, \"logged_examples\": %llu, "
-      "\"raw_bytes\": %.0f, \"restore_seconds\": %.3f",
+      "\"raw_bytes\": %.0f, \"restore_seconds\": %.3f, \"heap_bytes\": %.0f",
       models, terms, dim, static_cast<unsigned long long>(stats->log_examples), raw_bytes,
-      absl::ToDoubleSeconds(elapsed));
+      absl::ToDoubleSeconds(elapsed), heap_bytes);
   if (const std::string binary = absl::GetFlag(FLAGS_spawn_server); !binary.empty()) {
     absl::StatusOr<ServerRestart> restart = RestartServer(binary, dir, models);
     if (!restart.ok()) return Fail(restart.status());

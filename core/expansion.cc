@@ -52,6 +52,7 @@ void Expansion::Grow(size_t min_capacity) {
     average_mark_.resize(capacity);
     average_previous_.resize(capacity);
   }
+  by_age_.Resize(capacity);
   capacity_ = capacity;
 }
 
@@ -178,19 +179,44 @@ void Expansion::WriteSupport(size_t slot, SparseVectorView x) {
   sparse_squared_norms_[slot] = SquaredNorm(x);
 }
 
+void Expansion::SlotRing::Resize(size_t capacity) {
+  std::vector<uint32_t> ring(capacity);
+  for (size_t i = 0; i < count_; ++i) ring[i] = at(i);
+  ring_ = std::move(ring);
+  head_ = 0;
+}
+
+void Expansion::SlotRing::Insert(size_t i, uint32_t slot) {
+  // The entries from i on move one place back (none when `slot` is the newest).
+  for (size_t k = count_; k > i; --k) at(k) = at(k - 1);
+  ++count_;
+  at(i) = slot;
+}
+
+void Expansion::SlotRing::Erase(size_t i) {
+  if (i == 0) {  // the oldest: O(1)
+    head_ = Index(1);
+  } else {
+    for (size_t k = i; k + 1 < count_; ++k) at(k) = at(k + 1);
+  }
+  --count_;
+}
+
+size_t Expansion::SlotRing::Find(uint32_t slot) const {
+  size_t i = 0;
+  while (i < count_ && at(i) != slot) ++i;
+  return i;
+}
+
 void Expansion::InsertByAge(size_t slot) {
   const uint64_t age = added_at_[slot];
-  auto newer = by_age_.end();
-  while (newer != by_age_.begin() && added_at_[*(newer - 1)] > age) --newer;
-  by_age_.insert(newer, static_cast<uint32_t>(slot));
+  size_t newer = by_age_.size();
+  while (newer > 0 && added_at_[by_age_.at(newer - 1)] > age) --newer;
+  by_age_.Insert(newer, static_cast<uint32_t>(slot));
 }
 
 void Expansion::EraseByAge(size_t slot) {
-  if (by_age_.front() == slot) {
-    by_age_.pop_front();
-  } else {
-    by_age_.erase(std::find(by_age_.begin(), by_age_.end(), slot));
-  }
+  by_age_.Erase(by_age_.Find(static_cast<uint32_t>(slot)));
 }
 
 template <typename Input>
@@ -257,7 +283,7 @@ void Expansion::Remove(size_t slot) {
   const size_t last = size_ - 1;
   EraseByAge(slot);
   if (slot != last) {
-    *std::find(by_age_.begin(), by_age_.end(), last) = static_cast<uint32_t>(slot);
+    by_age_.at(by_age_.Find(static_cast<uint32_t>(last))) = static_cast<uint32_t>(slot);
     MoveSlot(last, slot);
   }
   --size_;
@@ -271,11 +297,13 @@ void Expansion::RemoveAddedAtMost(uint64_t step) {
     if (kept != slot) MoveSlot(slot, kept);
     new_slot[slot] = static_cast<uint32_t>(kept++);
   }
-  std::deque<uint32_t> by_age;
-  for (const uint32_t slot : by_age_) {
-    if (new_slot[slot] != UINT32_MAX) by_age.push_back(new_slot[slot]);
+  // The kept slots keep their age order: renumber them in place, dropping the others.
+  size_t kept_entries = 0;
+  for (size_t i = 0; i < by_age_.size(); ++i) {
+    const uint32_t renumbered = new_slot[by_age_.at(i)];
+    if (renumbered != UINT32_MAX) by_age_.at(kept_entries++) = renumbered;
   }
-  by_age_ = std::move(by_age);
+  by_age_.Truncate(kept_entries);
   size_ = kept;
 }
 
@@ -293,7 +321,8 @@ size_t Expansion::SmallestSlot() const {
 }
 
 size_t Expansion::OldestSlotAtMost(double max_abs) const {
-  for (const uint32_t slot : by_age_) {
+  for (size_t i = 0; i < by_age_.size(); ++i) {
+    const uint32_t slot = by_age_.at(i);
     if (std::abs(coefficients_[slot]) <= max_abs) return slot;
   }
   return size_;

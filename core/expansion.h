@@ -30,7 +30,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -93,7 +92,7 @@ class Expansion {
   void RemoveAddedAtMost(uint64_t step);
 
   // The slot of the term added earliest, in O(1). Requires size() > 0.
-  size_t OldestSlot() const { return by_age_.front(); }
+  size_t OldestSlot() const { return by_age_.at(0); }
   // The slot of smallest |a_i|, the earliest added on a tie. Requires size() > 0.
   size_t SmallestSlot() const;
   // The slot of the earliest added term with |a_i| <= max_abs; size() if there is none.
@@ -217,10 +216,41 @@ class Expansion {
   AlignedVector<double> average_base_;  // empty unless track_average_
   AlignedVector<double> average_mark_;  // empty unless track_average_
   AlignedVector<double> average_previous_;  // empty unless track_average_
+  // A sequence of slot numbers in a ring of fixed size: pushes at the back, pops at the
+  // front and a few entries shifted for the rare insert or erase in the middle. 4 bytes
+  // a slot of capacity and nothing more (a std::deque held 576 bytes even when empty,
+  // a third of a small model's fixed overhead).
+  class SlotRing {
+   public:
+    size_t size() const { return count_; }
+    // Entry i from the front. Requires i < size().
+    uint32_t at(size_t i) const { return ring_[Index(i)]; }
+    uint32_t& at(size_t i) { return ring_[Index(i)]; }
+    // Keeps the entries, in order, in a ring of `capacity` >= size().
+    void Resize(size_t capacity);
+    // Inserts `slot` before entry `i` (i <= size() < capacity).
+    void Insert(size_t i, uint32_t slot);
+    // Erases entry i.
+    void Erase(size_t i);
+    // Keeps the first n <= size() entries.
+    void Truncate(size_t n) { count_ = n; }
+    // The position of `slot`; size() if absent.
+    size_t Find(uint32_t slot) const;
+
+   private:
+    size_t Index(size_t i) const {
+      const size_t k = head_ + i;
+      return k < ring_.size() ? k : k - ring_.size();
+    }
+    std::vector<uint32_t> ring_;
+    size_t head_ = 0;
+    size_t count_ = 0;
+  };
+
   // The occupied slots ordered by added_at, oldest first: the OLDEST budget's victim is
   // the front, with no scan. New terms are the newest, so updates are O(1) except where
   // a term leaves from the middle (drop_below, SMALLEST), which scans anyway.
-  std::deque<uint32_t> by_age_;
+  SlotRing by_age_;
 };
 
 }  // namespace okl

@@ -124,6 +124,52 @@ TEST(ExpansionTest, OldestSlotIsTheEarliestAdded) {
   EXPECT_EQ(expansion.OldestSlot(), 0u);
 }
 
+// The age order against a plain scan of added_at, through thousands of random appends
+// (mostly the newest, sometimes older), replaces, removes, prunes and growths, so that
+// the ring that keeps it wraps around many times.
+TEST(ExpansionTest, OldestSlotsMatchAScanOfAddedAtThroughRandomChurn) {
+  std::mt19937_64 rng(7);
+  Expansion expansion(1, /*track_average=*/false);
+  // Ages are unique (the oldest is one slot); older ones are drawn below the first new.
+  uint64_t next_age = 1000000;
+  std::vector<bool> used_age(next_age + 20000, false);
+  auto fresh_age = [&] {
+    uint64_t age = next_age;
+    if (rng() % 4 == 0) {  // an older age (a restored or merged term's)
+      do age = rng() % next_age; while (used_age[age]);
+    } else {
+      ++next_age;
+    }
+    used_age[age] = true;
+    return age;
+  };
+  auto scan_oldest = [&](double max_abs) {
+    size_t best = expansion.size();
+    for (size_t i = 0; i < expansion.size(); ++i) {
+      if (std::abs(expansion.coefficient(i)) > max_abs) continue;
+      if (best == expansion.size() || expansion.added_at(i) < expansion.added_at(best)) best = i;
+    }
+    return best;
+  };
+  for (int op = 0; op < 20000; ++op) {
+    const uint64_t choice = rng() % 10;
+    const double coefficient = static_cast<double>(rng() % 100) / 10.0;
+    if (expansion.size() == 0 || choice < 5) {
+      if (expansion.size() < 40) expansion.Append({0.0}, coefficient, fresh_age(), 0.0);
+    } else if (choice < 7) {
+      expansion.Replace(rng() % expansion.size(), {0.0}, coefficient, fresh_age(), 0.0);
+    } else if (choice < 9) {
+      expansion.Remove(choice == 7 ? expansion.OldestSlot() : rng() % expansion.size());
+    } else {
+      expansion.RemoveAddedAtMost(expansion.added_at(expansion.OldestSlot()) + rng() % 4);
+    }
+    if (expansion.size() == 0) continue;
+    ASSERT_EQ(expansion.OldestSlot(), scan_oldest(INFINITY)) << "after operation " << op;
+    const double max_abs = static_cast<double>(rng() % 100) / 10.0;
+    ASSERT_EQ(expansion.OldestSlotAtMost(max_abs), scan_oldest(max_abs)) << "after " << op;
+  }
+}
+
 TEST(ExpansionTest, SmallestSlotIgnoresSignAndPrefersTheEarliestAddedOnATie) {
   Expansion expansion(1, /*track_average=*/false);
   // |a| = 0.5 twice: slot 0 added at 5, slot 1 added at 3; slot 3 is larger.
