@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "proto/convert.h"
+#include "server/failpoint.h"
 
 namespace okl {
 namespace {
@@ -227,6 +228,7 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Replace(absl::string_view
     // the old log, so batches still arriving for it are retried on the new model).
     OKL_ASSIGN_OR_RETURN(log, store_->ReplaceModel(tenant, model, state,
                                                    old.ok() ? LogOf(**old) : nullptr));
+    Failpoint("restore.written");
   }
   OKL_ASSIGN_OR_RETURN(std::shared_ptr<ModelEntry> entry,
                        registry_.Put(tenant, model, *std::move(learner), log));

@@ -19,6 +19,7 @@
 #include "rocksdb/db.h"
 #include "rocksdb/options.h"
 #include "rocksdb/write_batch.h"
+#include "server/failpoint.h"
 
 namespace okl {
 namespace {
@@ -562,6 +563,7 @@ absl::Status ModelLog::Checkpoint(const ModelState& state, Position at) {
   }
   // Encoded outside the lock: Append waits for this lock inside the entry's writer lock.
   OKL_ASSIGN_OR_RETURN(std::string value, EncodeCheckpoint(state, at.seq));
+  Failpoint("checkpoint.encoded");
   rocksdb::WriteBatch batch;
   batch.Put(CheckpointKey(incarnation_), value);
   // The records up to at.seq, and only those: records appended since the state was
@@ -576,6 +578,7 @@ absl::Status ModelLog::Checkpoint(const ModelState& state, Position at) {
   if (closed_ || at.seq <= checkpoint_seq_) return absl::OkStatus();
   rocksdb::Status status = store_->db_->Write(write, &batch);
   if (!status.ok()) return WriteError(status);
+  Failpoint("checkpoint.written");
   checkpoint_seq_ = at.seq;
   examples_at_checkpoint_ = at.examples;
   last_checkpoint_ = absl::Now();

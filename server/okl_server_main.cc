@@ -32,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/config.h"
+#include "server/failpoint.h"
 #include "server/metrics.h"
 #include "server/server.h"
 #include "server/service.h"
@@ -142,6 +143,11 @@ ABSL_FLAG(bool, mutex_deadlock_detection, false,
           "Keep absl::Mutex's deadlock detection on (for debugging; okl's tests do). Debian's "
           "Abseil is built without NDEBUG, so with it on every absl::Mutex acquisition -- "
           "gRPC's and okl's -- updates one global lock-order graph under one global lock.");
+ABSL_FLAG(std::string, failpoint, "",
+          "For crash tests: SIGKILL the server at a named place in its durable writes, the "
+          "first time it is reached (NAME) or the N-th (NAME@N). Names: checkpoint.encoded, "
+          "checkpoint.written, restore.received, restore.written, restore.installed "
+          "(server/failpoint.h). Empty: none.");
 ABSL_FLAG(bool, reflection, Defaults().reflection,
           "Serve gRPC server reflection (grpc.reflection.v1alpha), for grpcurl and the like.");
 ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
@@ -290,6 +296,12 @@ int main(int argc, char** argv) {
   options.regret.every_steps = absl::GetFlag(FLAGS_regret_every_steps);
   options.regret.threads = absl::GetFlag(FLAGS_regret_threads);
   options.regret_refresh = absl::GetFlag(FLAGS_regret_refresh);
+  if (const std::string failpoint = absl::GetFlag(FLAGS_failpoint); !failpoint.empty()) {
+    if (absl::Status status = okl::ArmFailpoint(failpoint); !status.ok()) {
+      std::fprintf(stderr, "okl_server: %s\n", std::string(status.message()).c_str());
+      return 1;
+    }
+  }
   const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);
   if (grace < absl::ZeroDuration()) {
     std::fprintf(stderr, "okl_server: --shutdown_grace must not be negative\n");

@@ -22,6 +22,7 @@
 #include "core/status_macros.h"
 #include "google/protobuf/descriptor.h"
 #include "proto/convert.h"
+#include "server/failpoint.h"
 #include "server/status.h"
 
 namespace okl {
@@ -856,6 +857,7 @@ class OklService::RestoreSession {
                                               " bytes but the stream carried ", bytes_.size(),
                                               " (truncated?)"));
     }
+    Failpoint("restore.received");
     OKL_ASSIGN_OR_RETURN(ModelState state, DecodeSnapshot(bytes_));
     bytes_ = std::string();
     // Protobuf merges a repeated config field; the limits and quotas were checked against
@@ -867,6 +869,7 @@ class OklService::RestoreSession {
     OKL_ASSIGN_OR_RETURN(std::shared_ptr<ModelEntry> entry,
                          service_->host_->Replace(ref_.tenant(), ref_.model(), state,
                                                   std::move(reservation_)));
+    Failpoint("restore.installed");
     OKL_ASSIGN_OR_RETURN(ModelSummary summary, entry->Summary());
     *response = ToProto(summary);
     return absl::OkStatus();

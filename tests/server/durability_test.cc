@@ -3,8 +3,10 @@
 // Durability of okl_server (DESIGN.md, "Durability"), tested on the real binary with a
 // --data_dir that outlives each server process: an acknowledged Observe survives SIGKILL,
 // an unacknowledged one is present or absent only as whole batches in order, a restart
-// after SIGTERM replays nothing, Create/Delete/Restore are durable, a full disk fails
-// Observe without applying it, and a damaged store keeps the server from starting.
+// after SIGTERM replays nothing, Create/Delete/Restore are durable, a SIGKILL at a
+// failpoint inside a checkpoint or a Restore (--failpoint) loses nothing acknowledged and
+// leaves a Restore wholly there or not at all, a full disk fails Observe without applying
+// it, and a damaged store keeps the server from starting.
 //
 // The oracle is core's NormaModel (CoreTwin) fed exactly the examples the restarted
 // server says it holds: NORMA is deterministic, so the restored model must equal it to
@@ -549,6 +551,14 @@ INSTANTIATE_TEST_SUITE_P(
 // One model ref under a sequence of operations, each acknowledged before the next: what
 // the model must be after a crash is the state after the last acknowledged operation, or
 // after the one in flight too. nullopt: the model does not exist.
+// True once `killed` is set, waiting up to 10 s for it: a server that kills itself (a
+// failpoint) fails its clients' calls a moment before the test has seen it exit.
+bool AwaitKill(const std::atomic<bool>& killed) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!killed.load() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  return killed.load();
+}
+
 class ChurnActor {
  public:
   ChurnActor(v1::ModelRef ref, std::vector<std::string> snapshots, uint64_t seed)
@@ -597,7 +607,7 @@ class ChurnActor {
         status = DeleteModel(stub, ref_);
       }
       if (!status.ok()) {
-        if (!killed.load()) {
+        if (!AwaitKill(killed)) {
           ADD_FAILURE() << RefName(ref_) << ": failed before the kill: " << Describe(status);
         }
         return;
@@ -655,6 +665,31 @@ class ChurnActor {
   int operations_ = 0;
 };
 
+// Checkpoints racing the churn: every 50 examples or 20 ms.
+std::vector<std::string> ChurnFlags() {
+  return {"--checkpoint_every_examples=50", "--checkpoint_every=20ms"};
+}
+
+// What the churn restores: snapshots of the classification model after 0, 37 and 150
+// steps, and one of another config.
+std::vector<std::string> ChurnSnapshots() {
+  std::vector<std::unique_ptr<CoreTwin>> twins;
+  for (size_t steps : {0, 37, 150}) {
+    twins.push_back(TwinFedWith(ClassificationConfig(),
+                                MakeStream(ClassificationConfig(), steps, 300 + steps)));
+  }
+  twins.push_back(TwinFedWith(RegressionConfig(), MakeStream(ClassificationConfig(), 80, 400)));
+  std::vector<std::string> snapshots;
+  for (const std::unique_ptr<CoreTwin>& twin : twins) {
+    if (twin == nullptr) {
+      ADD_FAILURE() << "a churn snapshot's model could not be built";
+      continue;
+    }
+    snapshots.push_back(*EncodeSnapshot(twin->model().ExportState()));
+  }
+  return snapshots;
+}
+
 class ChurnCrashTest : public ::testing::TestWithParam<uint64_t> {};
 
 // Two clients each cycle one model through Create, Observe, Restore (of snapshots taken
@@ -665,19 +700,8 @@ class ChurnCrashTest : public ::testing::TestWithParam<uint64_t> {};
 TEST_P(ChurnCrashTest, RestartAfterSigkillAmidRestoreDeleteAndCreate) {
   std::mt19937_64 random(GetParam());
   TempDir dir("okl_durability_test");
-  const std::vector<std::string> flags = {"--checkpoint_every_examples=50",
-                                          "--checkpoint_every=20ms"};
-  std::vector<std::string> snapshots;
-  for (size_t steps : {0, 37, 150}) {
-    std::unique_ptr<CoreTwin> twin = TwinFedWith(
-        ClassificationConfig(), MakeStream(ClassificationConfig(), steps, 300 + steps));
-    ASSERT_NE(twin, nullptr);
-    snapshots.push_back(*EncodeSnapshot(twin->model().ExportState()));
-  }
-  std::unique_ptr<CoreTwin> other =
-      TwinFedWith(RegressionConfig(), MakeStream(ClassificationConfig(), 80, 400));
-  ASSERT_NE(other, nullptr);
-  snapshots.push_back(*EncodeSnapshot(other->model().ExportState()));
+  const std::vector<std::string> flags = ChurnFlags();
+  const std::vector<std::string> snapshots = ChurnSnapshots();
 
   std::vector<std::unique_ptr<ChurnActor>> actors;
   actors.push_back(std::make_unique<ChurnActor>(Ref("churn", "one"), snapshots, random()));
@@ -710,6 +734,77 @@ INSTANTIATE_TEST_SUITE_P(Seeds, ChurnCrashTest, ::testing::Values(21, 22, 23, 24
                          [](const ::testing::TestParamInfo<uint64_t>& info) {
                            return absl::StrCat("Seed", info.param);
                          });
+
+// A group of failpoints (server/failpoint.h) and the seed of the rounds that use them.
+struct FailpointCase {
+  const char* name;  // of the test
+  std::vector<std::string> failpoints;
+  uint64_t seed;
+
+  friend void PrintTo(const FailpointCase& c, std::ostream* os) { *os << c.name; }
+};
+
+class FailpointCrashTest : public ::testing::TestWithParam<FailpointCase> {};
+
+// 20 rounds: the ChurnCrashTest traffic (Create, Observe, Restore, Delete, with
+// checkpoints every 50 examples or 20 ms) against a server armed to SIGKILL itself at a
+// failpoint of the group, the first to third time it is reached; then a restart without
+// the failpoint must hold each model exactly as its last acknowledged operation left it,
+// or as the one in flight did: a checkpoint cut short loses nothing acknowledged, and a
+// Restore cut short is wholly there or not at all.
+TEST_P(FailpointCrashTest, EveryRestartIsExactAfterAKillAtTheFailpoint) {
+  const FailpointCase& param = GetParam();
+  std::mt19937_64 random(param.seed);
+  TempDir dir("okl_failpoint_test");
+  const std::vector<std::string> flags = ChurnFlags();
+  const std::vector<std::string> snapshots = ChurnSnapshots();
+  std::vector<std::unique_ptr<ChurnActor>> actors;
+  for (const char* model : {"one", "two"}) {
+    actors.push_back(std::make_unique<ChurnActor>(Ref("failpoint", model), snapshots, random()));
+  }
+
+  constexpr int kRounds = 20;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string& name = param.failpoints[random() % param.failpoints.size()];
+    const std::string failpoint = absl::StrCat(name, "@", 1 + random() % 3);
+    SCOPED_TRACE(absl::StrCat("round ", round, ", --failpoint=", failpoint));
+    std::vector<std::string> armed = flags;
+    armed.push_back(absl::StrCat("--failpoint=", failpoint));
+    std::unique_ptr<ServerProcess> server = StartServer(dir.data_dir(), armed);
+    ASSERT_NE(server, nullptr);
+    std::atomic<bool> killed{false};
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> threads;
+    for (std::unique_ptr<ChurnActor>& actor : actors) {
+      threads.emplace_back(
+          [&, actor = actor.get()] { actor->Run(server->stub(), killed, stop); });
+    }
+    const absl::StatusOr<int> exit = server->WaitForExit(absl::Seconds(30));
+    killed.store(true);
+    stop.store(true);
+    for (std::thread& thread : threads) thread.join();
+    ASSERT_TRUE(exit.ok()) << "the failpoint was not reached in 30 s: " << exit.status()
+                           << "; log:\n" << server->Log();
+    ASSERT_TRUE(WIFSIGNALED(*exit) && WTERMSIG(*exit) == SIGKILL)
+        << DescribeWait(*exit) << "; log:\n" << server->Log();
+    ASSERT_THAT(server->Log(), HasSubstr(absl::StrCat("failpoint ", name, " reached")));
+    server.reset();
+
+    server = StartServer(dir.data_dir(), flags);
+    ASSERT_NE(server, nullptr);
+    for (std::unique_ptr<ChurnActor>& actor : actors) actor->Verify(server->stub());
+    if (::testing::Test::HasFailure()) return;
+    StopGracefully(*server);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Groups, FailpointCrashTest,
+    ::testing::Values(FailpointCase{"Checkpoint", {"checkpoint.encoded", "checkpoint.written"}, 31},
+                      FailpointCase{"Restore",
+                                    {"restore.received", "restore.written", "restore.installed"},
+                                    32}),
+    [](const ::testing::TestParamInfo<FailpointCase>& info) { return info.param.name; });
 
 // --- Graceful restart ------------------------------------------------------------------
 
