@@ -2,9 +2,15 @@
 
 #include "server/model_store.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
+#include <memory>
+#include <string>
 #include <filesystem>
 #include <system_error>
 #include <utility>
@@ -17,12 +23,34 @@
 #include "core/status_macros.h"
 #include "proto/convert.h"
 #include "rocksdb/db.h"
+#include "rocksdb/env.h"
 #include "rocksdb/options.h"
 #include "rocksdb/write_batch.h"
 #include "server/failpoint.h"
 
 namespace okl {
 namespace {
+
+// RocksDB's own log (flushes, compactions, errors), on okl_server's stderr at WARN and
+// above, instead of a LOG file in --data_dir: Debian's RocksDB is built with assertions,
+// and once a full disk made a LOG write fail, its next line aborted the server.
+class StderrLogger final : public rocksdb::Logger {
+ public:
+  StderrLogger() : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL) {}
+
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    char line[1024];
+    const int n = std::vsnprintf(line, sizeof(line), format, ap);
+    if (n < 0) return;
+    const std::string text =
+        absl::StrCat("okl_server: rocksdb: ", absl::string_view(line, std::min<size_t>(
+                                                                       n, sizeof(line) - 1)),
+                     "\n");
+    // One write(2) a line: lines of concurrent threads do not interleave, nothing is buffered.
+    (void)!::write(STDERR_FILENO, text.data(), text.size());
+  }
+};
 
 static_assert(std::endian::native == std::endian::little,
               "the store's records are little-endian");
@@ -63,8 +91,11 @@ uint64_t GetFixed64(const char* p) {
 
 absl::Status WriteError(const rocksdb::Status& status) {
   if (status.IsNoSpace()) {
+    // Not RocksDB's text: it names the server's files. Its own log line (on stderr) does.
     return absl::ResourceExhaustedError(
-        absl::StrCat("the model store is out of disk space: ", status.ToString()));
+        "the model store is full (no space left on its filesystem): this write was not "
+        "applied; reads still work. Writes need space freed on --data_dir's filesystem and, "
+        "for now, a restart of okl_server");
   }
   return absl::UnavailableError(
       absl::StrCat("the model store cannot write: ", status.ToString()));
@@ -240,7 +271,7 @@ absl::StatusOr<std::unique_ptr<ModelStore>> ModelStore::Open(const std::string& 
   // dropped; corruption anywhere else stops the open instead of silently losing data.
   db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
   db_options.max_background_jobs = 2;
-  db_options.keep_log_file_num = 5;
+  db_options.info_log = std::make_shared<StderrLogger>();
   rocksdb::DB* raw = nullptr;
   rocksdb::Status status = rocksdb::DB::Open(db_options, path, &raw);
   if (!status.ok()) {

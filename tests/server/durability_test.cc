@@ -1178,11 +1178,37 @@ TEST(DurabilityTest, SparseStorageModelOfAMillionFeaturesReplaysExactlyAfterSigk
 
 // --- A store that cannot write ---------------------------------------------------------
 
-// The full disk is RLIMIT_FSIZE (set in the child before exec, SIGXFSZ ignored): once the
-// store's write-ahead log would grow past the limit, write() fails with EFBIG, which
-// the store sees as it would a full disk. It needs no privileges (a small tmpfs would
-// need mount(2), i.e. root).
-TEST(DurabilityTest, ObserveFailsAndChangesNothingWhenTheStoreCannotWrite) {
+// How a test fills the store's disk.
+enum class FullDisk {
+  // RLIMIT_FSIZE (set in the child before exec, SIGXFSZ ignored): once the store's
+  // write-ahead log would grow past the limit, write() fails with EFBIG, which the store
+  // sees as it would a full disk. It needs no privileges, but it bounds each file, not
+  // the filesystem: RocksDB's other files still have room.
+  kFileSizeLimit,
+  // A real filesystem that fills: a 16 MiB tmpfs over --data_dir in a mount namespace of
+  // the server's own (unshare with a user namespace: no root needed on the host), so
+  // every file of the store, the WAL and RocksDB's own, gets ENOSPC. It vanishes with
+  // the server, so this variant does not restart on it.
+  kTmpfs,
+};
+
+// The launcher that runs the server on a 16 MiB tmpfs over `mount_point`, or nullopt if
+// this machine cannot make one (no unshare, or user namespaces disabled).
+std::optional<std::vector<std::string>> TmpfsLauncher(const std::string& mount_point) {
+  const std::string mount =
+      absl::StrCat("mount -t tmpfs -o size=16m tmpfs '", mount_point, "'");
+  const std::string probe = absl::StrCat(
+      "/usr/bin/unshare --user --map-root-user --mount /bin/sh -c \"", mount,
+      "\" >/dev/null 2>&1");
+  if (std::system(probe.c_str()) != 0) return std::nullopt;
+  return std::vector<std::string>{"/usr/bin/unshare", "--user",  "--map-root-user", "--mount",
+                                  "/bin/sh",          "-c",      absl::StrCat(mount, " && exec \"$@\""),
+                                  "sh"};
+}
+
+class FullDiskTest : public ::testing::TestWithParam<FullDisk> {};
+
+TEST_P(FullDiskTest, ObserveFailsAndChangesNothingWhenTheStoreCannotWrite) {
   TempDir dir("okl_durability_test");
   const v1::ModelConfig config = ParseConfig(R"pb(
     dim: 16
@@ -1196,19 +1222,28 @@ TEST(DurabilityTest, ObserveFailsAndChangesNothingWhenTheStoreCannotWrite) {
   const v1::ModelRef ref = Ref("acme", "full-disk");
   const std::vector<std::string> flags = {"--checkpoint_every_examples=1000000000",
                                           "--checkpoint_every=0"};
-  absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(
-      {.flags = flags, .data_dir = dir.data_dir(), .file_size_limit = 512 << 10});
+  ServerProcessOptions options = {.flags = flags, .data_dir = dir.data_dir()};
+  if (GetParam() == FullDisk::kTmpfs) {
+    std::filesystem::create_directories(dir.data_dir());
+    std::optional<std::vector<std::string>> launcher = TmpfsLauncher(dir.data_dir());
+    if (!launcher.has_value()) GTEST_SKIP() << "this machine cannot mount a tmpfs of its own";
+    options.launcher = *std::move(launcher);
+  } else {
+    options.file_size_limit = 512 << 10;
+  }
+  absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(options);
   ASSERT_TRUE(started.ok()) << started.status();
   std::unique_ptr<ServerProcess> server = *std::move(started);
   ASSERT_TRUE(IsOk(CreateModel(server->stub(), ref, config)));
   std::unique_ptr<CoreTwin> twin = CoreTwin::Create(config);
   ASSERT_NE(twin, nullptr);
 
-  // Batches of ~25 KB on the wire: the limit is reached within about 20 of them.
+  // Batches of ~25 KB on the wire: the file size limit is reached within about 20 of
+  // them, the tmpfs within about 700.
   Batch acknowledged;
   std::vector<Batch> rejected;
   grpc::Status failure;
-  for (int i = 0; i < 400 && rejected.empty(); ++i) {
+  for (int i = 0; i < 3000 && rejected.empty(); ++i) {
     const Batch batch = MakeStream(config, 150, 1000 + i);
     v1::ObserveResponse response;
     const grpc::Status status = Observe(server->stub(), ref, batch, &response);
@@ -1221,8 +1256,14 @@ TEST(DurabilityTest, ObserveFailsAndChangesNothingWhenTheStoreCannotWrite) {
       rejected.push_back(batch);
     }
   }
-  ASSERT_FALSE(rejected.empty()) << "Observe never failed under RLIMIT_FSIZE; log:\n"
+  ASSERT_FALSE(rejected.empty()) << "Observe never failed on the full disk; log:\n"
                                  << server->Log();
+  // A full disk fails writes; it does not take the server down.
+  ASSERT_TRUE(server->Running()) << "okl_server died on the full disk; log:\n" << server->Log();
+  if (GetParam() == FullDisk::kTmpfs) {
+    EXPECT_TRUE(HasCode(failure, grpc::StatusCode::RESOURCE_EXHAUSTED)) << Describe(failure);
+    EXPECT_THAT(failure.error_message(), HasSubstr("the model store is full"));
+  }
   ASSERT_GT(acknowledged.size(), 0u)
       << "the first Observe failed already: " << Describe(failure) << "; log:\n"
       << server->Log();
@@ -1271,6 +1312,8 @@ TEST(DurabilityTest, ObserveFailsAndChangesNothingWhenTheStoreCannotWrite) {
   EXPECT_TRUE(HasCode(GetModel(server->stub(), copy, &info), grpc::StatusCode::NOT_FOUND));
   EXPECT_THAT(ModelNames(server->stub(), ""), ::testing::ElementsAre("acme/full-disk"));
   EXPECT_TRUE(MatchesTwin(server->stub(), ref, *twin, probes));
+  EXPECT_TRUE(server->Running()) << "okl_server died on the full disk; log:\n" << server->Log();
+  if (GetParam() == FullDisk::kTmpfs) return;  // its store vanishes with the server
 
   // With room again, a restart has every acknowledged example; of the rejected ones at
   // most a whole-batch prefix (they were never acknowledged).
@@ -1295,6 +1338,12 @@ TEST(DurabilityTest, ObserveFailsAndChangesNothingWhenTheStoreCannotWrite) {
   EXPECT_TRUE(MatchesTwin(server->stub(), ref, *restored_twin, probes));
   StopGracefully(*server);
 }
+
+INSTANTIATE_TEST_SUITE_P(Ways, FullDiskTest,
+                         ::testing::Values(FullDisk::kFileSizeLimit, FullDisk::kTmpfs),
+                         [](const ::testing::TestParamInfo<FullDisk>& info) {
+                           return info.param == FullDisk::kTmpfs ? "Tmpfs" : "FileSizeLimit";
+                         });
 
 // An ObserveStream that fills the disk part-way ends with the store's error; the
 // messages before the failing one stay applied, each whole, and they are exactly what a

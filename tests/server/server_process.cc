@@ -348,7 +348,8 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
                             .listen = server->options_.listen,
                             .data_dir = server->options_.data_dir,
                             .temp_dir_prefix = "okl_server_test",
-                            .file_size_limit = server->options_.file_size_limit});
+                            .file_size_limit = server->options_.file_size_limit,
+                            .launcher = server->options_.launcher});
   if (!process.ok()) return process.status();
   server->process_ = *std::move(process);
 

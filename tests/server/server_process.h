@@ -107,6 +107,8 @@ struct ServerProcessOptions {
   // a write that would grow any file past it fails with EFBIG: a full disk, as far as
   // the store can tell. (The server's log file is bound by it too.)
   std::optional<uint64_t> file_size_limit = std::nullopt;
+  // A command that runs the server's command line (see SpawnedServerOptions::launcher).
+  std::vector<std::string> launcher = {};
   // The harness's channels (channel(), NewChannel(), and the health checks that wait for
   // SERVING): plaintext without metadata by default. A server with --tls_cert_file needs
   // TLS credentials here; one with --auth_tokens_file, a bearer token for okl calls

@@ -93,7 +93,8 @@ absl::StatusOr<std::unique_ptr<SpawnedServer>> SpawnedServer::Start(
     server->data_dir_ = o.data_dir;
   }
 
-  std::vector<std::string> args = {
+  std::vector<std::string> args = o.launcher;
+  args.insert(args.end(), {
       o.binary,
       absl::StrCat("--listen=", o.listen),
       absl::StrCat("--port_file=", server->port_file_),
@@ -101,7 +102,7 @@ absl::StatusOr<std::unique_ptr<SpawnedServer>> SpawnedServer::Start(
       // Metrics on a free loopback port, so that parallel servers never collide on 9464.
       "--metrics_address=127.0.0.1:0",
       absl::StrCat("--metrics_port_file=", server->dir_, "/metrics_port"),
-  };
+  });
   args.insert(args.end(), o.flags.begin(), o.flags.end());
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());

@@ -71,6 +71,11 @@ struct SpawnedServerOptions {
   // write that would grow any file past it fails with EFBIG: a full disk, as far as the
   // store can tell. (A captured log is bound by it too.)
   std::optional<uint64_t> file_size_limit = std::nullopt;
+  // If set, a command (its first word an absolute path) that runs the server's command
+  // line given after it, e.g. {"/usr/bin/unshare", ..., "sh", "-c", "... exec \"$@\"",
+  // "sh"}: the server with a filesystem of the test's own. It must exec the server in the
+  // same process, so that pid() stays the server's.
+  std::vector<std::string> launcher = {};
 };
 
 // "exit code 0", "killed by signal 9": a wait(2) status in words.
