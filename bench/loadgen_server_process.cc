@@ -17,7 +17,8 @@ namespace okl::loadgen {
 
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     const std::string& binary, const std::vector<std::string>& extra_args,
-    absl::Duration timeout, std::shared_ptr<grpc::ChannelCredentials> credentials) {
+    absl::Duration timeout, std::shared_ptr<grpc::ChannelCredentials> credentials,
+    std::vector<std::string> launcher) {
   // The store goes to the temporary directory too (not okl_server's default of
   // ./okl-data in whatever directory the benchmark runs from); --server_args may name
   // another (the last occurrence of a flag wins) or turn it off with --data_dir=.
@@ -27,7 +28,8 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
       testing::SpawnedServer::Start({.binary = binary,
                                      .flags = extra_args,
                                      .temp_dir_prefix = "okl_loadgen",
-                                     .capture_output = false});
+                                     .capture_output = false,
+                                     .launcher = std::move(launcher)});
   if (!process.ok()) {
     return absl::Status(process.status().code(),
                         absl::StrCat("--spawn_server: ", process.status().message()));

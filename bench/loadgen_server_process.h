@@ -38,11 +38,13 @@ class ServerProcess {
  public:
   // Starts `binary` with `extra_args` after the launcher's flags and waits up to
   // `timeout` for it to serve, checking health over a channel with `credentials` (TLS
-  // ones when extra_args turn TLS on; null: plaintext). On failure the child (if any) is
-  // killed and reaped.
+  // ones when extra_args turn TLS on; null: plaintext). `launcher`, if not empty, runs
+  // the command line (e.g. taskset; see SpawnedServerOptions::launcher). On failure the
+  // child (if any) is killed and reaped.
   static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
       const std::string& binary, const std::vector<std::string>& extra_args,
-      absl::Duration timeout, std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
+      absl::Duration timeout, std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr,
+      std::vector<std::string> launcher = {});
 
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;

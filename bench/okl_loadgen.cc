@@ -54,6 +54,7 @@
 //       --server_args="--tls_cert_file=server.pem --tls_key_file=server.key
 //       --auth_tokens_file=tokens" --tls_ca_file=ca.pem   (one command line)
 #include <grpcpp/grpcpp.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -62,6 +63,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -77,12 +79,14 @@
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -98,6 +102,10 @@ ABSL_FLAG(std::string, server, "",
 ABSL_FLAG(std::string, spawn_server, "",
           "Path of an okl_server binary to start on 127.0.0.1:0 for the run (with "
           "--port_file in a temporary directory) and stop with SIGTERM at the end.");
+ABSL_FLAG(bool, pin_cpus, false,
+          "With --spawn_server: run the server on the last CPU this process may use (through "
+          "taskset) and this client on the others, so that neither's latency is the other's "
+          "contention for the same cores. Each then has fewer CPUs than unpinned.");
 ABSL_FLAG(std::string, server_args, "",
           "Extra flags for the spawned server, space-separated, e.g. "
           "\"--observe_stream_api=callback\".");
@@ -219,6 +227,9 @@ struct Settings {
   std::string tenant;
   uint64_t seed = 0;
   std::vector<std::string> scenarios;
+  // With --pin_cpus, who runs where as the kernel has it: "server on CPUs 1, client on
+  // CPUs 0" (/proc's Cpus_allowed_list of each). Empty without.
+  std::string pinning;
 };
 
 // What one scenario measured.
@@ -703,6 +714,8 @@ void PrintJson(const Settings& s, bool spawned, const std::vector<Measurement>& 
   std::string json = "{\n";
   absl::StrAppend(&json, "  \"server\": ", JsonString(s.address), ",\n");
   absl::StrAppend(&json, "  \"spawned_server\": ", spawned ? "true" : "false", ",\n");
+  absl::StrAppend(&json, "  \"pinning\": ", s.pinning.empty() ? "null" : JsonString(s.pinning),
+                  ",\n");
   absl::StrAppend(&json, "  \"security\": ", JsonString(SecurityName(s)), ",\n");
   absl::StrAppend(&json, "  \"client_api\": ", JsonString(ClientApiName(s.api)), ",\n");
   absl::StrAppend(&json, "  \"client_threads\": ", s.client_threads, ",\n");
@@ -814,12 +827,13 @@ void PrintTable(const Settings& s, bool spawned, const std::vector<Measurement>&
                 const std::string& load_after) {
   std::string out = absl::StrFormat(
       "\nokl_loadgen: %s%s, %s; client %s%s; %d callers over %d channels; %d model(s), d=%d, "
-      "B=%d; %s per scenario after %s warm-up, best of %d run(s)\nload average before %s, "
+      "B=%d; %s per scenario after %s warm-up, best of %d run(s)%s\nload average before %s, "
       "after %s (%u CPUs)\n\n",
       s.address, spawned ? " (spawned)" : "", SecurityName(s), ClientApiName(s.api),
       s.api == ClientApi::kAsync ? absl::StrCat(" x", s.client_threads, " thread(s)") : "",
       s.callers, s.channels, s.models, s.dim, s.budget, absl::FormatDuration(s.duration),
-      absl::FormatDuration(s.warmup), s.repetitions, load_before, load_after,
+      absl::FormatDuration(s.warmup), s.repetitions,
+      s.pinning.empty() ? "" : absl::StrCat("; ", s.pinning), load_before, load_after,
       std::thread::hardware_concurrency());
   absl::StrAppend(
       &out, absl::StrFormat("%-15s %11s %11s %9s %9s %9s %7s %7s %7s %7s\n", "scenario",
@@ -983,6 +997,44 @@ absl::StatusOr<Settings> ReadFlags() {
   return s;
 }
 
+// The CPUs process `pid` may run on, as /proc/PID/status lists them ("0-1", "1"); "?" if
+// unknown.
+std::string AllowedCpus(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    absl::string_view rest = line;
+    if (absl::ConsumePrefix(&rest, "Cpus_allowed_list:")) {
+      return std::string(absl::StripAsciiWhitespace(rest));
+    }
+  }
+  return "?";
+}
+
+// Keeps this process (and every thread it starts from now on) off the last CPU it may use,
+// and returns that CPU, for the server.
+absl::StatusOr<int> PinClientBesideServer() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
+    return absl::InternalError(absl::StrCat("sched_getaffinity: ", std::strerror(errno)));
+  }
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
+  }
+  if (cpus.size() < 2) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("needs 2 CPUs or more; this process may use ", cpus.size()));
+  }
+  const int server_cpu = cpus.back();
+  CPU_CLR(server_cpu, &allowed);
+  if (sched_setaffinity(0, sizeof(allowed), &allowed) != 0) {
+    return absl::InternalError(absl::StrCat("sched_setaffinity: ", std::strerror(errno)));
+  }
+  return server_cpu;
+}
+
 int Main() {
   absl::StatusOr<Settings> settings = ReadFlags();
   if (!settings.ok()) {
@@ -995,8 +1047,18 @@ int Main() {
   if (const std::string binary = absl::GetFlag(FLAGS_spawn_server); !binary.empty()) {
     std::vector<std::string> extra =
         absl::StrSplit(absl::GetFlag(FLAGS_server_args), ' ', absl::SkipWhitespace());
+    std::vector<std::string> launcher;
+    if (absl::GetFlag(FLAGS_pin_cpus)) {
+      absl::StatusOr<int> server_cpu = PinClientBesideServer();
+      if (!server_cpu.ok()) {
+        std::fprintf(stderr, "okl_loadgen: --pin_cpus: %s\n",
+                     std::string(server_cpu.status().message()).c_str());
+        return 2;
+      }
+      launcher = {"/usr/bin/taskset", "-c", absl::StrCat(*server_cpu)};
+    }
     absl::StatusOr<std::unique_ptr<ServerProcess>> started =
-        ServerProcess::Start(binary, extra, kSetupTimeout, Credentials(s));
+        ServerProcess::Start(binary, extra, kSetupTimeout, Credentials(s), launcher);
     if (!started.ok()) {
       std::fprintf(stderr, "okl_loadgen: %s\n",
                    std::string(started.status().message()).c_str());
@@ -1004,6 +1066,10 @@ int Main() {
     }
     server = *std::move(started);
     s.address = server->address();
+    if (!launcher.empty()) {
+      s.pinning = absl::StrCat("server on CPUs ", AllowedCpus(server->pid()), ", client on CPUs ",
+                               AllowedCpus(getpid()));
+    }
   }
 
   const std::vector<std::shared_ptr<grpc::Channel>> channels = MakeChannels(s);
