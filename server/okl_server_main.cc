@@ -100,7 +100,8 @@ ABSL_FLAG(int32_t, offload_threads, Defaults().service.offload_threads,
           "Threads that run what is not run inline on gRPC's threads: every write, "
           "ListModels, FenceTenant, ObserveStream's batches, the Predicts over "
           "--max_inline_work and the reads that would wait for a batch being applied to "
-          "their model; 0: one per core.");
+          "their model; 0: one per CPU the server may use (its affinity: taskset, a container's "
+          "cpuset).");
 ABSL_FLAG(std::string, port_file, "",
           "If set, once the server is SERVING write its bound port (decimal, newline) to "
           "this file, atomically (a temporary file in the same directory, renamed).");

@@ -370,7 +370,7 @@ OklService::OklService(ModelHost* host, const Authenticator* authenticator, Opti
       options_(options),
       offload_pool_(options.offload_threads > 0
                         ? options.offload_threads
-                        : static_cast<int>(std::thread::hardware_concurrency())) {
+                        : UsableCpus()) {
   // The unary calls run on gRPC's callback API: the sync API hands each call to a thread of
   // its pool, which costs more server CPU than a GetModel's or a small Predict's own work
   // (README, "Load generator"). The small reads run inline, on the thread that received

@@ -97,7 +97,7 @@ class OklService final : public v1::OnlineKernelLearning::Service {
     // about 0.3 ms of sweeps, keeps a Predict of 16 inputs inline on a budgeted model
     // with up to 64k multiply-adds per input (B = 4096, d = 16).
     uint64_t max_inline_work = 1 << 20;
-    // Threads of the offload pool; 0: one per core.
+    // Threads of the offload pool; 0: one per CPU the server may use (UsableCpus).
     int32_t offload_threads = 0;
   };
 

@@ -24,6 +24,10 @@
 
 namespace okl {
 
+// The CPUs the calling thread may run on: its affinity mask, which a cpuset (a container's
+// CPU limit) or taskset narrows and std::thread::hardware_concurrency ignores. At least 1.
+int UsableCpus();
+
 class WorkPool {
  public:
   // `threads` < 1 is taken as 1.

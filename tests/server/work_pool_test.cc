@@ -3,6 +3,8 @@
 
 #include "server/work_pool.h"
 
+#include <sched.h>
+
 #include <atomic>
 #include <memory>
 #include <set>
@@ -15,6 +17,22 @@
 
 namespace okl {
 namespace {
+
+// A thread confined to one CPU (as taskset or a cpuset would) sees one usable CPU, however
+// many the machine has.
+TEST(UsableCpusTest, FollowsTheThreadsAffinityNotTheMachine) {
+  cpu_set_t all;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+  EXPECT_EQ(UsableCpus(), CPU_COUNT(&all));
+  int first = 0;
+  while (!CPU_ISSET(first, &all)) ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+  EXPECT_EQ(UsableCpus(), 1);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(all), &all), 0);
+}
 
 TEST(WorkPoolTest, RunsEveryClosureOnceOffTheCallersThread) {
   constexpr int kClosures = 1000;
