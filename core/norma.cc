@@ -228,7 +228,7 @@ absl::StatusOr<std::unique_ptr<NormaModel>> NormaModel::FromState(const ModelSta
   for (size_t i = 0; i < retired; ++i) {
     if (config.sparse_storage()) {
       model->retired_->Append(state.retired_sparse_support.Row(i), 0.0, state.retired_at[i],
-                             0.0);
+                              0.0);
     } else {
       model->retired_->Append(
           absl::MakeConstSpan(state.retired_support).subspan(i * config.dim, config.dim),

@@ -146,9 +146,8 @@ ABSL_FLAG(bool, mutex_deadlock_detection, false,
           "gRPC's and okl's -- updates one global lock-order graph under one global lock.");
 ABSL_FLAG(std::string, failpoint, "",
           "For crash tests: SIGKILL the server at a named place in its durable writes, the "
-          "first time it is reached (NAME) or the N-th (NAME@N). Names: checkpoint.encoded, "
-          "checkpoint.written, restore.received, restore.written, restore.installed "
-          "(server/failpoint.h). Empty: none.");
+          "first time it is reached (NAME) or the N-th (NAME@N). server/failpoint.h lists "
+          "the names; an unknown one is refused with the list. Empty: none.");
 ABSL_FLAG(bool, reflection, Defaults().reflection,
           "Serve gRPC server reflection (grpc.reflection.v1alpha), for grpcurl and the like.");
 ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",

@@ -690,6 +690,19 @@ std::vector<std::string> ChurnSnapshots() {
   return snapshots;
 }
 
+// One thread per actor, running it against `stub` until the kill or `stop`.
+std::vector<std::thread> StartActors(std::vector<std::unique_ptr<ChurnActor>>& actors,
+                                     Stub& stub, const std::atomic<bool>& killed,
+                                     const std::atomic<bool>& stop) {
+  std::vector<std::thread> threads;
+  for (std::unique_ptr<ChurnActor>& actor : actors) {
+    threads.emplace_back([&stub, &killed, &stop, actor = actor.get()] {
+      actor->Run(stub, killed, stop);
+    });
+  }
+  return threads;
+}
+
 class ChurnCrashTest : public ::testing::TestWithParam<uint64_t> {};
 
 // Two clients each cycle one model through Create, Observe, Restore (of snapshots taken
@@ -713,11 +726,7 @@ TEST_P(ChurnCrashTest, RestartAfterSigkillAmidRestoreDeleteAndCreate) {
     SCOPED_TRACE(absl::StrCat("round ", round));
     std::atomic<bool> killed{false};
     std::atomic<bool> stop{false};
-    std::vector<std::thread> threads;
-    for (std::unique_ptr<ChurnActor>& actor : actors) {
-      threads.emplace_back(
-          [&, actor = actor.get()] { actor->Run(server->stub(), killed, stop); });
-    }
+    std::vector<std::thread> threads = StartActors(actors, server->stub(), killed, stop);
     absl::SleepFor(absl::Milliseconds(20 + random() % 300));
     killed.store(true);
     KillHard(*server);
@@ -774,11 +783,7 @@ TEST_P(FailpointCrashTest, EveryRestartIsExactAfterAKillAtTheFailpoint) {
     ASSERT_NE(server, nullptr);
     std::atomic<bool> killed{false};
     std::atomic<bool> stop{false};
-    std::vector<std::thread> threads;
-    for (std::unique_ptr<ChurnActor>& actor : actors) {
-      threads.emplace_back(
-          [&, actor = actor.get()] { actor->Run(server->stub(), killed, stop); });
-    }
+    std::vector<std::thread> threads = StartActors(actors, server->stub(), killed, stop);
     const absl::StatusOr<int> exit = server->WaitForExit(absl::Seconds(30));
     killed.store(true);
     stop.store(true);
