@@ -363,6 +363,38 @@ class ServerMetrics::Impl {
                                "Models whose latest checkpoint attempt failed.",
                                MetricType::Gauge,
                                static_cast<double>(options_.host->models_failing_checkpoints())));
+    if (options_.host->has_store()) CollectStore(families);
+  }
+
+  // Whether the store takes writes, what it refused and how much room its filesystem has.
+  void CollectStore(std::vector<MetricFamily>* families) const {
+    const StoreHealth health = options_.host->store_health();
+    families->push_back(Single("okl_store_writable",
+                               "1 while the model store accepts writes; 0 while it refuses "
+                               "them (a full disk: resumes once space is freed; another I/O "
+                               "error: until a restart). Reads work either way.",
+                               MetricType::Gauge, health.writable ? 1.0 : 0.0));
+    MetricFamily refused = Family("okl_store_write_failures_total",
+                                  "Writes (Observe batches, creations, deletions, restores, "
+                                  "checkpoints) the model store refused, by cause.",
+                                  MetricType::Counter);
+    refused.metric.push_back(Sample(MetricType::Counter,
+                                    static_cast<double>(health.no_space_refusals),
+                                    {{"kind", "no_space"}}));
+    refused.metric.push_back(Sample(MetricType::Counter,
+                                    static_cast<double>(health.io_error_refusals),
+                                    {{"kind", "io_error"}}));
+    families->push_back(std::move(refused));
+    families->push_back(Single("okl_store_resumptions_total",
+                               "Times the model store resumed writes after a full disk, "
+                               "without a restart.",
+                               MetricType::Counter, static_cast<double>(health.resumptions)));
+    if (const std::optional<uint64_t> free = options_.host->store_free_bytes(); free) {
+      families->push_back(Single("okl_store_free_bytes",
+                                 "Bytes free to okl_server on the model store's filesystem "
+                                 "(--data_dir), read at scrape time.",
+                                 MetricType::Gauge, static_cast<double>(*free)));
+    }
   }
 
   const ModelRegistry* const registry_;

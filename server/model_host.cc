@@ -2,6 +2,8 @@
 
 #include "server/model_host.h"
 
+#include <sys/statvfs.h>
+
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -101,7 +103,9 @@ ModelHost::ModelHost(Options options)
 absl::Status ModelHost::Open() {
   if (options_.data_dir.empty()) return absl::OkStatus();
   OKL_ASSIGN_OR_RETURN(
-      store_, ModelStore::Open(options_.data_dir, {.sync_writes = options_.sync_writes}));
+      store_, ModelStore::Open(options_.data_dir,
+                               {.sync_writes = options_.sync_writes,
+                                .file_system = options_.store_file_system}));
   OKL_ASSIGN_OR_RETURN(
       RestoreStats stats,
       RestoreModels(
@@ -383,7 +387,8 @@ ModelLog* ModelHost::LogOf(const ModelEntry& entry) {
 }
 
 size_t ModelHost::CheckpointModels(bool all) {
-  if (store_ == nullptr) return 0;
+  // A store that refuses writes would fail every checkpoint and back every model off.
+  if (store_ == nullptr || !store_->health().writable) return 0;
   size_t written = 0;
   const absl::Time now = absl::Now();
   for (const std::shared_ptr<ModelEntry>& entry : registry_.List("")) {
@@ -407,6 +412,32 @@ size_t ModelHost::CheckpointModels(bool all) {
     }
   }
   return written;
+}
+
+StoreHealth ModelHost::store_health() const {
+  return store_ == nullptr ? StoreHealth{} : store_->health();
+}
+
+std::optional<uint64_t> ModelHost::store_free_bytes() const {
+  struct statvfs fs;
+  if (store_ == nullptr || ::statvfs(store_->path().c_str(), &fs) != 0) return std::nullopt;
+  return uint64_t{fs.f_bavail} * fs.f_frsize;
+}
+
+StoreHealth ModelHost::MaintainStore(absl::Time now, absl::Duration retry_every) {
+  if (store_ == nullptr) return StoreHealth{};
+  const StoreHealth health = store_->health();
+  if (health.writable || !health.resumable) return health;
+  const int64_t now_ns = absl::ToUnixNanos(now);
+  int64_t last = last_resume_attempt_ns_.load();
+  // One attempt per interval, even if two threads call at once. An attempt on a disk
+  // still full costs one failed table-file creation.
+  if (now_ns - last < absl::ToInt64Nanoseconds(retry_every) ||
+      !last_resume_attempt_ns_.compare_exchange_strong(last, now_ns)) {
+    return health;
+  }
+  (void)store_->TryResume();  // the store's log line reports the change, if any
+  return store_->health();
 }
 
 size_t ModelHost::models_failing_checkpoints() const {

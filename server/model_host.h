@@ -45,6 +45,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -88,6 +89,8 @@ class ModelHost {
     absl::Duration checkpoint_every = absl::Seconds(60);
     // Computes the regret of models with a regret_window; may be null.
     RegretScheduler* regret_scheduler = nullptr;
+    // The filesystem the store uses (ModelStore::Options); null: the operating system's.
+    std::shared_ptr<rocksdb::FileSystem> store_file_system;
   };
 
   explicit ModelHost(Options options);
@@ -167,8 +170,19 @@ class ModelHost {
 
   // Checkpoints the models that are due (every model with a log if `all`), each encoded
   // and written with no lock held. Returns how many were written. A failure is logged and
-  // counted, and that model's next attempt backs off exponentially.
+  // counted, and that model's next attempt backs off exponentially. None is tried while
+  // the store refuses writes: they are due again once it accepts them.
   size_t CheckpointModels(bool all);
+
+  // Whether the store accepts writes (always, without a store), and its refusals.
+  StoreHealth store_health() const;
+  // Bytes free to this process on the store's filesystem; nullopt without a store or if
+  // the filesystem cannot say.
+  std::optional<uint64_t> store_free_bytes() const;
+  // If the store's writes stopped on a full filesystem, tries to resume them, at most once
+  // per `retry_every`; call it regularly (the server's background thread does). Returns
+  // the store's health after.
+  StoreHealth MaintainStore(absl::Time now, absl::Duration retry_every = absl::Seconds(1));
 
   bool has_store() const { return store_ != nullptr; }
   ModelRegistry& registry() { return registry_; }
@@ -213,6 +227,8 @@ class ModelHost {
   absl::flat_hash_set<Key> claimed_ ABSL_GUARDED_BY(claims_mu_);
 
   std::atomic<uint64_t> checkpoint_failures_{0};
+  // When MaintainStore last asked the store to resume (Unix nanoseconds).
+  std::atomic<int64_t> last_resume_attempt_ns_{0};
 
   // Tenants with write tickets held or a fence up (others have no entry).
   mutable PlainMutex writes_mu_;

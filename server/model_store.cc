@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -24,6 +25,8 @@
 #include "proto/convert.h"
 #include "rocksdb/db.h"
 #include "rocksdb/env.h"
+#include "rocksdb/file_system.h"
+#include "rocksdb/listener.h"
 #include "rocksdb/options.h"
 #include "rocksdb/write_batch.h"
 #include "server/failpoint.h"
@@ -89,17 +92,7 @@ uint64_t GetFixed64(const char* p) {
   return value;
 }
 
-absl::Status WriteError(const rocksdb::Status& status) {
-  if (status.IsNoSpace()) {
-    // Not RocksDB's text: it names the server's files. Its own log line (on stderr) does.
-    return absl::ResourceExhaustedError(
-        "the model store is full (no space left on its filesystem): this write was not "
-        "applied; reads still work. Writes need space freed on --data_dir's filesystem and, "
-        "for now, a restart of okl_server");
-  }
-  return absl::UnavailableError(
-      absl::StrCat("the model store cannot write: ", status.ToString()));
-}
+constexpr char kWriteOutcomeUnknownUrl[] = "type.okl.dev/okl.WriteOutcomeUnknown";
 
 // "m/" value: incarnation, ModelConfig (wire bytes), FNV-1a 64 of what precedes it.
 std::string EncodeModelRecord(uint64_t inc, const ModelConfig& config) {
@@ -246,10 +239,101 @@ absl::string_view ToView(const rocksdb::Slice& slice) {
 
 }  // namespace
 
+bool WriteOutcomeUnknown(const absl::Status& status) {
+  return status.GetPayload(kWriteOutcomeUnknownUrl).has_value();
+}
+
+// --- Write health --------------------------------------------------------------------
+
+// What RocksDB's listener and the failed writes tell of the store's writes (StoreHealth).
+class ModelStore::WriteHealth {
+ public:
+  // RocksDB stopped accepting writes (a background error, hard or fatal).
+  void Stopped(const rocksdb::Status& error) ABSL_LOCKS_EXCLUDED(mu_) {
+    const bool resumable =
+        error.IsNoSpace() && error.severity() < rocksdb::Status::Severity::kFatalError;
+    bool news;
+    {
+      PlainLock lock(&mu_);
+      news = health_.writable || (health_.resumable && !resumable);
+      health_.writable = false;
+      health_.resumable = health_.resumable && resumable;
+      health_.error = error.ToString();
+    }
+    // One line a change, not one per refused write.
+    if (news) {
+      std::fprintf(stderr, "okl_server: the model store stopped accepting writes: %s; %s\n",
+                   error.ToString().c_str(),
+                   resumable ? "they resume once space is freed on its filesystem"
+                             : "they are refused until okl_server is restarted");
+    }
+  }
+  void Resumed() ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      PlainLock lock(&mu_);
+      if (health_.writable) return;
+      health_.writable = true;
+      health_.resumable = true;
+      health_.error.clear();
+      ++health_.resumptions;
+    }
+    std::fprintf(stderr, "okl_server: the model store accepts writes again\n");
+  }
+  void Refused(bool no_space) ABSL_LOCKS_EXCLUDED(mu_) {
+    PlainLock lock(&mu_);
+    ++(no_space ? health_.no_space_refusals : health_.io_error_refusals);
+  }
+  StoreHealth Get() const ABSL_LOCKS_EXCLUDED(mu_) {
+    PlainLock lock(&mu_);
+    return health_;
+  }
+
+ private:
+  mutable PlainMutex mu_;
+  StoreHealth health_ ABSL_GUARDED_BY(mu_);
+};
+
+namespace {
+
+// RocksDB's error handling, reported to WriteHealth. RocksDB would resume by itself
+// after a full disk only once the free space reaches a whole memtable's reserve (64 MiB),
+// and refuses a manual Resume while that recovery is pending; so okl vetoes it and
+// resumes itself (ModelStore::TryResume, from the server's background thread), which
+// succeeds as soon as the memtables fit.
+class StoreListener final : public rocksdb::EventListener {
+ public:
+  explicit StoreListener(std::shared_ptr<ModelStore::WriteHealth> health)
+      : health_(std::move(health)) {}
+
+  void OnBackgroundError(rocksdb::BackgroundErrorReason /*reason*/,
+                         rocksdb::Status* error) override {
+    // A soft error (a failed compaction) leaves writes working and recovers by itself.
+    if (error->severity() >= rocksdb::Status::Severity::kHardError) health_->Stopped(*error);
+  }
+  void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason /*reason*/, rocksdb::Status error,
+                            bool* auto_recovery) override {
+    if (error.severity() >= rocksdb::Status::Severity::kHardError) *auto_recovery = false;
+  }
+  void OnErrorRecoveryEnd(const rocksdb::BackgroundErrorRecoveryInfo& info) override {
+    if (info.new_bg_error.ok()) health_->Resumed();
+  }
+
+ private:
+  const std::shared_ptr<ModelStore::WriteHealth> health_;
+};
+
+}  // namespace
+
 // --- ModelStore ----------------------------------------------------------------------
 
-ModelStore::ModelStore(std::string path, Options options, std::unique_ptr<rocksdb::DB> db)
-    : path_(std::move(path)), options_(options), db_(std::move(db)) {}
+ModelStore::ModelStore(std::string path, Options options, std::unique_ptr<rocksdb::Env> env,
+                       std::shared_ptr<WriteHealth> write_health,
+                       std::unique_ptr<rocksdb::DB> db)
+    : path_(std::move(path)),
+      options_(std::move(options)),
+      env_(std::move(env)),
+      write_health_(std::move(write_health)),
+      db_(std::move(db)) {}
 
 ModelStore::~ModelStore() = default;
 
@@ -272,6 +356,16 @@ absl::StatusOr<std::unique_ptr<ModelStore>> ModelStore::Open(const std::string& 
   db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
   db_options.max_background_jobs = 2;
   db_options.info_log = std::make_shared<StderrLogger>();
+  auto write_health = std::make_shared<WriteHealth>();
+  db_options.listeners.push_back(std::make_shared<StoreListener>(write_health));
+  // No automatic resume after retryable I/O errors either: with it, closing the database
+  // can hang (rocksdb issue 11440); TryResume covers what is resumable.
+  db_options.max_bgerror_resume_count = 0;
+  std::unique_ptr<rocksdb::Env> env;  // declared before the DB: destroyed after it
+  if (options.file_system != nullptr) {
+    env = rocksdb::NewCompositeEnv(options.file_system);
+    db_options.env = env.get();
+  }
   rocksdb::DB* raw = nullptr;
   rocksdb::Status status = rocksdb::DB::Open(db_options, path, &raw);
   if (!status.ok()) {
@@ -304,7 +398,8 @@ absl::StatusOr<std::unique_ptr<ModelStore>> ModelStore::Open(const std::string& 
     return unusable(absl::StrCat("its format is \"", format, "\", this server reads \"",
                                  kFormatValue, "\""));
   }
-  return std::unique_ptr<ModelStore>(new ModelStore(path, options, std::move(db)));
+  return std::unique_ptr<ModelStore>(new ModelStore(path, std::move(options), std::move(env),
+                                                    std::move(write_health), std::move(db)));
 }
 
 absl::Status ModelStore::LoadModels(
@@ -525,6 +620,51 @@ absl::Status ModelStore::Flush() {
   return absl::OkStatus();
 }
 
+StoreHealth ModelStore::health() const { return write_health_->Get(); }
+
+absl::Status ModelStore::TryResume() {
+  const StoreHealth health = write_health_->Get();
+  if (health.writable) return absl::OkStatus();
+  if (!health.resumable) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the model store stopped on an error only a restart clears: ", health.error));
+  }
+  rocksdb::Status status = db_->Resume();
+  if (!status.ok()) {
+    return status.IsNoSpace()
+               ? absl::ResourceExhaustedError(absl::StrCat("still no room: ", status.ToString()))
+               : absl::UnavailableError(status.ToString());
+  }
+  write_health_->Resumed();
+  return absl::OkStatus();
+}
+
+absl::Status ModelStore::WriteError(const rocksdb::Status& status) {
+  write_health_->Refused(status.IsNoSpace());
+  // Not RocksDB's text, which names the server's files: the server's log has it.
+  if (status.IsNoSpace()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the model store is full (no space left on its filesystem): this write was not "
+        "applied",
+        options_.sync_writes ? " (if its fsync was what failed, a restart before writes "
+                               "resume replays it)"
+                             : "",
+        "; reads still work, and writes resume by themselves once space is freed on "
+        "--data_dir's filesystem"));
+  }
+  const StoreHealth health = write_health_->Get();
+  absl::Status error = absl::UnavailableError(
+      !health.writable && !health.resumable
+          ? "the model store cannot write (an I/O error; okl_server's log has RocksDB's "
+            "message): this write was not applied to the model; reads still work, and "
+            "writes are refused until okl_server is restarted"
+          : "the model store cannot write (an I/O error; okl_server's log has RocksDB's "
+            "message): this write was not applied to the model");
+  // A failed fsync may still leave the write in the log, to be replayed at the next start.
+  error.SetPayload(kWriteOutcomeUnknownUrl, absl::Cord("1"));
+  return error;
+}
+
 // --- ModelLog ------------------------------------------------------------------------
 
 ModelLog::ModelLog(ModelStore* store, std::string tenant, std::string model,
@@ -546,10 +686,12 @@ absl::Status ModelLog::Append(const InputBatch& xs, absl::Span<const double> ys)
   }
   rocksdb::WriteOptions write;
   write.sync = store_->options_.sync_writes;
-  // If the write fails the sequence is not consumed: the next batch overwrites the key,
-  // so a record RocksDB kept despite the error is never replayed.
+  // If the write fails the sequence is not consumed. A record whose fsync failed after
+  // its bytes reached RocksDB's log (--sync_writes) is dropped when writes resume, since
+  // RocksDB then flushes its memtables and starts a new log; only a restart before that
+  // replays it (WriteError says so).
   rocksdb::Status status = store_->db_->Put(write, LogKey(incarnation_, next_seq_), value);
-  if (!status.ok()) return WriteError(status);
+  if (!status.ok()) return store_->WriteError(status);
   ++next_seq_;
   examples_ += ys.size();
   return absl::OkStatus();
@@ -597,18 +739,18 @@ absl::Status ModelLog::Checkpoint(const ModelState& state, Position at) {
   Failpoint("checkpoint.encoded");
   rocksdb::WriteBatch batch;
   batch.Put(CheckpointKey(incarnation_), value);
-  // The records up to at.seq, and only those: records appended since the state was
-  // exported have higher sequences and so keys outside the range, whichever of the two
-  // writes RocksDB applies first.
-  batch.DeleteRange(LogKey(incarnation_, 0), LogKey(incarnation_, at.seq + 1));
   rocksdb::WriteOptions write;
   write.sync = store_->options_.sync_writes;
   WriterLock lock(&mu_);
   // Rechecked under the lock that DeleteModel/ReplaceModel hold while they remove the
   // incarnation, and that orders two checkpoints (the background one and shutdown's).
   if (closed_ || at.seq <= checkpoint_seq_) return absl::OkStatus();
+  // The records up to at.seq, and only those: records appended since the state was
+  // exported have higher sequences and so keys outside the range, whichever of the two
+  // writes RocksDB applies first.
+  batch.DeleteRange(LogKey(incarnation_, 0), LogKey(incarnation_, at.seq + 1));
   rocksdb::Status status = store_->db_->Write(write, &batch);
-  if (!status.ok()) return WriteError(status);
+  if (!status.ok()) return store_->WriteError(status);
   Failpoint("checkpoint.written");
   checkpoint_seq_ = at.seq;
   examples_at_checkpoint_ = at.examples;

@@ -51,6 +51,9 @@
 
 namespace rocksdb {
 class DB;
+class Env;
+class Status;
+class FileSystem;
 }  // namespace rocksdb
 
 namespace okl {
@@ -79,12 +82,32 @@ struct StoredModel {
   std::vector<Batch> log;
 };
 
+// Whether the store accepts writes, and what it refused. RocksDB stops all writes after
+// a failed write of its log or tables (reads go on); a full filesystem is resumable
+// (ModelStore::TryResume, once there is room), any other I/O error only by a restart.
+struct StoreHealth {
+  bool writable = true;
+  bool resumable = true;         // meaningful while !writable
+  std::string error;             // RocksDB's text of the error that stopped writes
+  uint64_t no_space_refusals = 0;   // writes refused: the filesystem was full
+  uint64_t io_error_refusals = 0;   // writes refused: another I/O error
+  uint64_t resumptions = 0;         // times writes resumed after stopping
+};
+
+// A store write that failed in a way that may still have left it durable (an fsync
+// that failed after the bytes reached the log): the caller knows the model is
+// unchanged, not whether a restart will replay the write. The service then leaves out
+// its "nothing was applied" trailer, so that no client resends it blindly.
+bool WriteOutcomeUnknown(const absl::Status& status);
+
 class ModelStore {
  public:
   struct Options {
     // fsync the write-ahead log on every write (power-loss safety); without it a write is
     // in the OS's page cache when acknowledged, which survives a crash of the process.
     bool sync_writes = false;
+    // The filesystem RocksDB uses; null: the operating system's. Tests inject faults.
+    std::shared_ptr<rocksdb::FileSystem> file_system;
   };
 
   // Opens (creating if missing) the store in directory `path`. FailedPrecondition naming
@@ -134,15 +157,32 @@ class ModelStore {
   // graceful shutdown.
   absl::Status Flush();
 
+  // Whether writes are accepted now, and the refusals counted since Open.
+  StoreHealth health() const;
+
+  // If writes stopped on a full filesystem, asks RocksDB to resume them: it first
+  // flushes its memtables, so it needs room for them. OK if writes are accepted now (or
+  // never stopped); the error again while there is no room (cheap: try again later);
+  // FailedPrecondition if the error is one only a restart clears.
+  absl::Status TryResume();
+
+  class WriteHealth;  // model_store.cc's: what RocksDB's listener reports
+
  private:
   friend class ModelLog;
-  ModelStore(std::string path, Options options, std::unique_ptr<rocksdb::DB> db);
+  ModelStore(std::string path, Options options, std::unique_ptr<rocksdb::Env> env,
+             std::shared_ptr<WriteHealth> write_health, std::unique_ptr<rocksdb::DB> db);
+
+  // The client's status for a failed write (counted in health()).
+  absl::Status WriteError(const rocksdb::Status& status);
 
   // A fresh incarnation, above every one the store has seen.
   uint64_t NewIncarnation() { return next_incarnation_.fetch_add(1); }
 
   const std::string path_;
   const Options options_;
+  const std::unique_ptr<rocksdb::Env> env_;  // null: RocksDB's default; outlives db_
+  const std::shared_ptr<WriteHealth> write_health_;  // shared with RocksDB's listener
   const std::unique_ptr<rocksdb::DB> db_;
   std::atomic<uint64_t> next_incarnation_{1};
 };
@@ -159,9 +199,9 @@ class ModelLog final : public ModelJournal {
   const std::string& model() const { return model_; }
   uint64_t incarnation() const { return incarnation_; }
 
-  // Writes the batch as record next_seq (sync if the store says so). Unavailable ("the
-  // model store cannot write: ...") or ResourceExhausted (disk full) if RocksDB refuses;
-  // NotFound once closed. The sequence advances only on success.
+  // Writes the batch as record next_seq (sync if the store says so). ResourceExhausted
+  // ("the model store is full ...") or Unavailable ("the model store cannot write ...")
+  // if RocksDB refuses; NotFound once closed. The sequence advances only on success.
   absl::Status Append(const InputBatch& xs, absl::Span<const double> ys) override
       ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -217,6 +217,7 @@ void Server::RunBackgroundWork() {
     background_wake_.wait_for(lock, kBackgroundPollInterval);
     if (background_stop_) break;
     lock.unlock();
+    UpdateWritesHealth(host_.MaintainStore(absl::Now()).writable);
     host_.CheckpointModels(/*all=*/false);
     if (options_.regret_refresh > absl::ZeroDuration() &&
         absl::Now() - last_regret_refresh >= options_.regret_refresh) {
@@ -329,8 +330,18 @@ int Server::metrics_port() const {
 
 void Server::SetHealth(bool serving) {
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  serving_ = serving;
   health->SetServingStatus("", serving);
   health->SetServingStatus(OklService::kServiceName, serving);
+  health->SetServingStatus(OklService::kWritesHealthName, serving && store_writable_);
+}
+
+void Server::UpdateWritesHealth(bool store_writable) {
+  WriterLock lock(&mu_);
+  if (server_ == nullptr || store_writable == store_writable_) return;
+  store_writable_ = store_writable;
+  server_->GetHealthCheckService()->SetServingStatus(OklService::kWritesHealthName,
+                                                     serving_ && store_writable);
 }
 
 void Server::StartDraining() {

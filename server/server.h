@@ -8,7 +8,10 @@
 // Health: the services "" and "okl.v1.OnlineKernelLearning" report NOT_SERVING until
 // Start() has made the server ready, SERVING then, and NOT_SERVING again from
 // StartDraining() (which Shutdown() implies) on. While starting and draining, okl calls
-// fail with UNAVAILABLE.
+// fail with UNAVAILABLE. "okl.v1.OnlineKernelLearning/writes" is SERVING only while the
+// others are and the model store accepts writes: a full disk makes it NOT_SERVING, and it
+// comes back by itself once space is freed (the background thread resumes the store),
+// while the other two stay SERVING: reads work, and restarting would not free the disk.
 //
 // Security: TLS (optionally mutual) on the port with tls_cert_file/tls_key_file
 // (tls_client_ca_file); bearer tokens with auth_tokens_file (ReloadAuthTokens() re-reads
@@ -149,10 +152,13 @@ class Server {
 
  private:
   void SetHealth(bool serving) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets the writes health name from the store's health, if it changed.
+  void UpdateWritesHealth(bool store_writable) ABSL_LOCKS_EXCLUDED(mu_);
   // The gRPC port's credentials: TLS (mutual if configured) or none.
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials() const;
-  // The background thread's loop, until StopBackgroundWork(): checkpoints the models
-  // that are due (with a store) and, every regret_refresh, asks for the regret of models
+  // The background thread's loop, until StopBackgroundWork(): resumes a store that
+  // stopped on a full disk (ModelHost::MaintainStore), checkpoints the models that are
+  // due (with a store) and, every regret_refresh, asks for the regret of models
   // whose regret does not cover their latest step.
   void RunBackgroundWork();
   void StopBackgroundWork();
@@ -171,6 +177,8 @@ class Server {
   // Set once by Start(); destroyed by ~Server only, so Shutdown() may use it unlocked.
   std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(mu_);
   int port_ ABSL_GUARDED_BY(mu_) = 0;
+  bool serving_ ABSL_GUARDED_BY(mu_) = false;         // as SetHealth set it
+  bool store_writable_ ABSL_GUARDED_BY(mu_) = true;   // as the background thread saw it
 
   // The background thread's sleep; std::mutex for std::condition_variable (it guards only
   // the stop flag).

@@ -203,10 +203,11 @@ class OklService::ObserveSession {
   }
 
   // The call's status to send: with an UNAVAILABLE, the trailer saying how many of its
-  // messages were applied (nothing of the failing one was: every UNAVAILABLE the session
-  // returns is a refusal before its batch, so the client may resend from there).
+  // messages were applied (nothing of the failing one was: an UNAVAILABLE the session
+  // returns is a refusal before its batch, so the client may resend from there), unless
+  // the store cannot tell whether the failing batch will be replayed at the next start.
   grpc::Status Status(const absl::Status& status) const {
-    if (status.code() == absl::StatusCode::kUnavailable) {
+    if (status.code() == absl::StatusCode::kUnavailable && !WriteOutcomeUnknown(status)) {
       context_->AddTrailingMetadata(kBatchesAppliedMetadataKey, absl::StrCat(applied_));
     }
     return ToGrpcStatus(status);

@@ -74,6 +74,9 @@ class OklService final : public v1::OnlineKernelLearning::Service {
  public:
   // The gRPC service name, for health checks.
   static constexpr char kServiceName[] = "okl.v1.OnlineKernelLearning";
+  // The health service's name for "this server accepts writes": NOT_SERVING also while
+  // the model store refuses them (a full disk), when reads still work.
+  static constexpr char kWritesHealthName[] = "okl.v1.OnlineKernelLearning/writes";
 
   struct Options {
     // Most examples in one ObserveRequest (per message in ObserveStream) and inputs in

@@ -151,8 +151,9 @@ ABSL_FLAG(bool, local, false,
           "replay: run the model in this process (the only mode replay has; accepted for "
           "clarity)");
 ABSL_FLAG(std::string, service, "",
-          "health: the service to check (empty: the server as a whole, or "
-          "okl.v1.OnlineKernelLearning)");
+          "health: the service to check (empty: the server as a whole; "
+          "okl.v1.OnlineKernelLearning; okl.v1.OnlineKernelLearning/writes: whether its "
+          "store takes writes)");
 
 // --- Bearer tokens (token new) ------------------------------------------------------
 ABSL_FLAG(std::string, role, "",

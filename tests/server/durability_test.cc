@@ -1197,21 +1197,82 @@ enum class FullDisk {
   kTmpfs,
 };
 
-// The launcher that runs the server on a 16 MiB tmpfs over `mount_point`, or nullopt if
-// this machine cannot make one (no unshare, or user namespaces disabled).
+// The tmpfs of FullDisk::kTmpfs: 32 MiB, of which a filler file takes 20 MiB until the
+// test deletes it ("space freed"); the store is a directory in it.
+constexpr char kTmpfsFiller[] = "filler";
+constexpr char kTmpfsStore[] = "store";
+
+// The launcher that runs the server on that tmpfs over `mount_point`, or nullopt if this
+// machine cannot make one (no unshare, or user namespaces disabled).
 std::optional<std::vector<std::string>> TmpfsLauncher(const std::string& mount_point) {
   const std::string mount =
-      absl::StrCat("mount -t tmpfs -o size=16m tmpfs '", mount_point, "'");
+      absl::StrCat("mount -t tmpfs -o size=32m tmpfs '", mount_point, "'");
   const std::string probe = absl::StrCat(
       "/usr/bin/unshare --user --map-root-user --mount /bin/sh -c \"", mount,
       "\" >/dev/null 2>&1");
   if (std::system(probe.c_str()) != 0) return std::nullopt;
-  return std::vector<std::string>{"/usr/bin/unshare", "--user",  "--map-root-user", "--mount",
-                                  "/bin/sh",          "-c",      absl::StrCat(mount, " && exec \"$@\""),
-                                  "sh"};
+  const std::string setup = absl::StrCat(mount, " && head -c 20M /dev/zero > '", mount_point,
+                                         "/", kTmpfsFiller, "' && exec \"$@\"");
+  return std::vector<std::string>{"/usr/bin/unshare", "--user", "--map-root-user", "--mount",
+                                  "/bin/sh",          "-c",     setup,              "sh"};
 }
 
 class FullDiskTest : public ::testing::TestWithParam<FullDisk> {};
+
+// On the full tmpfs over `mount_point`: the metric and the health service say writes are
+// failing while reads go on; once the filler is deleted, writes resume without a
+// restart, and the model holds exactly the acknowledged examples.
+void ExpectWritesResumeOnceSpaceIsFreed(ServerProcess& server, const std::string& mount_point,
+                                        const v1::ModelRef& ref, const v1::ModelConfig& config,
+                                        CoreTwin* twin, const std::vector<v1::Vector>& probes) {
+  const int metrics = server.metrics_port();
+  const std::string no_space = R"(okl_store_write_failures_total{kind="no_space"})";
+  EXPECT_EQ(MetricValue(metrics, "okl_store_writable").value_or(-1), 0);
+  EXPECT_GT(MetricValue(metrics, no_space).value_or(-1), 0);
+  EXPECT_EQ(MetricValue(metrics, "okl_store_resumptions_total").value_or(-1), 0);
+  EXPECT_LT(MetricValue(metrics, "okl_store_free_bytes").value_or(-1), 1 << 20);
+  // The background thread polls the store every 100 ms.
+  auto health_becomes = [&](absl::string_view service, ServingStatus wanted) {
+    absl::StatusOr<ServingStatus> status;
+    for (int i = 0; i < 50; ++i) {
+      status = CheckHealth(server.channel(), service);
+      if (status.ok() && *status == wanted) return true;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    ADD_FAILURE() << service << ": " << (status.ok() ? ServingStatusName(*status)
+                                                     : status.status().ToString());
+    return false;
+  };
+  EXPECT_TRUE(health_becomes("okl.v1.OnlineKernelLearning/writes", ServingStatus::kNotServing));
+  // Reads work, so the server as a whole stays SERVING (a restart would not free the disk).
+  EXPECT_TRUE(health_becomes("", ServingStatus::kServing));
+  EXPECT_TRUE(health_becomes("okl.v1.OnlineKernelLearning", ServingStatus::kServing));
+
+  // Space is freed: the filler is deleted from inside the server's own mount namespace.
+  const std::string filler =
+      absl::StrCat("/proc/", server.pid(), "/root", mount_point, "/", kTmpfsFiller);
+  std::error_code error;
+  ASSERT_TRUE(std::filesystem::remove(filler, error)) << filler << ": " << error.message();
+
+  // Writes resume by themselves: the server retries the store once a second.
+  const Batch batch = MakeStream(config, 150, 99);
+  grpc::Status status;
+  v1::ObserveResponse response;
+  const absl::Time deadline = absl::Now() + absl::Seconds(15);
+  do {
+    status = Observe(server.stub(), ref, batch, &response);
+    if (!status.ok()) absl::SleepFor(absl::Milliseconds(200));
+  } while (!status.ok() && absl::Now() < deadline);
+  ASSERT_TRUE(status.ok()) << "writes did not resume once space was freed: " << Describe(status)
+                           << "; log:\n"
+                           << server.Log();
+  twin->Observe(batch);
+  EXPECT_TRUE(MatchesTwin(server.stub(), ref, *twin, probes));
+  EXPECT_EQ(MetricValue(metrics, "okl_store_writable").value_or(-1), 1);
+  EXPECT_EQ(MetricValue(metrics, "okl_store_resumptions_total").value_or(-1), 1);
+  EXPECT_TRUE(health_becomes("okl.v1.OnlineKernelLearning/writes", ServingStatus::kServing));
+  EXPECT_THAT(server.Log(), HasSubstr("the model store accepts writes again"));
+}
 
 TEST_P(FullDiskTest, ObserveFailsAndChangesNothingWhenTheStoreCannotWrite) {
   TempDir dir("okl_durability_test");
@@ -1233,6 +1294,7 @@ TEST_P(FullDiskTest, ObserveFailsAndChangesNothingWhenTheStoreCannotWrite) {
     std::optional<std::vector<std::string>> launcher = TmpfsLauncher(dir.data_dir());
     if (!launcher.has_value()) GTEST_SKIP() << "this machine cannot mount a tmpfs of its own";
     options.launcher = *std::move(launcher);
+    options.data_dir = absl::StrCat(dir.data_dir(), "/", kTmpfsStore);
   } else {
     options.file_size_limit = 512 << 10;
   }
@@ -1318,7 +1380,11 @@ TEST_P(FullDiskTest, ObserveFailsAndChangesNothingWhenTheStoreCannotWrite) {
   EXPECT_THAT(ModelNames(server->stub(), ""), ::testing::ElementsAre("acme/full-disk"));
   EXPECT_TRUE(MatchesTwin(server->stub(), ref, *twin, probes));
   EXPECT_TRUE(server->Running()) << "okl_server died on the full disk; log:\n" << server->Log();
-  if (GetParam() == FullDisk::kTmpfs) return;  // its store vanishes with the server
+  if (GetParam() == FullDisk::kTmpfs) {
+    ExpectWritesResumeOnceSpaceIsFreed(*server, dir.data_dir(), ref, config, twin.get(),
+                                       probes);
+    return;  // its store vanishes with the server
+  }
 
   // With room again, a restart has every acknowledged example; of the rejected ones at
   // most a whole-batch prefix (they were never acknowledged).

@@ -188,21 +188,9 @@ double CpuSeconds(pid_t pid) {
 
 // --- Metrics ------------------------------------------------------------------------------
 
-using ::okl::testing::HttpGet;  // tests/server/server_process.h
 
-// The value of the sample `series` (a name and its labels exactly as exposed, e.g.
-// okl_quota_rejections_total{quota="models"}) on the server's /metrics.
 absl::StatusOr<double> Metric(const ServerProcess& server, absl::string_view series) {
-  absl::StatusOr<std::string> text = HttpGet(server.metrics_port(), "/metrics");
-  if (!text.ok()) return text.status();
-  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
-    if (line.size() > series.size() && absl::StartsWith(line, series) &&
-        line[series.size()] == ' ') {
-      double value = 0;
-      if (absl::SimpleAtod(line.substr(series.size() + 1), &value)) return value;
-    }
-  }
-  return absl::NotFoundError(absl::StrCat("no sample ", series, " on /metrics"));
+  return MetricValue(server.metrics_port(), series);
 }
 
 // The sample's value, or -1 (failing the test) if it cannot be read.
@@ -1092,10 +1080,12 @@ TEST(SnapshotLimitTest, ConfigWhoseSnapshotCouldExceed2GiBIsInvalidArgument) {
 }
 
 // The full disk is RLIMIT_FSIZE (see durability_test.cc): the logged batch fits under it,
-// the checkpoint that would follow it does not. The failed checkpoint is retried after
-// 1 s, 2 s, 4 s, ... (not every 100 ms poll), counted, and loses nothing: the log keeps
-// every example, so a restart with room restores them all.
-TEST(CheckpointBackoffTest, FailedCheckpointIsRetriedWithBackoffAndLosesNothing) {
+// the checkpoint that would follow it does not. RocksDB sees EFBIG, an I/O error that
+// stops its writes until a restart, so the failed checkpoint is counted and not retried
+// (every retry would fail; the back-off of other failures is ModelStoreTest's), the
+// metrics and health say so, and nothing is lost: the log keeps every example, so a
+// restart with room restores them all.
+TEST(CheckpointFailureTest, ACheckpointOnAStoppedStoreIsNotRetriedAndLosesNothing) {
   TempDir dir("okl_isolation_test");
   // 1200 terms: the server applies (and logs) an Observe in groups of 2^26 / (dim x
   // max_terms) = 1747 examples, so the 1500 below are one log record.
@@ -1123,39 +1113,23 @@ TEST(CheckpointBackoffTest, FailedCheckpointIsRetriedWithBackoffAndLosesNothing)
   ASSERT_NE(twin, nullptr);
   twin->Observe(stream);
 
-  // The first attempt follows within a poll or two; then the failures' times, sampled
-  // every 50 ms for 8 s. Retries at about +1 s, +3 s and +7 s: 4 failures in all, each
-  // interval about twice the one before. Every poll (100 ms) would have been ~80.
-  std::vector<absl::Duration> failure_times;
-  const absl::Time begin = absl::Now();
+  // The first attempt follows within a poll or two.
   double seen = 0;
-  while (absl::Now() - begin < absl::Seconds(10) && failure_times.empty()) {
+  const absl::Time begin = absl::Now();
+  while (absl::Now() - begin < absl::Seconds(10) && seen < 1) {
     seen = MetricOrFail(*server, "okl_checkpoint_failures_total");
-    if (seen >= 1) failure_times.push_back(absl::ZeroDuration());
     absl::SleepFor(absl::Milliseconds(20));
   }
   ASSERT_EQ(seen, 1) << "the checkpoint did not fail once; log:\n" << server->Log();
-  EXPECT_EQ(MetricOrFail(*server, "okl_models_failing_checkpoints"), 1);
-  const absl::Time first_failure = absl::Now();
-  while (absl::Now() - first_failure < absl::Seconds(8)) {
-    absl::SleepFor(absl::Milliseconds(50));
-    const double now = MetricOrFail(*server, "okl_checkpoint_failures_total");
-    for (; seen < now; ++seen) failure_times.push_back(absl::Now() - first_failure);
-  }
-  std::string times;
-  for (absl::Duration t : failure_times) absl::StrAppend(&times, " +", absl::FormatDuration(t));
-  if (Verbose()) std::cerr << "checkpoint failures at" << times << "\n";
-  EXPECT_GE(failure_times.size(), 3u) << "the failed checkpoint was not retried:" << times;
-  EXPECT_LE(failure_times.size(), 5u) << "retried without back-off:" << times;
-  for (size_t i = 2; i < failure_times.size(); ++i) {
-    const absl::Duration before = failure_times[i - 1] - failure_times[i - 2];
-    const absl::Duration interval = failure_times[i] - failure_times[i - 1];
-    EXPECT_GT(interval, 1.5 * before) << "the back-off did not grow:" << times;
-  }
-  // The first retry 1 s after the first failure (which was seen up to a scrape late).
-  EXPECT_GT(failure_times.size() > 1 ? failure_times[1] : absl::InfiniteDuration(),
-            absl::Milliseconds(500))
-      << "retried within half a second:" << times;
+  EXPECT_EQ(MetricOrFail(*server, "okl_store_writable"), 0);
+  EXPECT_EQ(MetricOrFail(*server, R"(okl_store_write_failures_total{kind="io_error"})"), 1);
+  // Not retried: with back-off alone it would have been, at +1 s and +3 s.
+  absl::SleepFor(absl::Seconds(4));
+  EXPECT_EQ(MetricOrFail(*server, "okl_checkpoint_failures_total"), 1);
+  absl::StatusOr<ServingStatus> writes =
+      CheckHealth(server->channel(), "okl.v1.OnlineKernelLearning/writes");
+  ASSERT_TRUE(writes.ok()) << writes.status();
+  EXPECT_EQ(*writes, ServingStatus::kNotServing);
   EXPECT_EQ(MetricOrFail(*server, "okl_models_failing_checkpoints"), 1);
   // The model serves on, unchanged.
   EXPECT_TRUE(MatchesTwin(server->stub(), ref, *twin, probes));

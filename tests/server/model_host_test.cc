@@ -3,8 +3,8 @@
 // ModelHost over a real RocksDB in a temporary directory, and ResourceQuotas: the
 // registry-plus-store wiring (create, replace, delete durable and visible in the right
 // order), the retry of a request whose model was replaced, the config limits, every
-// quota with its message, concurrent mutations of one name racing batches into it, and
-// the write fences of tenant moves.
+// quota with its message, concurrent mutations of one name racing batches into it, the
+// write fences of tenant moves, and checkpoints meeting injected I/O errors.
 
 #include "server/model_host.h"
 
@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "proto/convert.h"
 #include "server/quotas.h"
+#include "tests/server/fault_file_system.h"
 
 namespace okl {
 namespace {
@@ -70,9 +71,15 @@ class ModelHostTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  std::unique_ptr<ModelHost> OpenHost(ResourceQuotas::Limits quotas = {}) {
-    auto host = std::make_unique<ModelHost>(ModelHost::Options{
-        .max_dim = 1024, .max_terms = 100000, .quotas = quotas, .data_dir = dir_.string()});
+  std::unique_ptr<ModelHost> OpenHost(
+      ResourceQuotas::Limits quotas = {},
+      std::shared_ptr<rocksdb::FileSystem> file_system = nullptr, bool sync_writes = false) {
+    auto host = std::make_unique<ModelHost>(ModelHost::Options{.max_dim = 1024,
+                                                               .max_terms = 100000,
+                                                               .quotas = quotas,
+                                                               .data_dir = dir_.string(),
+                                                               .sync_writes = sync_writes,
+                                                               .store_file_system = file_system});
     absl::Status status = host->Open();
     EXPECT_TRUE(status.ok()) << status;
     return host;
@@ -476,6 +483,114 @@ TEST(ResourceQuotasTest, TheRateLimitIsATokenBucketPerTenant) {
             14u);
   ResourceQuotas unlimited({});
   for (int i = 0; i < 1000; ++i) ASSERT_TRUE(unlimited.Admit("t").ok());
+}
+
+using ::okl::testing::FaultInjectingFileSystem;
+
+// A checkpoint meets an I/O error: it fails, is counted, and loses nothing; the next
+// start restores exactly the state the acknowledged batches made, whether the failed
+// write landed or not (a failed fsync can leave it durable). A failing device stops
+// writes until that restart; a full disk only until space is freed.
+TEST_F(ModelHostTest, AnIoErrorDuringACheckpointLosesNothingAndTheNextStartIsExact) {
+  struct Case {
+    const char* name;
+    FaultInjectingFileSystem::Fault fault;
+    bool sync_writes;
+  };
+  const Case cases[] = {
+      {"device error writing the log",
+       {.op = FaultInjectingFileSystem::Op::kAppend, .file_suffix = ".log"},
+       false},
+      {"device error at the log's fsync",
+       {.op = FaultInjectingFileSystem::Op::kSync, .file_suffix = ".log"},
+       true},
+      {"full disk writing the log",
+       {.op = FaultInjectingFileSystem::Op::kAppend,
+        .file_suffix = ".log",
+        .error = rocksdb::IOStatus::NoSpace("injected")},
+       false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::filesystem::remove_all(dir_);
+    const bool full_disk = c.fault.error.IsNoSpace();
+    ModelState acknowledged;
+    {
+      auto fs = std::make_shared<FaultInjectingFileSystem>();
+      auto host = OpenHost({}, fs, c.sync_writes);
+      auto a = host->Create("acme", "a", SmallConfig());
+      ASSERT_TRUE(a.ok()) << a.status();
+      for (uint32_t i = 0; i < 5; ++i) Feed(**a, 10, 100 + i);
+      fs->Arm(c.fault);
+      EXPECT_EQ(host->CheckpointModels(/*all=*/true), 0u);
+      EXPECT_EQ(fs->injected(), 1);
+      EXPECT_EQ(host->checkpoint_failures(), 1u);
+      EXPECT_EQ(host->models_failing_checkpoints(), 1u);
+      EXPECT_FALSE(host->store_health().writable);
+      // While the store refuses writes no checkpoint is tried (none fails, none backs off).
+      EXPECT_EQ(host->CheckpointModels(/*all=*/true), 0u);
+      EXPECT_EQ(host->checkpoint_failures(), 1u);
+      // Batches are refused and change nothing.
+      const std::vector<double> before = PredictAt(**a);
+      std::vector<Observation> out;
+      absl::Status refused = (*a)->ObserveBatch(std::vector<double>{0.5, 0.5}, {1.0}, &out);
+      EXPECT_EQ(refused.code(), full_disk ? absl::StatusCode::kResourceExhausted
+                                          : absl::StatusCode::kUnavailable)
+          << refused;
+      EXPECT_EQ(PredictAt(**a), before);
+      absl::StatusOr<ModelState> state = (*a)->ExportState();
+      ASSERT_TRUE(state.ok());
+      acknowledged = *std::move(state);
+      if (full_disk) {
+        // Space freed: the host resumes the store, the model takes batches again and
+        // its checkpoint goes through.
+        fs->Disarm();
+        EXPECT_TRUE(host->MaintainStore(absl::Now()).writable);
+        EXPECT_EQ(host->store_health().resumptions, 1u);
+        Feed(**a, 10, 200);
+        EXPECT_EQ(host->CheckpointModels(/*all=*/true), 1u);
+        EXPECT_EQ(host->models_failing_checkpoints(), 0u);
+        state = (*a)->ExportState();
+        ASSERT_TRUE(state.ok());
+        acknowledged = *std::move(state);
+      } else {
+        EXPECT_FALSE(host->MaintainStore(absl::Now()).writable);
+        EXPECT_FALSE(host->store_health().resumable);
+      }
+    }
+    auto host = OpenHost();
+    auto a = host->Find("acme", "a");
+    ASSERT_TRUE(a.ok()) << a.status();
+    absl::StatusOr<ModelState> restored = (*a)->ExportState();
+    ASSERT_TRUE(restored.ok());
+    EXPECT_TRUE(*restored == acknowledged);
+    EXPECT_TRUE(host->store_health().writable);
+  }
+}
+
+// MaintainStore asks a stopped store to resume at most once per interval.
+TEST_F(ModelHostTest, MaintainStoreRetriesAFullDiskAtMostOncePerInterval) {
+  auto fs = std::make_shared<FaultInjectingFileSystem>();
+  auto host = OpenHost({}, fs);
+  auto a = host->Create("acme", "a", SmallConfig());
+  ASSERT_TRUE(a.ok()) << a.status();
+  fs->Arm({.op = FaultInjectingFileSystem::Op::kAppend,
+           .file_suffix = "",
+           .error = rocksdb::IOStatus::NoSpace("injected"),
+           .sticky = true});
+  std::vector<Observation> out;
+  EXPECT_EQ((*a)->ObserveBatch(std::vector<double>{0.5, 0.5}, {1.0}, &out).code(),
+            absl::StatusCode::kResourceExhausted);
+  const int failed_writes = fs->injected();
+  const absl::Time t0 = absl::Now();
+  EXPECT_FALSE(host->MaintainStore(t0).writable);  // one attempt: its flush fails
+  const int after_first = fs->injected();
+  EXPECT_GT(after_first, failed_writes);
+  EXPECT_FALSE(host->MaintainStore(t0 + absl::Milliseconds(500)).writable);
+  EXPECT_EQ(fs->injected(), after_first);  // too soon: not tried
+  fs->Disarm();
+  EXPECT_TRUE(host->MaintainStore(t0 + absl::Milliseconds(1100)).writable);
+  EXPECT_TRUE((*a)->ObserveBatch(std::vector<double>{0.5, 0.5}, {1.0}, &out).ok());
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 //
 // ModelStore against a real RocksDB in a temporary directory: round trips, the atomic
 // checkpoint, deletion, Restore's replacement, corruption reported with the model's
-// name, and RestoreModels' bit-identical replay.
+// name, RestoreModels' bit-identical replay, and writes failing on injected I/O errors
+// (a full disk that is freed again, a failing device).
 
 #include "server/model_store.h"
 
@@ -19,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rocksdb/db.h"
+#include "tests/server/fault_file_system.h"
 
 namespace okl {
 namespace {
@@ -47,8 +49,9 @@ class ModelStoreTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  std::unique_ptr<ModelStore> OpenStore() {
-    absl::StatusOr<std::unique_ptr<ModelStore>> store = ModelStore::Open(dir_.string(), {});
+  std::unique_ptr<ModelStore> OpenStore(ModelStore::Options options = {}) {
+    absl::StatusOr<std::unique_ptr<ModelStore>> store =
+        ModelStore::Open(dir_.string(), std::move(options));
     EXPECT_TRUE(store.ok()) << store.status();
     return store.ok() ? *std::move(store) : nullptr;
   }
@@ -363,6 +366,192 @@ TEST_F(ModelStoreTest, OrphanedIncarnationsAreRemovedAndNeverReused) {
   Loaded loaded = Load(store.get());
   ASSERT_EQ(loaded.models.size(), 2u);
   EXPECT_TRUE(loaded.models[1].log.empty());
+}
+
+}  // namespace
+}  // namespace okl
+
+namespace okl {
+namespace {
+
+using ::okl::testing::FaultInjectingFileSystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// The seqs of a loaded model's log records.
+std::vector<uint64_t> LogSeqs(const StoredModel& model) {
+  std::vector<uint64_t> seqs;
+  for (const StoredModel::Batch& batch : model.log) seqs.push_back(batch.seq);
+  return seqs;
+}
+
+class ModelStoreFaultTest : public ModelStoreTest {
+ protected:
+  std::unique_ptr<ModelStore> OpenFaultyStore(bool sync_writes = false) {
+    return OpenStore({.sync_writes = sync_writes, .file_system = fs_});
+  }
+  std::shared_ptr<FaultInjectingFileSystem> fs_ = std::make_shared<FaultInjectingFileSystem>();
+};
+
+// A full disk: the write is refused with RESOURCE_EXHAUSTED and leaves nothing behind,
+// every write after it too while the disk stays full, and once there is room TryResume
+// brings writes back without reopening; the store then holds exactly what succeeded.
+TEST_F(ModelStoreFaultTest, AFullDiskStopsWritesUntilSpaceIsFreedThenTheyResume) {
+  {
+    auto store = OpenFaultyStore();
+    auto log = store->CreateModel("acme", "churn", SmallConfig());
+    ASSERT_TRUE(log.ok()) << log.status();
+    ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}).ok());
+    EXPECT_TRUE(store->health().writable);
+
+    fs_->Arm({.op = FaultInjectingFileSystem::Op::kAppend,
+              .file_suffix = "",
+              .error = rocksdb::IOStatus::NoSpace("injected"),
+              .sticky = true});
+    absl::Status refused = (*log)->Append(InputBatch::Dense({3, 4}, 2), {1.0});
+    EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+    EXPECT_THAT(refused.message(), HasSubstr("the model store is full"));
+    EXPECT_THAT(refused.message(), HasSubstr("resume"));
+    EXPECT_THAT(refused.message(), ::testing::Not(HasSubstr(dir_.string())));
+    StoreHealth health = store->health();
+    EXPECT_FALSE(health.writable);
+    EXPECT_TRUE(health.resumable);
+    EXPECT_THAT(health.error, HasSubstr("injected"));
+    EXPECT_EQ(health.no_space_refusals, 1u);
+    EXPECT_EQ((*log)->position().seq, 1u);  // the failed record consumed no sequence
+
+    // Stopped: a write fails at once, and so does every kind of write.
+    EXPECT_EQ((*log)->Append(InputBatch::Dense({5, 6}, 2), {2.0}).code(),
+              absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(store->CreateModel("acme", "other", SmallConfig()).status().code(),
+              absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(store->health().no_space_refusals, 3u);
+    // Reads go on.
+    Loaded during = Load(store.get());
+    ASSERT_EQ(during.models.size(), 1u);
+    EXPECT_THAT(LogSeqs(during.models[0]), ElementsAre(1));
+
+    // Still full: resuming fails (RocksDB cannot flush), cheaply, and may be retried.
+    EXPECT_EQ(store->TryResume().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_FALSE(store->health().writable);
+
+    fs_->Disarm();  // space freed
+    absl::Status resumed = store->TryResume();
+    ASSERT_TRUE(resumed.ok()) << resumed;
+    health = store->health();
+    EXPECT_TRUE(health.writable);
+    EXPECT_EQ(health.resumptions, 1u);
+    EXPECT_TRUE(health.error.empty());
+    ASSERT_TRUE((*log)->Append(InputBatch::Dense({7, 8}, 2), {3.0}).ok());
+    EXPECT_TRUE(store->TryResume().ok());  // nothing to resume: a no-op
+    EXPECT_EQ(store->health().resumptions, 1u);
+  }
+  auto store = OpenStore();
+  Loaded loaded = Load(store.get());
+  ASSERT_EQ(loaded.models.size(), 1u);
+  const StoredModel& model = loaded.models[0];
+  ASSERT_THAT(LogSeqs(model), ElementsAre(1, 2));
+  EXPECT_THAT(model.log[0].xs, ElementsAre(1, 2));
+  EXPECT_THAT(model.log[1].xs, ElementsAre(7, 8));
+}
+
+// Another I/O error (a failing device) stops writes until a restart: UNAVAILABLE, with
+// the store's "outcome unknown" mark, and TryResume refuses. What was acknowledged is
+// all there after the restart.
+TEST_F(ModelStoreFaultTest, AnIoErrorStopsWritesUntilARestartAndLosesNothing) {
+  {
+    auto store = OpenFaultyStore();
+    auto log = store->CreateModel("acme", "churn", SmallConfig());
+    ASSERT_TRUE(log.ok()) << log.status();
+    ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}).ok());
+    fs_->Arm({.op = FaultInjectingFileSystem::Op::kAppend, .file_suffix = ".log"});
+    absl::Status refused = (*log)->Append(InputBatch::Dense({3, 4}, 2), {1.0});
+    EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
+    EXPECT_THAT(refused.message(), HasSubstr("until okl_server is restarted"));
+    EXPECT_TRUE(WriteOutcomeUnknown(refused));
+    const StoreHealth health = store->health();
+    EXPECT_FALSE(health.writable);
+    EXPECT_FALSE(health.resumable);
+    EXPECT_EQ(health.io_error_refusals, 1u);
+    EXPECT_EQ(store->TryResume().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ((*log)->Append(InputBatch::Dense({5, 6}, 2), {2.0}).code(),
+              absl::StatusCode::kUnavailable);
+  }
+  auto store = OpenStore();
+  Loaded loaded = Load(store.get());
+  ASSERT_EQ(loaded.models.size(), 1u);
+  EXPECT_THAT(LogSeqs(loaded.models[0]), ElementsAre(1));
+  EXPECT_TRUE(store->health().writable);
+}
+
+// With --sync_writes, a write whose fsync fails has its bytes in RocksDB's log already:
+// RocksDB reports the write failed yet would replay it at the next open. Resuming
+// writes drops it (RocksDB flushes its memtables, which never held it, and starts a new
+// log), so the store never hands it to a model; only a restart before the resume
+// replays it, which the refusal's message says.
+TEST_F(ModelStoreFaultTest, AWriteWhoseFsyncFailedIsDroppedWhenWritesResume) {
+  for (const bool resume : {true, false}) {
+    SCOPED_TRACE(resume ? "resumed, then restarted" : "restarted without resuming");
+    std::filesystem::remove_all(dir_);
+    {
+      auto store = OpenFaultyStore(/*sync_writes=*/true);
+      auto log = store->CreateModel("acme", "churn", SmallConfig());
+      ASSERT_TRUE(log.ok()) << log.status();
+      ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}).ok());
+      fs_->Arm({.op = FaultInjectingFileSystem::Op::kSync,
+                .file_suffix = ".log",
+                .error = rocksdb::IOStatus::NoSpace("injected at fsync")});
+      absl::Status refused = (*log)->Append(InputBatch::Dense({3, 4}, 2), {1.0});
+      EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+      EXPECT_THAT(refused.message(), HasSubstr("a restart before writes resume replays it"));
+      ASSERT_EQ(fs_->injected(), 1);
+      if (resume) {
+        ASSERT_TRUE(store->TryResume().ok());
+      }
+      fs_ = std::make_shared<FaultInjectingFileSystem>();
+    }
+    auto store = OpenStore();
+    Loaded loaded = Load(store.get());
+    ASSERT_EQ(loaded.models.size(), 1u);
+    if (resume) {
+      EXPECT_THAT(LogSeqs(loaded.models[0]), ElementsAre(1));
+    } else {
+      EXPECT_THAT(LogSeqs(loaded.models[0]), ElementsAre(1, 2));
+    }
+  }
+}
+
+// A failed checkpoint is not due again for 1 s, then 2 s, 4 s, ... up to 5 minutes, so a
+// model that cannot be checkpointed is not encoded every poll; a success ends it.
+TEST_F(ModelStoreTest, AFailedCheckpointBacksOffDoublingUpToFiveMinutes) {
+  auto norma = CreateModel(SmallConfig());
+  ASSERT_TRUE(norma.ok());
+  auto store = OpenStore();
+  auto log = store->CreateModel("acme", "churn", SmallConfig());
+  ASSERT_TRUE(log.ok()) << log.status();
+  ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}).ok());
+  const absl::Time t0 = absl::Now();
+  auto due = [&](absl::Duration after) {
+    return (*log)->CheckpointDue(/*every_examples=*/1, absl::ZeroDuration(), t0 + after);
+  };
+  EXPECT_TRUE(due(absl::ZeroDuration()));
+  EXPECT_FALSE((*log)->checkpoint_failing());
+  absl::Duration failed_at;  // after t0
+  absl::Duration expected_wait = absl::Seconds(1);
+  for (int failure = 1; failure <= 12; ++failure) {
+    SCOPED_TRACE(absl::StrCat("failure ", failure));
+    (*log)->CheckpointFailed(t0 + failed_at);
+    EXPECT_TRUE((*log)->checkpoint_failing());
+    EXPECT_FALSE(due(failed_at + expected_wait - absl::Milliseconds(1)));
+    EXPECT_TRUE(due(failed_at + expected_wait));
+    failed_at += expected_wait;
+    expected_wait = std::min(2 * expected_wait, absl::Minutes(5));
+  }
+  EXPECT_EQ(expected_wait, absl::Minutes(5));
+  ASSERT_TRUE((*log)->Checkpoint((*norma)->ExportState(), (*log)->position()).ok());
+  EXPECT_FALSE((*log)->checkpoint_failing());
+  ASSERT_TRUE((*log)->Append(InputBatch::Dense({3, 4}, 2), {1.0}).ok());
+  EXPECT_TRUE(due(failed_at));  // due at once again
 }
 
 }  // namespace

@@ -236,6 +236,19 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
   return response.substr(end_of_headers + 4);
 }
 
+absl::StatusOr<double> MetricValue(int port, absl::string_view series) {
+  absl::StatusOr<std::string> text = HttpGet(port, "/metrics");
+  if (!text.ok()) return text.status();
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+    if (line.size() > series.size() && absl::StartsWith(line, series) &&
+        line[series.size()] == ' ') {
+      double value = 0;
+      if (absl::SimpleAtod(line.substr(series.size() + 1), &value)) return value;
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("no sample ", series, " on /metrics"));
+}
+
 int CommandResult::exit_code() const {
   return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
 }

@@ -201,6 +201,11 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
 // /metrics); the body of a 200 response, an error otherwise. Bounded by 10 s.
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
 
+// The value of the sample `series` (a name and its labels exactly as exposed, e.g.
+// okl_quota_rejections_total{quota="models"}) on the /metrics of the metrics endpoint at
+// `port`; NotFound if it has no such sample.
+absl::StatusOr<double> MetricValue(int port, absl::string_view series);
+
 // One call to any method, by name, with raw message bytes: the client side of a bidi
 // stream, which on the wire serves unary and server-streaming methods as well. Every
 // operation blocks until done or the call's deadline passes. Not thread-safe.
