@@ -45,7 +45,9 @@
 //     to each call's context, as a client would. bench/security_cost.sh compares the three.
 //   - Each scenario's machine-wide CPU use is measured beside the client's and the
 //     spawned server's, so the table shows how much other processes disturbed it;
-//     --repetitions=N reports each scenario's fastest of N interleaved runs.
+//     --repetitions=N reports each scenario's fastest of N interleaved runs, and each
+//     open-loop load's run with the median p99 of N (at a fixed rate there is no fastest;
+//     a single 5-s run's p99 varies several-fold here).
 //
 // Example:
 //   build/bench/okl_loadgen --spawn_server=build/server/okl_server
@@ -93,6 +95,7 @@
 #include "bench/loadgen_driver.h"
 #include "bench/loadgen_server_process.h"
 #include "client/io/json_writer.h"
+#include "core/usable_cpus.h"
 #include "google/protobuf/descriptor.h"
 #include "okl/v1/okl.grpc.pb.h"
 #include "okl/v1/okl.pb.h"
@@ -156,15 +159,18 @@ ABSL_FLAG(int32_t, channels, 0,
 ABSL_FLAG(std::string, client_api, "async",
           "async (completion queues, --client_threads threads), callback (gRPC's callback "
           "API) or sync (a thread per caller).");
-ABSL_FLAG(int32_t, client_threads, 2,
-          "Completion-queue threads of --client_api=async. 2 (one per core of the 2-core "
-          "reference machine) gave the highest health Check and Predict rates there; 1 "
-          "uses the least CPU per call but cannot keep up with the Check baseline.");
+ABSL_FLAG(int32_t, client_threads, 0,
+          "Completion-queue threads of --client_api=async; 0: one per CPU this client may "
+          "use (after --pin_cpus). One per core gave the highest health Check and Predict "
+          "rates on the 2-core reference machine; more threads than cores only take turns "
+          "on them (with --pin_cpus, 2 threads on the client's 1 CPU raised the open "
+          "loop's p99 several-fold).");
 ABSL_FLAG(std::string, tenant, "loadgen", "Tenant of the models the load generator creates.");
 ABSL_FLAG(int32_t, repetitions, 1,
           "Runs of the whole scenario list, interleaved; each scenario reports its fastest "
           "run (other processes only ever slow a run down), and the JSON lists every run's "
-          "rate.");
+          "rate. An open-loop load (--rate, --open_loop_fractions) runs this many times and "
+          "reports the run with the median p99, listing every run's p99.");
 ABSL_FLAG(bool, mutex_deadlock_detection, false,
           "Keep absl::Mutex's deadlock detection on in this process. Debian's Abseil is "
           "built without NDEBUG, so every absl::Mutex acquisition -- gRPC's locks are "
@@ -252,6 +258,9 @@ struct Measurement {
   // measurement is the fastest run.
   std::vector<double> run_rates;
   std::vector<double> run_other_cpu;
+  // Open loop with --repetitions > 1: every run's p99, in order; this measurement is the
+  // run with the median p99 (the upper median of an even count).
+  std::vector<double> run_p99_us;
 
   double rate() const { return stream ? examples_per_s : requests_per_s; }
   // Cores used by every process but the client and the spawned server (all but the
@@ -267,6 +276,20 @@ std::string MethodName(absl::string_view method) {
       v1::ObserveRequest::descriptor()->file()->FindServiceByName("OnlineKernelLearning");
   return absl::StrCat("/", service->full_name(), "/",
                       service->FindMethodByName(std::string(method))->name());
+}
+
+// Of open-loop runs at one rate, the run with the median p99 (the upper median of an even
+// count), with every run's p99 in run_p99_us.
+Measurement MedianP99Run(std::vector<Measurement> runs) {
+  std::vector<double> p99s;
+  for (const Measurement& m : runs) p99s.push_back(m.p99_us);
+  std::vector<size_t> order(runs.size());
+  for (size_t r = 0; r < order.size(); ++r) order[r] = r;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return runs[a].p99_us < runs[b].p99_us; });
+  Measurement median = std::move(runs[order[order.size() / 2]]);
+  median.run_p99_us = std::move(p99s);
+  return median;
 }
 
 std::string ModelName(int index) { return absl::StrCat("bench-", getpid(), "-", index); }
@@ -785,6 +808,13 @@ void PrintJson(const Settings& s, bool spawned, const std::vector<Measurement>& 
       }
       absl::StrAppend(&json, "]");
     }
+    if (m.run_p99_us.size() > 1) {
+      absl::StrAppend(&json, ", \"run_p99_us\": [");
+      for (size_t r = 0; r < m.run_p99_us.size(); ++r) {
+        absl::StrAppend(&json, r == 0 ? "" : ", ", JsonNumber(m.run_p99_us[r]));
+      }
+      absl::StrAppend(&json, "]");
+    }
     if (m.machine_cpu >= 0) {
       absl::StrAppend(&json, ", \"machine_cpu_cores\": ", JsonNumber(m.machine_cpu));
     }
@@ -937,12 +967,12 @@ absl::StatusOr<Settings> ReadFlags() {
         std::pair{s.budget, "budget"}, std::pair{s.predict_batch, "predict_batch"},
         std::pair{s.stream_batch, "stream_batch"},
         std::pair{s.stream_messages, "stream_messages"},
-        std::pair{s.client_threads, "client_threads"},
         std::pair{s.repetitions, "repetitions"}}) {
     if (absl::Status status = positive(value, flag); !status.ok()) return status;
   }
-  if (s.channels < 0 || s.stream_callers < 0) {
-    return absl::InvalidArgumentError("--channels and --stream_callers must not be negative");
+  if (s.channels < 0 || s.stream_callers < 0 || s.client_threads < 0) {
+    return absl::InvalidArgumentError(
+        "--channels, --stream_callers and --client_threads must not be negative");
   }
   if (s.channels == 0) s.channels = std::min(s.callers, 4);
   if (s.stream_callers == 0) s.stream_callers = s.models;
@@ -1072,6 +1102,9 @@ int Main() {
     }
   }
 
+  // After --pin_cpus, which narrows the CPUs this process may use.
+  if (s.client_threads == 0) s.client_threads = UsableCpus();
+
   const std::vector<std::shared_ptr<grpc::Channel>> channels = MakeChannels(s);
   if (absl::Status status = WaitConnected(channels); !status.ok()) {
     std::fprintf(stderr, "okl_loadgen: %s: %s\n", s.address.c_str(),
@@ -1094,13 +1127,18 @@ int Main() {
 
   const std::string load_before = LoadAverage();
   std::vector<Measurement> all(s.scenarios.size());
+  std::vector<std::vector<Measurement>> open_loop_runs(s.scenarios.size());  // --rate
   for (int run = 1; run <= s.repetitions; ++run) {
     for (size_t i = 0; i < s.scenarios.size(); ++i) {
       std::fprintf(stderr, "okl_loadgen: %s (run %d of %d) ...\n", s.scenarios[i].c_str(), run,
                    s.repetitions);
       Measurement m =
           RunScenario(s, s.scenarios[i], channels, *stub, source, server.get(), s.rate);
-      if (m.offered_rate > 0) m.name = absl::StrCat(m.name, "@", std::llround(s.rate), "/s");
+      if (m.offered_rate > 0) {
+        m.name = absl::StrCat(m.name, "@", std::llround(s.rate), "/s");
+        open_loop_runs[i].push_back(std::move(m));
+        continue;
+      }
       std::vector<double> rates = std::move(all[i].run_rates);
       std::vector<double> others = std::move(all[i].run_other_cpu);
       rates.push_back(m.rate());
@@ -1110,6 +1148,9 @@ int Main() {
       all[i].run_other_cpu = std::move(others);
     }
   }
+  for (size_t i = 0; i < s.scenarios.size(); ++i) {
+    if (!open_loop_runs[i].empty()) all[i] = MedianP99Run(std::move(open_loop_runs[i]));
+  }
   // Latency at a fixed load: each unary scenario in open loop at fractions of its best
   // closed-loop rate.
   const size_t closed_loop_runs = all.size();
@@ -1117,10 +1158,14 @@ int Main() {
     if (all[i].stream) continue;
     for (const double fraction : s.open_loop_fractions) {
       const double rate = fraction * all[i].requests_per_s;
-      std::fprintf(stderr, "okl_loadgen: %s in open loop at %s/s ...\n", all[i].name.c_str(),
-                   Thousands(rate).c_str());
-      Measurement m =
-          RunScenario(s, s.scenarios[i], channels, *stub, source, server.get(), rate);
+      std::vector<Measurement> runs;
+      for (int run = 1; run <= s.repetitions; ++run) {
+        std::fprintf(stderr, "okl_loadgen: %s in open loop at %s/s (run %d of %d) ...\n",
+                     all[i].name.c_str(), Thousands(rate).c_str(), run, s.repetitions);
+        runs.push_back(
+            RunScenario(s, s.scenarios[i], channels, *stub, source, server.get(), rate));
+      }
+      Measurement m = MedianP99Run(std::move(runs));
       m.name = absl::StrCat(s.scenarios[i], "@", std::llround(fraction * 100), "%");
       all.push_back(std::move(m));
     }

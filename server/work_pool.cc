@@ -2,21 +2,10 @@
 
 #include "server/work_pool.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <utility>
 
 namespace okl {
-
-int UsableCpus() {
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0) {
-    return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  }
-  return std::max(1, CPU_COUNT(&cpus));
-}
 
 WorkPool::WorkPool(int threads) {
   if (threads < 1) threads = 1;

@@ -21,12 +21,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "core/mutex.h"
+#include "core/usable_cpus.h"  // UsableCpus, for the pool's size
 
 namespace okl {
-
-// The CPUs the calling thread may run on: its affinity mask, which a cpuset (a container's
-// CPU limit) or taskset narrows and std::thread::hardware_concurrency ignores. At least 1.
-int UsableCpus();
 
 class WorkPool {
  public:
