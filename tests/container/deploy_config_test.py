@@ -14,8 +14,8 @@ Checks:
     validates the file against the Compose schema without a daemon) accepts it; services okl
     (built from ../Dockerfile, ports 50051 and 9464, a volume at /data, the directory
     deploy/make_secrets.sh makes mounted read-only where the image reads its tokens, a stop
-    grace longer than okl_server's drain), prometheus (deploy/prometheus/prometheus.yml mounted
-    where the image reads it, scraping okl:9464) and grafana (provisioning and dashboards
+    grace longer than okl_server's drain), prometheus (deploy/prometheus/prometheus.yml
+    and alerts.yml mounted where the image reads them, scraping okl:9464) and grafana (provisioning and dashboards
     mounted as deploy/README.md says); every other bind-mounted host path exists. (promtool
     and the dashboard are tests/system's.)
   - deploy/cluster/docker-compose.yml: `docker-compose config` accepts it; three replicas
@@ -225,6 +225,9 @@ class ComposeTest(unittest.TestCase):
         prometheus = self.mounts("prometheus")
         self.assertEqual(os.path.realpath(prometheus["/etc/prometheus/prometheus.yml"]),
                          os.path.realpath(deploy_path("prometheus", "prometheus.yml")))
+        # Its rule file, beside it: prometheus.yml names it relative to itself.
+        self.assertEqual(os.path.realpath(prometheus["/etc/prometheus/alerts.yml"]),
+                         os.path.realpath(deploy_path("prometheus", "alerts.yml")))
         grafana = self.mounts("grafana")
         self.assertEqual(os.path.realpath(grafana["/etc/grafana/provisioning"]),
                          os.path.realpath(deploy_path("grafana", "provisioning")))

@@ -8,16 +8,18 @@ Run by ctest with Debian's /usr/bin/python3 (python3-grpcio, python3-protobuf, p
       --promtool=/usr/bin/promtool --deploy_dir=deploy
 
 Checks:
-  - `promtool check config deploy/prometheus/prometheus.yml` passes, and it scrapes job
-    "okl" at okl:9464;
+  - `promtool check config deploy/prometheus/prometheus.yml` passes (its rule file
+    included), it scrapes job "okl" at okl:9464 and loads alerts.yml, and `promtool test
+    rules deploy/prometheus/alerts_test.yml` passes;
   - the Grafana provisioning files parse and say what the deployment relies on
     (datasource uid `prometheus` at http://prometheus:9090; a file provider);
   - deploy/grafana/dashboards/okl.json parses, has uid "okl", the ${datasource} / tenant /
     model variables, every panel has a query and uses ${datasource}, and every query
     parses as PromQL (`promtool check rules`, Grafana variables substituted);
-  - every metric name the dashboard's queries and variables select is exported by a live
-    okl_server (a regressor and a classifier with regret windows and budgets, a little
-    traffic, one failing call, the regret computed) — a failure names each unknown one.
+  - every metric name the dashboard's queries and variables, and the alerts, select is
+    exported by a live okl_server (with a store; a regressor and a classifier with regret
+    windows and budgets, a little traffic, one failing call, the regret computed) — a
+    failure names each unknown one.
 Exits non-zero on any failure.
 """
 
@@ -50,12 +52,16 @@ def load_dashboard():
 
 class DeployFilesTest(unittest.TestCase):
 
+    def assert_promtool_passes(self, *args):
+        """Runs `promtool ARGS...` (the last a file under deploy/) and expects exit 0."""
+        command = [ARGS.promtool, *args[:-1], deploy_path(*args[-1].split("/"))]
+        result = subprocess.run(command, capture_output=True, text=True)
+        self.assertEqual(result.returncode, 0, "%s:\n%s%s"
+                         % (" ".join(command), result.stdout, result.stderr))
+
     def test_prometheus_config_passes_promtool(self):
         path = deploy_path("prometheus", "prometheus.yml")
-        result = subprocess.run([ARGS.promtool, "check", "config", path],
-                                capture_output=True, text=True)
-        self.assertEqual(result.returncode, 0, "promtool check config %s:\n%s%s"
-                         % (path, result.stdout, result.stderr))
+        self.assert_promtool_passes("check", "config", "prometheus/prometheus.yml")
         import yaml  # python3-yaml
         with open(path) as f:
             config = yaml.safe_load(f)
@@ -67,6 +73,10 @@ class DeployFilesTest(unittest.TestCase):
         self.assertEqual(jobs["okl"].get("scrape_interval",
                                          config.get("global", {}).get("scrape_interval")),
                          "15s")
+        self.assertIn("alerts.yml", config.get("rule_files", []))
+
+    def test_alerts_pass_their_unit_tests(self):
+        self.assert_promtool_passes("test", "rules", "prometheus/alerts_test.yml")
 
     def test_grafana_provisioning_parses(self):
         import yaml  # python3-yaml
@@ -155,7 +165,9 @@ class DashboardMetricsExportedTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         tmp = okl_system.temp_dir_with_stubs(cls, "okl_deploy_files_test.", ARGS)
-        cls.server = okl_system.OklServer(ARGS.server, tmp, ["--regret_every_steps=1"])
+        # With a store: the alerts select its series.
+        cls.server = okl_system.OklServer(
+            ARGS.server, tmp, ["--regret_every_steps=1", "--data_dir=" + os.path.join(tmp, "data")])
         cls.addClassCleanup(cls.server.stop)
         cls.server.start()  # before grpc is imported (see okl_system)
 
@@ -229,6 +241,20 @@ class DashboardMetricsExportedTest(unittest.TestCase):
         self.assertFalse(unknown, "the dashboard selects metrics okl_server does not export:\n"
                          "  %s\nexported: %s" % ("\n  ".join(unknown),
                                                  " ".join(sorted(self.exported))))
+
+    def test_every_alert_metric_is_exported(self):
+        import yaml  # python3-yaml
+        with open(deploy_path("prometheus", "alerts.yml")) as f:
+            groups = yaml.safe_load(f)["groups"]
+        unknown = []
+        for group in groups:
+            for rule in group["rules"]:
+                names = okl_system.promql_metric_names(rule["expr"])
+                self.assertTrue(names, "alert %s selects no metric" % rule["alert"])
+                unknown += ["%s, in alert %s" % (name, rule["alert"])
+                            for name in sorted(names) if name not in self.exported]
+        self.assertFalse(unknown, "the alerts select metrics okl_server does not export:\n  %s"
+                         % "\n  ".join(unknown))
 
     def test_exposition_passes_promtool(self):
         """The live exposition parses for Prometheus (format errors only; lint is off)."""
