@@ -21,6 +21,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "core/file.h"
 #include "core/status_macros.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/health/v1/health.pb.h"
@@ -163,79 +164,6 @@ std::vector<double> ToVector(const google::protobuf::RepeatedField<double>& valu
 absl::Status ErrnoError(absl::string_view what, const std::string& path) {
   return absl::ErrnoToStatus(errno, absl::StrCat(what, " ", path));
 }
-
-// A file written beside `path` and renamed over it once complete, so that `path` never
-// holds a partial snapshot. Removes itself unless committed.
-class AtomicFile {
- public:
-  explicit AtomicFile(std::string path) : path_(std::move(path)) {}
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-  ~AtomicFile() {
-    if (fd_ >= 0) {
-      ::close(fd_);
-      ::unlink(temp_path_.c_str());
-    }
-  }
-
-  absl::Status Open() {
-    static std::atomic<uint64_t> counter{0};
-    temp_path_ = absl::StrCat(path_, ".tmp.", ::getpid(), ".", counter.fetch_add(1));
-    fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd_ < 0) return ErrnoError("cannot create", temp_path_);
-    return absl::OkStatus();
-  }
-
-  // Empties the file (for a retried download).
-  absl::Status Truncate() {
-    if (::ftruncate(fd_, 0) != 0 || ::lseek(fd_, 0, SEEK_SET) != 0) {
-      return ErrnoError("cannot truncate", temp_path_);
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Status Append(absl::string_view data) {
-    while (!data.empty()) {
-      const ssize_t written = ::write(fd_, data.data(), data.size());
-      if (written < 0) {
-        if (errno == EINTR) continue;
-        return ErrnoError("cannot write", temp_path_);
-      }
-      data.remove_prefix(static_cast<size_t>(written));
-    }
-    return absl::OkStatus();
-  }
-
-  // Syncs the file, renames it to `path` and syncs the directory.
-  absl::Status Commit() {
-    if (::fsync(fd_) != 0) return ErrnoError("cannot sync", temp_path_);
-    if (::close(fd_) != 0) {
-      fd_ = -1;
-      ::unlink(temp_path_.c_str());
-      return ErrnoError("cannot close", temp_path_);
-    }
-    fd_ = -1;
-    if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
-      absl::Status status =
-          ErrnoError(absl::StrCat("cannot rename ", temp_path_, " to"), path_);
-      ::unlink(temp_path_.c_str());
-      return status;
-    }
-    const size_t slash = path_.rfind('/');
-    const std::string dir = slash == std::string::npos ? "." : path_.substr(0, slash + 1);
-    const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir_fd >= 0) {  // best effort: the rename is done either way
-      (void)::fsync(dir_fd);
-      ::close(dir_fd);
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  const std::string path_;
-  std::string temp_path_;
-  int fd_ = -1;
-};
 
 }  // namespace
 

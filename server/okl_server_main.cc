@@ -7,13 +7,11 @@
 // The signals are blocked before any thread exists, so every thread inherits the mask
 // and only the main thread's sigwait() ever receives them: no async signal handler.
 
-#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -32,6 +30,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/config.h"
+#include "core/file.h"
 #include "server/failpoint.h"
 #include "server/metrics.h"
 #include "server/server.h"
@@ -190,27 +189,9 @@ std::string BoundAddress(absl::string_view listen, int port) {
 // Writes "<port>\n" to `path` so that a reader never sees a partial file.
 // `flag` names the flag in errors.
 absl::Status WritePortFile(const std::string& path, int port, absl::string_view flag) {
-  const std::string temp = absl::StrCat(path, ".tmp.", getpid());
-  const std::string text = absl::StrCat(port, "\n");
-  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot create ", temp, " (", flag, "): ", std::strerror(errno)));
-  }
-  const bool written = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  const int write_errno = errno;
-  if (close(fd) != 0 || !written) {
-    unlink(temp.c_str());
-    return absl::UnavailableError(
-        absl::StrCat("cannot write ", temp, " (", flag, "): ", std::strerror(write_errno)));
-  }
-  if (rename(temp.c_str(), path.c_str()) != 0) {
-    const int rename_errno = errno;
-    unlink(temp.c_str());
-    return absl::UnavailableError(absl::StrCat("cannot rename ", temp, " to ", path, " (", flag,
-                                               "): ", std::strerror(rename_errno)));
-  }
-  return absl::OkStatus();
+  absl::Status status = okl::WriteFileAtomically(path, absl::StrCat(port, "\n"));
+  if (status.ok()) return status;
+  return absl::UnavailableError(absl::StrCat(status.message(), " (", flag, ")"));
 }
 
 // Sets *out to a flag's parsed value; or prints why it is wrong and returns false.

@@ -15,13 +15,10 @@
 // source's fence: the tenant stays where it was, whole. A failure in step 5 leaves the
 // tenant moved, with stale copies on the fenced source, and says so.
 
-#include <fcntl.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -38,10 +35,6 @@
 
 namespace okl::cli {
 namespace {
-
-absl::Status ErrnoError(absl::string_view what, const std::string& path) {
-  return absl::UnavailableError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
-}
 
 absl::Status WithContext(const absl::Status& status, absl::string_view context) {
   return absl::Status(status.code(), absl::StrCat(context, ": ", status.message()));
@@ -65,30 +58,6 @@ std::string PinTenant(absl::string_view map, absl::string_view tenant,
   return out;
 }
 
-// Replaces the file at `path` with `contents`: written beside it, synced, renamed.
-absl::Status ReplaceFile(const std::string& path, absl::string_view contents) {
-  const std::string temp = absl::StrCat(path, ".tmp.", ::getpid());
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("cannot create", temp);
-  while (!contents.empty()) {
-    const ssize_t written = ::write(fd, contents.data(), contents.size());
-    if (written < 0 && errno == EINTR) continue;
-    if (written < 0) {
-      absl::Status status = ErrnoError("cannot write", temp);
-      ::close(fd);
-      ::unlink(temp.c_str());
-      return status;
-    }
-    contents.remove_prefix(static_cast<size_t>(written));
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0 || ::rename(temp.c_str(), path.c_str()) != 0) {
-    absl::Status status = ErrnoError("cannot replace", path);
-    ::unlink(temp.c_str());
-    return status;
-  }
-  return absl::OkStatus();
-}
-
 // Step 4: the router sends the tenant to `address` once this returns OK.
 absl::Status SwitchRoute(const MoveOptions& options, absl::string_view tenant,
                          absl::string_view address) {
@@ -96,7 +65,7 @@ absl::Status SwitchRoute(const MoveOptions& options, absl::string_view tenant,
   if (::access(options.route_map.c_str(), F_OK) == 0) {
     OKL_ASSIGN_OR_RETURN(map, ReadFile(options.route_map));
   }
-  OKL_RETURN_IF_ERROR(ReplaceFile(options.route_map, PinTenant(map, tenant, address)));
+  OKL_RETURN_IF_ERROR(WriteFileAtomically(options.route_map, PinTenant(map, tenant, address)));
   if (options.route_reload.empty()) return absl::OkStatus();
   const int exit_status = std::system(options.route_reload.c_str());
   if (exit_status != 0) {

@@ -1,12 +1,16 @@
-// tests/core/file_test.cc: okl::ReadFile reads every byte, and its errors name the file
+// tests/core/file_test.cc: okl::ReadFile reads every byte, okl::AtomicFile and
+// WriteFileAtomically replace a file whole or not at all, and their errors name the file
 // with the errno-derived code.
 
 #include "core/file.h"
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -88,6 +92,56 @@ TEST(ReadFileTest, ADirectoryOpensButDoesNotRead) {
   EXPECT_FALSE(status.ok());
   EXPECT_THAT(status.message(), HasSubstr("cannot read"));
   EXPECT_THAT(status.message(), HasSubstr("Is a directory"));
+}
+
+// The files of `dir`, by name.
+std::vector<std::string> FilesIn(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(AtomicFileTest, ReplacesAFileWholeAndLeavesNothingBeside) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/file_test_atomic");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/routes.map";
+  ASSERT_TRUE(WriteFileAtomically(path, "alice a;\n").ok());
+  EXPECT_EQ(ReadFile(path).value_or("?"), "alice a;\n");
+  ASSERT_TRUE(WriteFileAtomically(path, "alice b;\nbob c;\n").ok());
+  EXPECT_EQ(ReadFile(path).value_or("?"), "alice b;\nbob c;\n");
+
+  // Until Commit, readers see the old file; a file never committed leaves no trace.
+  {
+    AtomicFile file(path);
+    ASSERT_TRUE(file.Open().ok());
+    ASSERT_TRUE(file.Append("partial").ok());
+    EXPECT_EQ(ReadFile(path).value_or("?"), "alice b;\nbob c;\n");
+    EXPECT_EQ(FilesIn(dir).size(), 2u);  // the file and its temporary
+  }
+  EXPECT_EQ(FilesIn(dir), std::vector<std::string>{"routes.map"});
+  // Truncate starts over (a retried download).
+  {
+    AtomicFile file(path);
+    ASSERT_TRUE(file.Open().ok());
+    ASSERT_TRUE(file.Append("first try").ok());
+    ASSERT_TRUE(file.Truncate().ok());
+    ASSERT_TRUE(file.Append("second").ok());
+    ASSERT_TRUE(file.Commit().ok());
+  }
+  EXPECT_EQ(ReadFile(path).value_or("?"), "second");
+  EXPECT_EQ(FilesIn(dir), std::vector<std::string>{"routes.map"});
+  std::filesystem::remove_all(dir);
+}
+
+TEST(AtomicFileTest, AMissingDirectoryIsNotFoundAndNamed) {
+  const std::string path = absl::StrCat(::testing::TempDir(), "/no_such_dir/routes.map");
+  absl::Status status = WriteFileAtomically(path, "x");
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound) << status;
+  EXPECT_THAT(status.message(), HasSubstr("cannot create " + path + ".tmp."));
 }
 
 }  // namespace
