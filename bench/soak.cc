@@ -36,11 +36,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -49,6 +47,7 @@
 #include "bench/soak_history.h"
 #include "bench/soak_report.h"
 #include "bench/soak_stats.h"
+#include "tests/support/spawned_server.h"  // ProcStatusBytes
 #include "client/client.h"
 #include "core/file.h"
 
@@ -94,22 +93,6 @@ void Log(const std::string& line) {
   std::fflush(stderr);
 }
 
-// The process's VmRSS in kB, from /proc/PID/status.
-absl::StatusOr<int64_t> ReadRssKb(int pid) {
-  absl::StatusOr<std::string> status = ReadFile(absl::StrCat("/proc/", pid, "/status"));
-  if (!status.ok()) return status.status();
-  for (absl::string_view line : absl::StrSplit(*status, '\n')) {
-    if (!absl::ConsumePrefix(&line, "VmRSS:")) continue;
-    line = absl::StripAsciiWhitespace(line);
-    int64_t kb = 0;
-    if (absl::ConsumeSuffix(&line, "kB") &&
-        absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &kb)) {
-      return kb;
-    }
-  }
-  return absl::NotFoundError(absl::StrCat("no VmRSS line in /proc/", pid, "/status"));
-}
-
 // Runs fn(i) for i in [0, n) on `threads` threads.
 template <typename Fn>
 void ParallelFor(int n, int threads, Fn fn) {
@@ -134,11 +117,11 @@ std::vector<RssSample> RunLoad(const std::vector<std::unique_ptr<Caller>>& calle
   std::vector<RssSample> rss;
   const auto sample_rss = [&](absl::Duration at) {
     if (pid <= 0) return;
-    absl::StatusOr<int64_t> kb = ReadRssKb(pid);
-    if (kb.ok()) {
-      rss.push_back({.at = at, .kb = *kb});
+    absl::StatusOr<uint64_t> bytes = testing::ProcStatusBytes(pid, "VmRSS");
+    if (bytes.ok()) {
+      rss.push_back({.at = at, .kb = static_cast<int64_t>(*bytes / 1024)});
     } else {
-      *rss_note = kb.status().ToString();
+      *rss_note = bytes.status().ToString();
     }
   };
   const absl::Time begin = absl::Now();

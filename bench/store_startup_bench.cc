@@ -23,7 +23,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
@@ -32,11 +31,9 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/model_registry.h"
@@ -62,20 +59,6 @@ namespace {
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "okl_store_startup_bench: %s\n", status.ToString().c_str());
   return 1;
-}
-
-// A "Name:   123 kB" line of /proc/PID/status, in bytes.
-absl::StatusOr<uint64_t> ProcStatusBytes(pid_t pid, absl::string_view name) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (!absl::StartsWith(line, absl::StrCat(name, ":"))) continue;
-    uint64_t kib = 0;
-    const std::vector<absl::string_view> fields =
-        absl::StrSplit(line, ' ', absl::SkipWhitespace());
-    if (fields.size() >= 2 && absl::SimpleAtoi(fields[1], &kib)) return kib * 1024;
-  }
-  return absl::NotFoundError(absl::StrCat("no ", name, " in /proc/", pid, "/status"));
 }
 
 struct ServerRestart {
@@ -105,8 +88,8 @@ absl::StatusOr<ServerRestart> RestartServer(const std::string& binary, const std
   // The port file is written once the server is SERVING, every model restored.
   OKL_RETURN_IF_ERROR(server->WaitForPort(absl::Now() + absl::Minutes(10)).status());
   ServerRestart restart{.to_serving = absl::Now() - start};
-  OKL_ASSIGN_OR_RETURN(restart.rss_bytes, ProcStatusBytes(server->pid(), "VmRSS"));
-  OKL_ASSIGN_OR_RETURN(restart.peak_bytes, ProcStatusBytes(server->pid(), "VmHWM"));
+  OKL_ASSIGN_OR_RETURN(restart.rss_bytes, okl::testing::ProcStatusBytes(server->pid(), "VmRSS"));
+  OKL_ASSIGN_OR_RETURN(restart.peak_bytes, okl::testing::ProcStatusBytes(server->pid(), "VmHWM"));
   OKL_ASSIGN_OR_RETURN(const int wait_status, server->Stop(absl::Minutes(5)));
   if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
     return absl::InternalError(absl::StrCat(

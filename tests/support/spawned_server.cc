@@ -18,6 +18,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "core/file.h"
@@ -43,6 +45,22 @@ absl::Status ErrnoError(absl::string_view what) {
 std::string ReadFileOrEmpty(const std::string& path) { return ReadFile(path).value_or(""); }
 
 }  // namespace
+
+absl::StatusOr<uint64_t> ProcStatusBytes(pid_t pid, absl::string_view name) {
+  const std::string path = absl::StrCat("/proc/", pid, "/status");
+  absl::StatusOr<std::string> status = ReadFile(path);
+  if (!status.ok()) return status.status();
+  for (absl::string_view line : absl::StrSplit(*status, '\n')) {
+    if (!absl::ConsumePrefix(&line, name) || !absl::ConsumePrefix(&line, ":")) continue;
+    line = absl::StripAsciiWhitespace(line);
+    uint64_t kib = 0;
+    if (absl::ConsumeSuffix(&line, "kB") &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &kib)) {
+      return kib * 1024;
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("no ", name, " line in ", path));
+}
 
 absl::StatusOr<HealthCheckResponse::ServingStatus> CheckServingStatus(
     const std::shared_ptr<grpc::Channel>& channel, absl::string_view service,

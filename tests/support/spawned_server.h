@@ -12,7 +12,8 @@
 // (PR_SET_PDEATHSIG): start servers from the main thread.
 //
 // CheckServingStatus() below is the one grpc.health.v1 Check of the tests and the
-// benchmarks, over the stub generated from proto/grpc/health/v1/health.proto.
+// benchmarks, over the stub generated from proto/grpc/health/v1/health.proto;
+// ProcStatusBytes() the one reading of a server's memory from /proc.
 //
 // No GoogleTest here: the benchmarks link it too.
 //
@@ -87,6 +88,10 @@ std::string DescribeWaitStatus(int wait_status);
 absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> CheckServingStatus(
     const std::shared_ptr<grpc::Channel>& channel, absl::string_view service,
     absl::Duration timeout);
+
+// A "Name:   123 kB" line of /proc/PID/status (VmRSS, VmHWM, ...) in bytes: the memory
+// the benchmarks report of a server, spawned or not. NotFound without such a line.
+absl::StatusOr<uint64_t> ProcStatusBytes(pid_t pid, absl::string_view name);
 
 class SpawnedServer {
  public:
