@@ -33,8 +33,6 @@ int IndexOf(absl::string_view name) {
 
 }  // namespace
 
-absl::Span<const absl::string_view> FailpointNames() { return kNames; }
-
 absl::Status ArmFailpoint(absl::string_view spec) {
   absl::string_view name = spec;
   int64_t count = 1;

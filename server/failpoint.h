@@ -7,7 +7,7 @@
 // restarted server holds exactly what was acknowledged. Disarmed, a failpoint costs one
 // relaxed atomic load.
 //
-// The places (kFailpointNames):
+// The places:
 //   checkpoint.encoded        a checkpoint's state is exported and encoded, not written
 //   checkpoint.written        the checkpoint and its log truncation are in RocksDB; the
 //                             log's bookkeeping is not updated
@@ -24,20 +24,16 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "absl/types/span.h"
 
 namespace okl {
-
-// Every failpoint okl_server has.
-absl::Span<const absl::string_view> FailpointNames();
 
 // Arms `spec`, "NAME" or "NAME@N" (N >= 1). InvalidArgument naming --failpoint for an
 // unknown name or a bad count. Replaces any failpoint armed before.
 absl::Status ArmFailpoint(absl::string_view spec);
 
-// At the place `name` (one of FailpointNames()): if it is armed and this is the N-th time
-// it is reached, writes "okl_server: failpoint NAME reached (N): SIGKILL" to stderr and
-// kills the process.
+// At the place `name` (one of those above): if it is armed and this is the N-th time it
+// is reached, writes "okl_server: failpoint NAME reached: SIGKILL" to stderr and kills
+// the process.
 void Failpoint(absl::string_view name);
 
 }  // namespace okl

@@ -548,9 +548,6 @@ INSTANTIATE_TEST_SUITE_P(
 
 // --- Crashes amid Restore, Delete and Create ------------------------------------------
 
-// One model ref under a sequence of operations, each acknowledged before the next: what
-// the model must be after a crash is the state after the last acknowledged operation, or
-// after the one in flight too. nullopt: the model does not exist.
 // True once `killed` is set, waiting up to 10 s for it: a server that kills itself (a
 // failpoint) fails its clients' calls a moment before the test has seen it exit.
 bool AwaitKill(const std::atomic<bool>& killed) {
@@ -559,6 +556,9 @@ bool AwaitKill(const std::atomic<bool>& killed) {
   return killed.load();
 }
 
+// One model ref under a sequence of operations, each acknowledged before the next: what
+// the model must be after a crash is the state after the last acknowledged operation, or
+// after the one in flight too. nullopt: the model does not exist.
 class ChurnActor {
  public:
   ChurnActor(v1::ModelRef ref, std::vector<std::string> snapshots, uint64_t seed)
@@ -1190,7 +1190,7 @@ enum class FullDisk {
   // sees as it would a full disk. It needs no privileges, but it bounds each file, not
   // the filesystem: RocksDB's other files still have room.
   kFileSizeLimit,
-  // A real filesystem that fills: a 16 MiB tmpfs over --data_dir in a mount namespace of
+  // A real filesystem that fills: a tmpfs (TmpfsLauncher) in a mount namespace of
   // the server's own (unshare with a user namespace: no root needed on the host), so
   // every file of the store, the WAL and RocksDB's own, gets ENOSPC. It vanishes with
   // the server, so this variant does not restart on it.
@@ -1305,8 +1305,8 @@ TEST_P(FullDiskTest, ObserveFailsAndChangesNothingWhenTheStoreCannotWrite) {
   std::unique_ptr<CoreTwin> twin = CoreTwin::Create(config);
   ASSERT_NE(twin, nullptr);
 
-  // Batches of ~25 KB on the wire: the file size limit is reached within about 20 of
-  // them, the tmpfs within about 700.
+  // Batches of ~25 KB on the wire: the file size limit is reached within about 25 of
+  // them, the tmpfs (12 MiB left beside the filler) within about 400.
   Batch acknowledged;
   std::vector<Batch> rejected;
   grpc::Status failure;
