@@ -111,7 +111,7 @@ ABSL_FLAG(bool, pin_cpus, false,
           "contention for the same cores. Each then has fewer CPUs than unpinned.");
 ABSL_FLAG(std::string, server_args, "",
           "Extra flags for the spawned server, space-separated, e.g. "
-          "\"--observe_stream_api=callback\".");
+          "\"--rpc_threads=1\".");
 ABSL_FLAG(std::string, tls_ca_file, "",
           "Connect with TLS, authenticating the server by the CA certificates (PEM) in this "
           "file; the server's certificate must name the host of --server (127.0.0.1 with "

@@ -93,10 +93,14 @@ ABSL_FLAG(int32_t, max_concurrent_restores, Defaults().service.max_concurrent_re
           "RESOURCE_EXHAUSTED.");
 ABSL_FLAG(uint64_t, max_inline_work, Defaults().service.max_inline_work,
           "A Predict of at most this many multiply-adds (inputs x the model's worst case per "
-          "input) runs inline on gRPC's thread; a larger one on the offload threads, so that "
-          "it does not stall the other calls that thread carries.");
+          "input) runs inline on an --rpc_threads thread; a larger one on the offload threads, "
+          "so that it does not stall the other calls that thread carries.");
+ABSL_FLAG(int32_t, rpc_threads, Defaults().rpc_threads,
+          "Threads that serve the calls, each polling a completion queue of its own and running "
+          "the small reads inline; 0: one per CPU the server may use (its affinity: taskset, a "
+          "container's cpuset).");
 ABSL_FLAG(int32_t, offload_threads, Defaults().service.offload_threads,
-          "Threads that run what is not run inline on gRPC's threads: every write, "
+          "Threads that run what is not run inline on the --rpc_threads: every write, "
           "ListModels, FenceTenant, ObserveStream's batches, the Predicts over "
           "--max_inline_work and the reads that would wait for a batch being applied to "
           "their model; 0: one per CPU the server may use (its affinity: taskset, a container's "
@@ -169,9 +173,6 @@ ABSL_FLAG(absl::Duration, regret_refresh, Defaults().regret_refresh,
           "examples after its last computation within this long; 0: never.");
 ABSL_FLAG(int32_t, regret_threads, Defaults().regret.threads,
           "Background threads that compute regret, at idle CPU priority (SCHED_IDLE; 1-64).");
-ABSL_FLAG(std::string, observe_stream_api,
-          std::string(okl::StreamApiName(Defaults().service.observe_stream_api)),
-          "For benchmarking: the gRPC API serving ObserveStream, sync or callback.");
 
 namespace {
 
@@ -263,10 +264,7 @@ int main(int argc, char** argv) {
   service.max_concurrent_restores = absl::GetFlag(FLAGS_max_concurrent_restores);
   service.max_inline_work = absl::GetFlag(FLAGS_max_inline_work);
   service.offload_threads = absl::GetFlag(FLAGS_offload_threads);
-  if (!TakeParsed(okl::ParseStreamApi(absl::GetFlag(FLAGS_observe_stream_api)),
-                  &service.observe_stream_api)) {
-    return 1;
-  }
+  options.rpc_threads = absl::GetFlag(FLAGS_rpc_threads);
 
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   options.metrics.max_models = absl::GetFlag(FLAGS_metrics_max_models);

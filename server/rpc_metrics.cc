@@ -32,14 +32,15 @@ size_t CodeIndex(grpc::StatusCode code) {
 // Times one call from its arrival to its status. gRPC owns it and deletes it with the
 // call. A call that ends without the server sending a status (the server shut down under
 // it, say) is counted as CANCELLED when it is destroyed, so every call is counted exactly
-// once.
+// once. gRPC also makes one for each call the completion queues requested that never
+// came (the server shut down first): it sees no hook point, and counts nothing.
 class RpcInterceptor final : public grpc::experimental::Interceptor {
  public:
   RpcInterceptor(MethodTable* methods, grpc::experimental::ServerRpcInfo* info)
       : methods_(methods), info_(info), series_(methods->Find(info->method())) {}
 
   ~RpcInterceptor() override {
-    if (!recorded_.load(std::memory_order_relaxed)) {
+    if (arrived_.load(std::memory_order_relaxed) && !recorded_.load(std::memory_order_relaxed)) {
       // The call's method string may be gone by now: a method not seen before counts
       // under "other".
       MethodSeries* series = series_ != nullptr ? series_ : methods_->other();
@@ -48,6 +49,7 @@ class RpcInterceptor final : public grpc::experimental::Interceptor {
   }
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    arrived_.store(true, std::memory_order_relaxed);
     if (methods->QueryInterceptionHookPoint(
             grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS) &&
         !recorded_.exchange(true, std::memory_order_relaxed)) {
@@ -70,6 +72,7 @@ class RpcInterceptor final : public grpc::experimental::Interceptor {
   const Clock::time_point start_ = Clock::now();
   // Batches of one call may be intercepted on different threads.
   std::atomic<bool> recorded_{false};
+  std::atomic<bool> arrived_{false};  // a hook point was seen: a call came
 };
 
 class RpcInterceptorFactory final

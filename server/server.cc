@@ -3,7 +3,6 @@
 #include "server/server.h"
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/impl/server_builder_option.h>
 #include <grpcpp/impl/server_builder_plugin.h>
 
@@ -131,6 +130,10 @@ absl::Status ValidateOptions(const Server::Options& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--offload_threads must be 0 (one per core) to 1024, got ",
         options.service.offload_threads));
+  }
+  if (options.rpc_threads < 0 || options.rpc_threads > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rpc_threads must be 0 (one per core) to 1024, got ", options.rpc_threads));
   }
   if (options.service.max_concurrent_restores < 1) {
     return absl::InvalidArgumentError("--max_concurrent_restores must be at least 1");
@@ -290,7 +293,8 @@ absl::Status Server::Start() {
     }
   }
 
-  grpc::EnableDefaultHealthCheckService(true);
+  // Health is served on the queues too (HealthService), not by gRPC's callback service.
+  grpc::EnableDefaultHealthCheckService(false);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
@@ -299,17 +303,22 @@ absl::Status Server::Start() {
   // without an error; a port must belong to one server.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
-  builder.RegisterService(service_.get());
+  auto queue_threads = std::make_unique<CompletionQueueThreads>(
+      std::vector<RawAsyncService*>{service_.get(), &health_},
+      options_.rpc_threads > 0 ? options_.rpc_threads : UsableCpus(), &builder);
   builder.experimental().SetInterceptorCreators(metrics_.InterceptorCreators());
   if (!options_.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     if (server != nullptr) server->Shutdown();
+    queue_threads->Stop();
     return absl::UnavailableError(
         absl::StrCat("cannot listen on \"", options_.listen_address,
                      "\" (--listen): the port is in use, or the address is not host:port"));
   }
   server_ = std::move(server);
+  queue_threads->Start();
+  queue_threads_ = std::move(queue_threads);
   port_ = port;
   SetHealth(false);
   background_thread_ = std::thread([this] { RunBackgroundWork(); });
@@ -329,19 +338,17 @@ int Server::metrics_port() const {
 }
 
 void Server::SetHealth(bool serving) {
-  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   serving_ = serving;
-  health->SetServingStatus("", serving);
-  health->SetServingStatus(OklService::kServiceName, serving);
-  health->SetServingStatus(OklService::kWritesHealthName, serving && store_writable_);
+  health_.SetServing("", serving);
+  health_.SetServing(OklService::kServiceName, serving);
+  health_.SetServing(OklService::kWritesHealthName, serving && store_writable_);
 }
 
 void Server::UpdateWritesHealth(bool store_writable) {
   WriterLock lock(&mu_);
   if (server_ == nullptr || store_writable == store_writable_) return;
   store_writable_ = store_writable;
-  server_->GetHealthCheckService()->SetServingStatus(OklService::kWritesHealthName,
-                                                     serving_ && store_writable);
+  health_.SetServing(OklService::kWritesHealthName, serving_ && store_writable);
 }
 
 void Server::StartDraining() {
@@ -361,15 +368,18 @@ void Server::Shutdown(absl::Time deadline) {
   StartDraining();
   // gRPC's own Shutdown(deadline) would also wait for calls that never end by
   // themselves, such as health Watch streams (every channel with client-side health
-  // checking holds one), so the okl calls are drained here first.
+  // checking holds one), so the okl calls are drained here first, then the watches end.
   while (service_->calls_in_flight() > 0 && absl::Now() < deadline) {
     absl::SleepFor(kDrainPollInterval);
   }
+  health_.Shutdown();
   // What is left are other services' calls and okl calls past the deadline. The margin
   // lets the okl calls that just returned send their responses before gRPC cancels the
   // rest. Idempotent, and blocks a second caller until the first shutdown is complete.
   server->Shutdown(absl::ToChronoTime(std::min(deadline, absl::Now() + kFinishMargin)));
   server->Wait();
+  // Every call has ended: the queues have nothing left but the requests gRPC cancelled.
+  queue_threads_->Stop();
   // No call runs now: checkpoint every model with a log, so that the next start replays
   // nothing.
   StopBackgroundWork();

@@ -55,6 +55,8 @@
 #include "core/model_registry.h"
 #include "core/mutex.h"
 #include "core/regret_scheduler.h"
+#include "server/async_rpc.h"
+#include "server/health_service.h"
 #include "server/metrics.h"
 #include "server/model_host.h"
 #include "server/service.h"
@@ -90,8 +92,11 @@ class Server {
     // 0 means 3/4 of the machine's memory (or of the cgroup's limit, in a container);
     // host.regret_scheduler is the server's own, whatever is set here.
     ModelHost::Options host;
-    // The RPC handlers' per-request limits and the ObserveStream API.
+    // The RPC handlers' per-request limits and the offload pool.
     OklService::Options service;
+    // Threads serving the calls, each polling its own completion queue
+    // (server/async_rpc.h); 0: one per CPU the server may use (UsableCpus).
+    int32_t rpc_threads = 0;
     // host:port to serve Prometheus metrics on (/metrics); port 0 picks a free port, see
     // metrics_port(). Empty: no metrics endpoint. (okl_server's flag defaults to
     // 127.0.0.1:9464.)
@@ -171,11 +176,14 @@ class Server {
   // thread-safe).
   std::unique_ptr<Authenticator> authenticator_;
   std::unique_ptr<OklService> service_;
+  HealthService health_;
   ServerMetrics metrics_;
 
   mutable Mutex mu_;
   // Set once by Start(); destroyed by ~Server only, so Shutdown() may use it unlocked.
   std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(mu_);
+  // Set with server_, and like it used unlocked by Shutdown().
+  std::unique_ptr<CompletionQueueThreads> queue_threads_;
   int port_ ABSL_GUARDED_BY(mu_) = 0;
   bool serving_ ABSL_GUARDED_BY(mu_) = false;         // as SetHealth set it
   bool store_writable_ ABSL_GUARDED_BY(mu_) = true;   // as the background thread saw it

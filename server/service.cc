@@ -27,18 +27,6 @@
 
 namespace okl {
 
-absl::string_view StreamApiName(StreamApi api) {
-  return api == StreamApi::kCallback ? "callback" : "sync";
-}
-
-absl::StatusOr<StreamApi> ParseStreamApi(absl::string_view text) {
-  for (const StreamApi api : {StreamApi::kSync, StreamApi::kCallback}) {
-    if (text == StreamApiName(api)) return api;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--observe_stream_api must be sync or callback, got \"", text, "\""));
-}
-
 namespace {
 
 // A Restore reads at most this many bytes before it must have found the snapshot's
@@ -73,14 +61,9 @@ absl::Status WithPrefix(absl::string_view prefix, const absl::Status& status) {
   return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
 }
 
-// The index of `method` among the service's methods, as the generated code numbers them
-// (declaration order in okl.proto).
-int MethodIndex(absl::string_view method) {
-  return v1::ObserveRequest::descriptor()
-      ->file()
-      ->FindServiceByName("OnlineKernelLearning")
-      ->FindMethodByName(std::string(method))
-      ->index();
+// The full name gRPC routes by: "/okl.v1.OnlineKernelLearning/Predict".
+std::string FullMethodName(absl::string_view method) {
+  return absl::StrCat("/", OklService::kServiceName, "/", method);
 }
 
 // CANCELLED (or DEADLINE_EXCEEDED) once the client gave up on the call.
@@ -306,63 +289,80 @@ class OklService::ObserveSession {
   ModelStats stats_after_;  // the model's, right after this call's latest batch
 };
 
-// ObserveStream on the callback API: each message's batch runs on the offload pool once
-// it is read; the reactor deletes itself when the call is done.
-class OklService::ObserveStreamReactor final
-    : public grpc::ServerReadReactor<v1::ObserveRequest> {
+// ObserveStream: each message's batch runs on the offload pool once it is read, and the
+// next read starts once it is applied, so batches apply in order.
+class OklService::ObserveStreamCall final : public AsyncCall {
  public:
-  ObserveStreamReactor(const OklService* service, grpc::CallbackServerContext* context,
-                       v1::ObserveResponse* response)
-      : service_(service),
-        call_(service, context),
-        session_(service, &call_, context, /*stream=*/true, response) {
-    if (!call_.status().ok()) {
-      Finish(session_.Status(call_.status()));
+  explicit ObserveStreamCall(const OklService* service) : service_(service) {}
+
+ private:
+  void OnStart() override {
+    call_.emplace(service_, context());
+    session_.emplace(service_, &*call_, context(), /*stream=*/true, &response_);
+    if (!call_->status().ok()) {
+      Finish(session_->Status(call_->status()));
       return;
     }
-    StartRead(&request_);
+    StartRead();
   }
 
   void OnReadDone(bool ok) override {
     if (!ok) {  // the client half-closed (or the call was cancelled)
-      Finish(ToGrpcStatus(session_.Finish()));
+      Finish(ToGrpcStatus(session_->Finish()), &response_);
       return;
     }
-    // The batch writes to the store: off gRPC's thread. The next read starts once it is
-    // applied, so batches apply in order.
-    service_->offload_pool_.Schedule([this] { ApplyAndReadOn(); });
-  }
-
-  void OnDone() override { delete this; }
-
- private:
-  void ApplyAndReadOn() {
-    if (absl::Status status = session_.Apply(request_); !status.ok()) {
-      Finish(session_.Status(status));
+    if (absl::Status status = TakeMessage(&request_); !status.ok()) {
+      Finish(session_->Status(status));
       return;
     }
-    StartRead(&request_);
+    // The batch writes to the store: off the queue's thread.
+    service_->offload_pool_.Schedule([this] {
+      if (absl::Status status = session_->Apply(request_); !status.ok()) {
+        Finish(session_->Status(status));
+        return;
+      }
+      StartRead();
+    });
   }
 
   const OklService* const service_;
-  const ActiveCall call_;  // until OnDone: the call is in flight until its status is sent
-  ObserveSession session_;
+  // From the call's arrival until it is deleted: in flight until its status is sent.
+  std::optional<ActiveCall> call_;
+  std::optional<ObserveSession> session_;
   v1::ObserveRequest request_;
+  v1::ObserveResponse response_;
 };
 
 template <typename Request, typename Response, typename RunInline, typename Work>
 void OklService::ServeUnary(absl::string_view method, RunInline run_inline, Work work) {
-  // What the generated WithCallbackMethod_X mixin does, chosen at run time.
-  MarkMethodCallback(
-      MethodIndex(method),
-      new grpc::internal::CallbackUnaryHandler<Request, Response>(
-          [this, run_inline, work](grpc::CallbackServerContext* context, const Request* request,
-                                   Response* response) {
-            return Respond(context, run_inline(*request),
-                           [work, context, request, response](const ActiveCall& call) {
-                             return work(call, context, *request, response);
-                           });
-          }));
+  using Call = UnaryCall<Request, Response>;
+  // The service owns the handler, through the factory that hands it to each call.
+  auto handle = std::make_shared<typename Call::Handler>([this, run_inline,
+                                                          work](Call* call) {
+    grpc::ServerContext* context = call->context();
+    if (run_inline(call->request())) {
+      const ActiveCall active(this, context);
+      call->Reply(active.status().ok()
+                      ? work(active, context, call->request(), call->response())
+                      : Refusal(context, active.status()));
+      return;
+    }
+    if (metrics_ != nullptr) metrics_->RecordOffloaded();
+    // Counted in flight from now, not from when a pool thread takes it, so that a drain
+    // waits for it.
+    auto active = std::make_unique<ActiveCall>(this, context);
+    offload_pool_.Schedule([call, context, active = std::move(active), work]() {
+      call->Reply(active->status().ok()
+                      ? work(*active, context, call->request(), call->response())
+                      : Refusal(context, active->status()));
+    });
+  });
+  AddRawMethod(FullMethodName(method), [handle] { return new Call(handle.get()); });
+}
+
+template <typename Call>
+void OklService::ServeStream(absl::string_view method) {
+  AddRawMethod(FullMethodName(method), [this] { return new Call(this); });
 }
 
 OklService::OklService(ModelHost* host, const Authenticator* authenticator, Options options)
@@ -372,35 +372,35 @@ OklService::OklService(ModelHost* host, const Authenticator* authenticator, Opti
       offload_pool_(options.offload_threads > 0
                         ? options.offload_threads
                         : UsableCpus()) {
-  // The unary calls run on gRPC's callback API: the sync API hands each call to a thread of
-  // its pool, which costs more server CPU than a GetModel's or a small Predict's own work
-  // (README, "Load generator"). The small reads run inline, on the thread that received
-  // them; anything that writes to the store, may run long, or would wait for a model's
-  // writer runs on offload_pool_, since gRPC's threads carry every tenant's calls.
+  // The small reads run inline, on the queue's thread that received them: handing each to
+  // another thread would cost more server CPU than a GetModel's or a small Predict's own
+  // work (README, "Load generator"). Anything that writes to the store, may run long, or
+  // would wait for a model's writer runs on offload_pool_, since the queues' threads carry
+  // every tenant's calls.
   const auto offload = [](const auto& /*request*/) { return false; };
   ServeUnary<v1::CreateModelRequest, v1::ModelInfo>(
       "CreateModel", offload,
-      [this](const ActiveCall& call, grpc::CallbackServerContext*, const auto& request,
+      [this](const ActiveCall& call, grpc::ServerContext*, const auto& request,
              auto* response) { return ToGrpcStatus(DoCreateModel(call, request, response)); });
   ServeUnary<v1::ModelRef, v1::ModelInfo>(
       "GetModel",
       [this](const v1::ModelRef& request) {
         return !WouldWait(request.tenant(), request.model());
       },
-      [this](const ActiveCall& call, grpc::CallbackServerContext*, const auto& request,
+      [this](const ActiveCall& call, grpc::ServerContext*, const auto& request,
              auto* response) { return ToGrpcStatus(DoGetModel(call, request, response)); });
   // ListModels reads every model of the tenant (or the server).
   ServeUnary<v1::ListModelsRequest, v1::ListModelsResponse>(
       "ListModels", offload,
-      [this](const ActiveCall& call, grpc::CallbackServerContext*, const auto& request,
+      [this](const ActiveCall& call, grpc::ServerContext*, const auto& request,
              auto* response) { return ToGrpcStatus(DoListModels(call, request, response)); });
   ServeUnary<v1::ModelRef, v1::DeleteModelResponse>(
       "DeleteModel", offload,
-      [this](const ActiveCall& call, grpc::CallbackServerContext*, const auto& request,
+      [this](const ActiveCall& call, grpc::ServerContext*, const auto& request,
              auto*) { return ToGrpcStatus(DoDeleteModel(call, request)); });
   ServeUnary<v1::ObserveRequest, v1::ObserveResponse>(
       "Observe", offload,
-      [this](const ActiveCall& call, grpc::CallbackServerContext* context, const auto& request,
+      [this](const ActiveCall& call, grpc::ServerContext* context, const auto& request,
              auto* response) {
         ObserveSession session(this, &call, context, /*stream=*/false, response);
         return session.Status(session.Apply(request));
@@ -410,36 +410,18 @@ OklService::OklService(ModelHost* host, const Authenticator* authenticator, Opti
       [this](const v1::PredictRequest& request) {
         return PredictCost(request) <= static_cast<double>(options_.max_inline_work);
       },
-      [this](const ActiveCall& call, grpc::CallbackServerContext* context, const auto& request,
+      [this](const ActiveCall& call, grpc::ServerContext* context, const auto& request,
              auto* response) { return ToGrpcStatus(DoPredict(call, context, request, response)); });
   // FenceTenant waits for the tenant's writes in flight.
   ServeUnary<v1::FenceTenantRequest, v1::FenceTenantResponse>(
       "FenceTenant", offload,
-      [this](const ActiveCall& call, grpc::CallbackServerContext* context, const auto& request,
+      [this](const ActiveCall& call, grpc::ServerContext* context, const auto& request,
              auto* response) {
         return ToGrpcStatus(DoFenceTenant(call, context, request, response));
       });
-  MarkMethodCallback(
-      MethodIndex("Snapshot"),
-      new grpc::internal::CallbackServerStreamingHandler<v1::ModelRef, v1::SnapshotChunk>(
-          [this](grpc::CallbackServerContext* context, const v1::ModelRef* request) {
-            return SnapshotCallback(context, request);
-          }));
-  MarkMethodCallback(
-      MethodIndex("Restore"),
-      new grpc::internal::CallbackClientStreamingHandler<v1::RestoreChunk, v1::ModelInfo>(
-          [this](grpc::CallbackServerContext* context, v1::ModelInfo* response) {
-            return RestoreCallback(context, response);
-          }));
-  if (options_.observe_stream_api == StreamApi::kCallback) {
-    MarkMethodCallback(
-        MethodIndex("ObserveStream"),
-        new grpc::internal::CallbackClientStreamingHandler<v1::ObserveRequest,
-                                                           v1::ObserveResponse>(
-            [this](grpc::CallbackServerContext* context, v1::ObserveResponse* response) {
-              return ObserveStreamCallback(context, response);
-            }));
-  }
+  ServeStream<ObserveStreamCall>("ObserveStream");
+  ServeStream<SnapshotCall>("Snapshot");
+  ServeStream<RestoreCall>("Restore");
 }
 
 void OklService::SetServing() { state_.store(State::kServing); }
@@ -557,46 +539,6 @@ absl::Status OklService::DoFenceTenant(const ActiveCall& call, grpc::ServerConte
   return absl::OkStatus();
 }
 
-grpc::Status OklService::ObserveStream(grpc::ServerContext* context,
-                                       grpc::ServerReader<v1::ObserveRequest>* reader,
-                                       v1::ObserveResponse* response) {
-  const ActiveCall call(this, context);
-  ObserveSession session(this, &call, context, /*stream=*/true, response);
-  if (!call.status().ok()) return session.Status(call.status());
-  v1::ObserveRequest request;
-  while (reader->Read(&request)) {
-    if (absl::Status status = session.Apply(request); !status.ok()) {
-      return session.Status(status);
-    }
-  }
-  return ToGrpcStatus(session.Finish());
-}
-
-grpc::ServerReadReactor<v1::ObserveRequest>* OklService::ObserveStreamCallback(
-    grpc::CallbackServerContext* context, v1::ObserveResponse* response) {
-  return new ObserveStreamReactor(this, context, response);
-}
-
-template <typename Work>
-grpc::ServerUnaryReactor* OklService::Respond(grpc::CallbackServerContext* context,
-                                              bool run_inline, Work work) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (run_inline) {
-    const ActiveCall call(this, context);
-    reactor->Finish(call.status().ok() ? work(call) : Refusal(context, call.status()));
-    return reactor;
-  }
-  if (metrics_ != nullptr) metrics_->RecordOffloaded();
-  // Counted in flight from now, not from when a pool thread takes it, so that a drain
-  // waits for it.
-  auto call = std::make_unique<ActiveCall>(this, context);
-  offload_pool_.Schedule(
-      [context, call = std::move(call), reactor, work = std::move(work)]() mutable {
-        reactor->Finish(call->status().ok() ? work(*call) : Refusal(context, call->status()));
-      });
-  return reactor;
-}
-
 grpc::Status OklService::Refusal(grpc::ServerContextBase* context, const absl::Status& status) {
   // Nothing of the call was applied; for an Observe the trailer says so (okl.proto,
   // "Retrying writes"), as ObserveSession::Status does for a stream's later refusals.
@@ -690,20 +632,29 @@ absl::StatusOr<std::string> OklService::EncodeModelSnapshot(const ActiveCall& ca
   return EncodeSnapshot(state);
 }
 
-// Snapshot on the callback API: the model is copied and encoded on the offload pool (the
-// copy waits for a batch being applied to it); the chunks are written from gRPC's
-// threads, one at a time. The reactor deletes itself when the call is done.
-class OklService::SnapshotReactor final : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
+// Snapshot: the model is copied and encoded on the offload pool (the copy waits for a
+// batch being applied to it); the chunks are written one at a time.
+class OklService::SnapshotCall final : public AsyncCall {
  public:
-  SnapshotReactor(const OklService* service, grpc::CallbackServerContext* context,
-                  const v1::ModelRef* request)
-      : service_(service), call_(service, context) {
-    if (!call_.status().ok()) {
-      Finish(Refusal(context, call_.status()));
+  explicit SnapshotCall(const OklService* service) : service_(service) {}
+
+ private:
+  void OnStart() override {
+    call_.emplace(service_, context());
+    if (!call_->status().ok()) {
+      Finish(Refusal(context(), call_->status()));
       return;
     }
-    service_->offload_pool_.Schedule([this, request] {
-      absl::StatusOr<std::string> bytes = service_->EncodeModelSnapshot(call_, *request);
+    StartRead();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (absl::Status status = TakeRequest(ok, &request_); !status.ok()) {
+      Finish(ToGrpcStatus(status));
+      return;
+    }
+    service_->offload_pool_.Schedule([this] {
+      absl::StatusOr<std::string> bytes = service_->EncodeModelSnapshot(*call_, request_);
       if (!bytes.ok()) {
         Finish(ToGrpcStatus(bytes.status()));
         return;
@@ -721,9 +672,6 @@ class OklService::SnapshotReactor final : public grpc::ServerWriteReactor<v1::Sn
     WriteNext();
   }
 
-  void OnDone() override { delete this; }
-
- private:
   void WriteNext() {
     if (offset_ >= bytes_.size()) {
       Finish(grpc::Status::OK);
@@ -731,20 +679,16 @@ class OklService::SnapshotReactor final : public grpc::ServerWriteReactor<v1::Sn
     }
     chunk_.set_data(bytes_.substr(offset_, kSnapshotChunkBytes));
     offset_ += chunk_.data().size();
-    StartWrite(&chunk_);
+    StartWrite(chunk_);
   }
 
   const OklService* const service_;
-  const ActiveCall call_;  // until OnDone: the call is in flight until its status is sent
-  std::string bytes_;      // the whole snapshot
-  size_t offset_ = 0;      // of the next chunk in bytes_
+  std::optional<ActiveCall> call_;  // from the call's arrival: in flight until deleted
+  v1::ModelRef request_;
+  std::string bytes_;  // the whole snapshot
+  size_t offset_ = 0;  // of the next chunk in bytes_
   v1::SnapshotChunk chunk_;
 };
-
-grpc::ServerWriteReactor<v1::SnapshotChunk>* OklService::SnapshotCallback(
-    grpc::CallbackServerContext* context, const v1::ModelRef* request) {
-  return new SnapshotReactor(this, context, request);
-}
 
 // Holds one of the --max_concurrent_restores slots for its scope, if it got one.
 class OklService::RestoreSlot {
@@ -891,56 +835,51 @@ class OklService::RestoreSession {
   std::optional<RestoreSlot> slot_;
 };
 
-// Restore on the callback API: each chunk is checked and buffered on gRPC's thread as it
-// is read (a copy, bounded by the limits checked so far); the decode and the store's
-// write run on the offload pool. The reactor deletes itself when the call is done.
-class OklService::RestoreReactor final : public grpc::ServerReadReactor<v1::RestoreChunk> {
+// Restore: each chunk is checked and buffered on the queue's thread as it is read (a
+// copy, bounded by the limits checked so far); the decode and the store's write run on
+// the offload pool.
+class OklService::RestoreCall final : public AsyncCall {
  public:
-  RestoreReactor(const OklService* service, grpc::CallbackServerContext* context,
-                 v1::ModelInfo* response)
-      : service_(service), context_(context), response_(response), call_(service, context) {
-    session_.emplace(service, &call_);
-    if (!call_.status().ok()) {
-      Finish(Refusal(context, call_.status()));
+  explicit RestoreCall(const OklService* service) : service_(service) {}
+
+ private:
+  void OnStart() override {
+    call_.emplace(service_, context());
+    session_.emplace(service_, &*call_);
+    if (!call_->status().ok()) {
+      Finish(Refusal(context(), call_->status()));
       return;
     }
-    StartRead(&chunk_);
+    StartRead();
   }
 
   void OnReadDone(bool ok) override {
     if (!ok) {  // the client half-closed (or the call was cancelled)
       service_->offload_pool_.Schedule(
-          [this] { FinishWith(session_->Finish(context_, response_)); });
+          [this] { FinishWith(session_->Finish(context(), &response_)); });
       return;
     }
-    if (absl::Status status = session_->Add(chunk_); !status.ok()) {
+    absl::Status status = TakeMessage(&chunk_);
+    if (status.ok()) status = session_->Add(chunk_);
+    if (!status.ok()) {
       FinishWith(status);
       return;
     }
-    StartRead(&chunk_);
+    StartRead();
   }
 
-  void OnDone() override { delete this; }
-
- private:
   // Ends the session before the status is sent, so that its buffer, quota reservation and
   // --max_concurrent_restores slot are free by the time the client sees the answer.
   void FinishWith(const absl::Status& status) {
     session_.reset();
-    Finish(ToGrpcStatus(status));
+    Finish(ToGrpcStatus(status), &response_);
   }
 
   const OklService* const service_;
-  grpc::CallbackServerContext* const context_;
-  v1::ModelInfo* const response_;
-  const ActiveCall call_;  // until OnDone: the call is in flight until its status is sent
+  std::optional<ActiveCall> call_;  // from the call's arrival: in flight until deleted
   std::optional<RestoreSession> session_;
   v1::RestoreChunk chunk_;
+  v1::ModelInfo response_;
 };
-
-grpc::ServerReadReactor<v1::RestoreChunk>* OklService::RestoreCallback(
-    grpc::CallbackServerContext* context, v1::ModelInfo* response) {
-  return new RestoreReactor(this, context, response);
-}
 
 }  // namespace okl

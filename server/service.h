@@ -13,21 +13,22 @@
 // Snapshot; write: those and CreateModel, DeleteModel, Observe, ObserveStream, Restore.
 // ListModels without a tenant lists only the tenants the token covers.
 //
-// Threads: the unary calls are served on gRPC's callback API, the small reads inline and
-// the rest on a pool of the service's own (Options::max_inline_work); ObserveStream too,
-// its batches on that pool (or, optionally, on the sync API); Snapshot and Restore too,
-// the model's copy, encoding, decoding and store writes on the pool. With the default
-// ObserveStream no method is left on the sync API, so gRPC runs no sync server threads.
+// Threads: every method is served on gRPC's completion-queue API (server/async_rpc.h),
+// on the queues' threads: the small reads inline, everything else on a pool of the
+// service's own (Options::max_inline_work): what writes to the store, may run long, or
+// would wait for a model's writer. ObserveStream's batches, Snapshot's copy and encoding,
+// and Restore's decoding and store write run on that pool too.
 //
 // Thread-safe: gRPC calls the handlers from many threads at once; the host does the
 // locking, and the serving state is atomic.
 //
 // Example:
 //   okl::ModelHost host({});
-//   okl::OklService service(&host, {.max_batch = 1000});
+//   okl::OklService service(&host, nullptr, {.max_batch = 1000});
 //   grpc::ServerBuilder builder;
-//   builder.RegisterService(&service);
+//   okl::CompletionQueueThreads threads({&service}, 2, &builder);
 //   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+//   threads.Start();
 //   service.SetServing();  // until now every call is UNAVAILABLE
 #ifndef OKL_SERVER_SERVICE_H_
 #define OKL_SERVER_SERVICE_H_
@@ -46,8 +47,8 @@
 #include "absl/types/span.h"
 #include "core/config.h"
 #include "core/model_registry.h"
-#include "okl/v1/okl.grpc.pb.h"
 #include "okl/v1/okl.pb.h"
+#include "server/async_rpc.h"
 #include "server/metrics.h"
 #include "server/model_host.h"
 #include "server/tokens.h"
@@ -55,22 +56,7 @@
 
 namespace okl {
 
-// Which gRPC API serves ObserveStream. Both give the same results; they differ in
-// threading: sync runs each stream on a server thread of its own; callback reads each
-// message on gRPC's threads and applies its batch on the service's offload pool. Callback
-// is the default: once the unary calls are on the callback API (see OklService), gRPC
-// serves the remaining sync methods through non-polling queues, and a sync stream then
-// has the worse tail. Measured on the 2-core dev machine (client and server together,
-// one model, d = 16, B = 256, batches of 256): callback 482,000-507,000 examples/s with a
-// p99 of 47 ms per stream of 64 messages, sync 480,000 with a p99 of 127 ms.
-enum class StreamApi { kSync, kCallback };
-
-// "sync" or "callback", as okl_server's --observe_stream_api names them.
-absl::string_view StreamApiName(StreamApi api);
-// The reverse; InvalidArgument naming --observe_stream_api otherwise.
-absl::StatusOr<StreamApi> ParseStreamApi(absl::string_view text);
-
-class OklService final : public v1::OnlineKernelLearning::Service {
+class OklService final : public RawAsyncService {
  public:
   // The gRPC service name, for health checks.
   static constexpr char kServiceName[] = "okl.v1.OnlineKernelLearning";
@@ -91,12 +77,10 @@ class OklService final : public v1::OnlineKernelLearning::Service {
     uint64_t max_response_predictions = 100000;
     // Most Restores running at once; one more: RESOURCE_EXHAUSTED.
     int max_concurrent_restores = 2;
-    StreamApi observe_stream_api = StreamApi::kCallback;
-    // The unary calls run on gRPC's callback API: GetModel and Predict inline on the
-    // thread that received them, except a Predict whose kernel work (inputs x the model's
+    // GetModel and Predict run inline on the completion-queue thread that received them, except a Predict whose kernel work (inputs x the model's
     // worst-case multiply-adds per input) is over this, and a read that would wait for a
     // batch being applied to its model; those and every other call run on the offload
-    // pool, so that they do not stall the other calls gRPC's thread carries. The default,
+    // pool, so that they do not stall the other calls the queue's thread carries. The default,
     // about 0.3 ms of sweeps, keeps a Predict of 16 inputs inline on a budgeted model
     // with up to 64k multiply-adds per input (B = 4096, d = 16).
     uint64_t max_inline_work = 1 << 20;
@@ -122,40 +106,25 @@ class OklService final : public v1::OnlineKernelLearning::Service {
   // and this reached 0, it stays 0.
   int64_t calls_in_flight() const;
 
-  grpc::Status ObserveStream(grpc::ServerContext* context,
-                             grpc::ServerReader<v1::ObserveRequest>* reader,
-                             v1::ObserveResponse* response) override;
-  // The callback-API ObserveStream, registered instead of the sync one when
-  // options.observe_stream_api is kCallback.
-  grpc::ServerReadReactor<v1::ObserveRequest>* ObserveStreamCallback(
-      grpc::CallbackServerContext* context, v1::ObserveResponse* response);
-  // Snapshot and Restore, on the callback API.
-  grpc::ServerWriteReactor<v1::SnapshotChunk>* SnapshotCallback(
-      grpc::CallbackServerContext* context, const v1::ModelRef* request);
-  grpc::ServerReadReactor<v1::RestoreChunk>* RestoreCallback(grpc::CallbackServerContext* context,
-                                                             v1::ModelInfo* response);
-
  private:
   class ActiveCall;
   class ObserveSession;
-  class ObserveStreamReactor;
-  class SnapshotReactor;
+  class ObserveStreamCall;
+  class SnapshotCall;
   class RestoreSlot;
   class RestoreSession;
-  class RestoreReactor;
+  class RestoreCall;
 
   enum class State { kStarting, kServing, kDraining };
 
-  // Serves the unary `method` on the callback API: a call runs inline if
-  // `run_inline(request)`, and is answered with `work(call, context, request, response)`
-  // (a grpc::Status), through Respond.
+  // Serves the unary `method` ("Predict"): a call runs inline on the queue's thread if
+  // `run_inline(request)`, otherwise on offload_pool_, and is answered with
+  // `work(call, context, request, response)` (a grpc::Status).
   template <typename Request, typename Response, typename RunInline, typename Work>
   void ServeUnary(absl::string_view method, RunInline run_inline, Work work);
-  // Answers a unary call on the callback API: `work(call)` (a grpc::Status) once the
-  // call is checked, inline on gRPC's thread if `run_inline`, otherwise on offload_pool_.
-  template <typename Work>
-  grpc::ServerUnaryReactor* Respond(grpc::CallbackServerContext* context, bool run_inline,
-                                    Work work);
+  // Serves the streaming `method` with calls of type Call, made as Call(this).
+  template <typename Call>
+  void ServeStream(absl::string_view method);
   // A call refused before anything was done.
   static grpc::Status Refusal(grpc::ServerContextBase* context, const absl::Status& status);
   // True if a read of the model would wait for a batch being applied to it.

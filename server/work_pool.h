@@ -1,15 +1,15 @@
 // server/work_pool.h
 //
 // WorkPool runs closures on a fixed set of threads of its own, first queued first run.
-// The service hands it the calls too large to run on gRPC's callback threads (a Predict
-// over many inputs or a large model): those threads also drive the transport, so work
-// that holds one for long would stall every other call it carries.
+// The service hands it the calls too large to run on the completion queues' threads (a
+// Predict over many inputs or a large model): those threads also drive the transport, so
+// work that holds one for long would stall every other call it carries.
 //
 // Thread-safe.
 //
 // Example:
 //   okl::WorkPool pool(2);
-//   pool.Schedule([reactor] { reactor->Finish(grpc::Status::OK); });
+//   pool.Schedule([call] { call->Reply(grpc::Status::OK); });
 #ifndef OKL_SERVER_WORK_POOL_H_
 #define OKL_SERVER_WORK_POOL_H_
 

@@ -1,7 +1,7 @@
 // tests/server/metrics_test.cc
 //
 // ServerMetrics against real objects only: a ModelRegistry holding real NORMA models, an
-// in-process gRPC server (OklService and gRPC's default health service) built with the
+// in-process gRPC server (OklService and okl's HealthService) built with the
 // metrics interceptor on a loopback port, and the prometheus-cpp exposer on another, read
 // over HTTP by the small socket-level client below. Debian's promtool (OKL_PROMTOOL)
 // checks the exposition.
@@ -51,6 +51,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "server/health_service.h"
 #include "server/service.h"
 #include "tests/server/e2e_test_util.h"
 #include "tests/server/server_process.h"
@@ -227,13 +228,16 @@ class TestServer {
   TestServer(ModelHost* host, ServerMetrics* metrics, OklService::Options options = {})
       : service_(host, /*authenticator=*/nullptr, options) {
     service_.set_metrics(metrics);
-    grpc::EnableDefaultHealthCheckService(true);
+    grpc::EnableDefaultHealthCheckService(false);
+    health_.SetServing("", true);
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    builder.RegisterService(&service_);
+    queue_threads_.emplace(std::vector<RawAsyncService*>{&service_, &health_}, /*threads=*/2,
+                           &builder);
     builder.experimental().SetInterceptorCreators(metrics->InterceptorCreators());
     server_ = builder.BuildAndStart();
     EXPECT_NE(server_, nullptr);
+    queue_threads_->Start();
     EXPECT_NE(port_, 0);
     service_.SetServing();
     channel_ = testing::MakeChannel(absl::StrCat("127.0.0.1:", port_));
@@ -247,6 +251,7 @@ class TestServer {
     // Calls still open then (health Watch streams) are cancelled.
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
     server_->Wait();
+    queue_threads_->Stop();
     server_.reset();
   }
 
@@ -255,7 +260,9 @@ class TestServer {
 
  private:
   OklService service_;
+  HealthService health_;
   int port_ = 0;
+  std::optional<CompletionQueueThreads> queue_threads_;
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::OnlineKernelLearning::Stub> stub_;
@@ -742,14 +749,12 @@ TEST(ServerMetricsRpcTest, ReadsThatWouldWaitForAWriterAreOffloadedAndSeeItsBatc
   EXPECT_EQ(predictions.size(), 2u);
 }
 
-// A stream is one call: one count and one duration, whichever API serves it.
-class StreamCountTest : public ::testing::TestWithParam<StreamApi> {};
-
-TEST_P(StreamCountTest, AStreamCountsOnce) {
+// A stream is one call: one count and one duration.
+TEST(StreamCountTest, AStreamCountsOnce) {
   ModelHost host(InMemoryHostOptions(/*max_models=*/10));
   ModelRegistry& registry = host.registry();
   ServerMetrics metrics(&registry, nullptr, {});
-  TestServer server(&host, &metrics, {.observe_stream_api = GetParam()});
+  TestServer server(&host, &metrics);
   const v1::ModelConfig config = testing::ParseConfig(R"pb(
     dim: 2
     kernel { gaussian { gamma: 1 } }
@@ -775,12 +780,6 @@ TEST_P(StreamCountTest, AStreamCountsOnce) {
   EXPECT_EQ(CallsOf(exposition, kOkl, "ObserveStream"), 2);
   ExpectDurationHistogram(exposition, kOkl, "ObserveStream", 2);
 }
-
-INSTANTIATE_TEST_SUITE_P(BothApis, StreamCountTest,
-                         ::testing::Values(StreamApi::kSync, StreamApi::kCallback),
-                         [](const ::testing::TestParamInfo<StreamApi>& info) {
-                           return info.param == StreamApi::kSync ? "Sync" : "Callback";
-                         });
 
 TEST(ServerMetricsRpcTest, ACancelledStreamCountsOnceAndTheServerShutsDownCleanly) {
   ModelHost host(InMemoryHostOptions(/*max_models=*/10));

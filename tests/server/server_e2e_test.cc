@@ -1896,14 +1896,14 @@ TEST_F(ServerLifecycleTest, HealthWatchFromStartupSeesNotServingAtMostThenServin
   ExpectExitedZero((*server)->Stop(), **server);
 }
 
-// okl_server serves ObserveStream on gRPC's sync API or, for benchmarks, its callback API
-// (--observe_stream_api); draining must work on both.
+// okl_server serves its calls on --rpc_threads completion queues; draining must work with
+// one queue and with several (a stream and the calls refused beside it on others).
 class ServerDrainTest : public ServerLifecycleTest,
                         public ::testing::WithParamInterface<std::string> {};
 
 TEST_P(ServerDrainTest, SigtermLetsAnInFlightStreamCompleteRefusesNewCallsAndExitsZero) {
   absl::StatusOr<std::unique_ptr<ServerProcess>> server =
-      Start({"--shutdown_grace=20s", absl::StrCat("--observe_stream_api=", GetParam())});
+      Start({"--shutdown_grace=20s", absl::StrCat("--rpc_threads=", GetParam())});
   ASSERT_TRUE(server.ok()) << server.status();
   ServerProcess& process = **server;
   const v1::ModelRef ref = Ref("drain", "stream");
@@ -1963,10 +1963,9 @@ TEST_P(ServerDrainTest, SigtermLetsAnInFlightStreamCompleteRefusesNewCallsAndExi
   ExpectExitedZero(process.WaitForExit(absl::Seconds(15)), process);
 }
 
-INSTANTIATE_TEST_SUITE_P(ObserveStreamApis, ServerDrainTest,
-                         ::testing::Values("sync", "callback"),
+INSTANTIATE_TEST_SUITE_P(RpcThreads, ServerDrainTest, ::testing::Values("1", "3"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param;
+                           return absl::StrCat(info.param, "Threads");
                          });
 
 TEST_F(ServerLifecycleTest, HealthWatchReportsNotServingOnceDraining) {
