@@ -128,8 +128,7 @@ CompletionQueueThreads::CompletionQueueThreads(std::vector<RawAsyncService*> ser
 CompletionQueueThreads::~CompletionQueueThreads() { Stop(); }
 
 void CompletionQueueThreads::Start() {
-  if (started_ || stopped_) return;
-  started_ = true;
+  if (!threads_.empty()) return;
   for (const std::unique_ptr<grpc::ServerCompletionQueue>& queue : queues_) {
     for (RawAsyncService* service : services_) {
       for (int method = 0; method < service->method_count(); ++method) {
@@ -143,22 +142,24 @@ void CompletionQueueThreads::Start() {
 }
 
 void CompletionQueueThreads::Stop() {
-  if (stopped_) return;
-  stopped_ = true;
-  // gRPC's Shutdown returns once the connections are closed, which may be before every
-  // call has seen its last completion: a queue must keep running until then (an event of
-  // a call after its queue's shutdown is a fatal error in gRPC). The server's shutdown
-  // cancelled what was left, so each call ends soon.
-  while (live_calls_.load(std::memory_order_acquire) > 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  for (const std::unique_ptr<grpc::ServerCompletionQueue>& queue : queues_) queue->Shutdown();
-  if (!started_) {
-    // Nothing was requested; a queue must still be drained before it is destroyed.
-    for (const std::unique_ptr<grpc::ServerCompletionQueue>& queue : queues_) Run(queue.get());
-    return;
-  }
-  for (std::thread& thread : threads_) thread.join();
+  // Once; a second caller waits for the first to finish.
+  std::call_once(stopped_, [this] {
+    // gRPC's Shutdown returns once the connections are closed, which may be before every
+    // call has seen its last completion: a queue must keep running until then (an event
+    // of a call after its queue's shutdown is a fatal error in gRPC). The server's
+    // shutdown cancelled what was left, so each call ends soon.
+    while (live_calls_.load(std::memory_order_acquire) > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    for (const std::unique_ptr<grpc::ServerCompletionQueue>& queue : queues_) queue->Shutdown();
+    if (threads_.empty()) {
+      // Never started: nothing was requested, but a queue must still be drained before it
+      // is destroyed.
+      for (const std::unique_ptr<grpc::ServerCompletionQueue>& queue : queues_) Run(queue.get());
+      return;
+    }
+    for (std::thread& thread : threads_) thread.join();
+  });
 }
 
 void CompletionQueueThreads::Request(RawAsyncService* service, int method,

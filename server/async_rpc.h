@@ -41,6 +41,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -188,7 +189,8 @@ class UnaryCall final : public AsyncCall {
   Response response_;
 };
 
-// The completion queues and their threads. Thread-safe: Start and Stop from one thread.
+// The completion queues and their threads. Start once, from one thread; Stop from any
+// thread, any number of times.
 class CompletionQueueThreads {
  public:
   // Registers `services` with `builder` and adds `threads` queues (at least 1). The
@@ -202,7 +204,7 @@ class CompletionQueueThreads {
   CompletionQueueThreads& operator=(const CompletionQueueThreads&) = delete;
 
   // After the server was built: requests kRequestedPerMethod calls of every method on
-  // every queue, and starts the threads.
+  // every queue, and starts the threads. Not after Stop().
   void Start();
   // After the server's Shutdown (or if the build failed): waits for every call that came
   // to end, shuts the queues down, runs what is left on them and joins the threads.
@@ -226,8 +228,7 @@ class CompletionQueueThreads {
   std::vector<std::thread> threads_;
   // Calls that came and are not deleted yet.
   std::atomic<int64_t> live_calls_{0};
-  bool started_ = false;
-  bool stopped_ = false;
+  std::once_flag stopped_;
 };
 
 }  // namespace okl
