@@ -61,13 +61,17 @@ absl::Status AsyncCall::TakeRequest(bool ok, google::protobuf::MessageLite* requ
   return TakeMessage(request);
 }
 
-void AsyncCall::StartWrite(const google::protobuf::MessageLite& message) {
+void AsyncCall::SerializeToWriteBuffer(const google::protobuf::MessageLite& message) {
   bool own_buffer = false;
   write_buffer_.Clear();
   // Serializing into a ByteBuffer fails only for a message over 2 GiB, which the limits
   // on a response's size exclude.
   (void)grpc::GenericSerialize<grpc::ProtoBufferWriter, google::protobuf::MessageLite>(
       message, &write_buffer_, &own_buffer);
+}
+
+void AsyncCall::StartWrite(const google::protobuf::MessageLite& message) {
+  SerializeToWriteBuffer(message);
   refs_.fetch_add(1, std::memory_order_relaxed);
   stream_.Write(write_buffer_, &written_);
 }
@@ -79,10 +83,7 @@ void AsyncCall::Finish(const grpc::Status& status,
     stream_.Finish(status, &finished_);
     return;
   }
-  bool own_buffer = false;
-  write_buffer_.Clear();
-  (void)grpc::GenericSerialize<grpc::ProtoBufferWriter, google::protobuf::MessageLite>(
-      *response, &write_buffer_, &own_buffer);
+  SerializeToWriteBuffer(*response);
   stream_.WriteAndFinish(write_buffer_, grpc::WriteOptions(), status, &finished_);
 }
 

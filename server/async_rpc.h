@@ -7,7 +7,7 @@
 // Why not gRPC's callback API (which okl_server used before): in gRPC 1.51 the callback
 // API hands every event between two "nexting" threads of its own, whatever the number of
 // CPUs: about 3 context switches per unary call at a partial load, where a Predict's own
-// work is under a microsecond (README, "Where the server's CPU goes"). And no callback
+// work is under a microsecond (README, "Load generator": how okl serves calls, and why). And no callback
 // (or sync) method may remain beside these queues: a callback method brings those
 // threads back, and they poll the same sockets.
 //
@@ -49,6 +49,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/message_lite.h"
+#include "server/status.h"
 
 namespace okl {
 
@@ -138,6 +139,8 @@ class AsyncCall {
   void Proceed(Event event, bool ok);
   // Drops one reference; the last deletes the call.
   void Unref();
+  // `message` into write_buffer_, for StartWrite and Finish.
+  void SerializeToWriteBuffer(const google::protobuf::MessageLite& message);
 
   grpc::ServerContext context_;
   grpc::GenericServerAsyncReaderWriter stream_{&context_};
@@ -178,7 +181,7 @@ class UnaryCall final : public AsyncCall {
   void OnStart() override { StartRead(); }
   void OnReadDone(bool ok) override {
     if (absl::Status status = TakeRequest(ok, &request_); !status.ok()) {
-      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(status.message())));
+      Finish(ToGrpcStatus(status));
       return;
     }
     (*handle_)(this);

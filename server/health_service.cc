@@ -57,8 +57,7 @@ class HealthService::WatchCall final : public AsyncCall {
     PlainLock lock(&mu_);
     reading_ = false;
     if (!parsed.ok()) {
-      FinishLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                std::string(parsed.message())));
+      FinishLocked(ToGrpcStatus(parsed));
     } else if (!first.has_value()) {
       SendLocked();  // done, or the server is shutting down: ends the stream
     } else {

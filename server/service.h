@@ -77,12 +77,13 @@ class OklService final : public RawAsyncService {
     uint64_t max_response_predictions = 100000;
     // Most Restores running at once; one more: RESOURCE_EXHAUSTED.
     int max_concurrent_restores = 2;
-    // GetModel and Predict run inline on the completion-queue thread that received them, except a Predict whose kernel work (inputs x the model's
-    // worst-case multiply-adds per input) is over this, and a read that would wait for a
-    // batch being applied to its model; those and every other call run on the offload
-    // pool, so that they do not stall the other calls the queue's thread carries. The default,
-    // about 0.3 ms of sweeps, keeps a Predict of 16 inputs inline on a budgeted model
-    // with up to 64k multiply-adds per input (B = 4096, d = 16).
+    // GetModel and Predict run inline on the completion-queue thread that received
+    // them, except a Predict whose kernel work (inputs x the model's worst-case
+    // multiply-adds per input) is over this, and a read that would wait for a batch being
+    // applied to its model; those and every other call run on the offload pool, so that
+    // they do not stall the other calls the queue's thread carries. The default, about
+    // 0.3 ms of sweeps, keeps a Predict of 16 inputs inline on a budgeted model with up to
+    // 64k multiply-adds per input (B = 4096, d = 16).
     uint64_t max_inline_work = 1 << 20;
     // Threads of the offload pool; 0: one per CPU the server may use (UsableCpus).
     int32_t offload_threads = 0;
