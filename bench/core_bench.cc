@@ -16,6 +16,12 @@
 // a9a's shape (d 123, 14 ones) and a dense d = 16. Their items_per_second is examples per
 // second; the target is >= 100,000 for an a9a-like Observe at D = 400 to 1000.
 //
+// BM_ObserveKrlsTracker and BM_PredictKrlsTracker time KrlsTrackerModel
+// (core/krls_tracker.h) with a full dictionary of M bases (pruning on every step) on a
+// time-embedded series of dimension d = 6, KAFBOX's Lorenz shape; Predict returns the mean
+// and the variance, as the server's Predict does. Targets: Observe under 50 us at
+// M = 100 and under 1 ms at M = 500.
+//
 // Every benchmark is single-threaded and reports real (wall) time per call. The summary
 // uses the fastest repetition of each benchmark: noise from other processes only ever adds
 // time, so the minimum is the best estimate of the code's own cost. On a busy machine
@@ -50,6 +56,8 @@
 #include "absl/types/span.h"
 #include "core/config.h"
 #include "core/norma.h"
+#include "core/input_batch.h"
+#include "core/krls_tracker.h"
 #include "core/random_features.h"
 
 namespace okl {
@@ -390,6 +398,81 @@ RandomFeatureModel* PrefilledRandomFeatureModel(benchmark::State& state, int64_t
   return models->emplace(key, *std::move(model)).first->second.get();
 }
 
+// The KRLS tracker on a two-tone series embedded in d lags, the dictionary full after a
+// prefill of 4 M steps, so every timed step prunes a basis.
+constexpr int64_t kTrackerBases[] = {100, 500};
+constexpr int64_t kTrackerDimension = 6;
+constexpr double kTrackerObserveTargetNs[] = {50e3, 1e6};
+
+const Examples& SeriesPool(int64_t dim) {
+  static auto* pools = new std::map<int64_t, Examples>();
+  auto it = pools->find(dim);
+  if (it != pools->end()) return it->second;
+  Examples examples;
+  std::vector<double> series(kPoolSize + dim + 1);
+  for (size_t t = 0; t < series.size(); ++t) {
+    series[t] = std::sin(0.05 * static_cast<double>(t)) + 0.5 * std::sin(0.011 * static_cast<double>(t));
+  }
+  for (size_t i = 0; i < kPoolSize; ++i) {
+    for (int64_t j = 0; j < dim; ++j) examples.xs.push_back(series[i + dim - 1 - j]);
+    examples.ys.push_back(series[i + dim]);
+  }
+  return pools->emplace(dim, std::move(examples)).first->second;
+}
+
+KrlsTrackerModel* PrefilledTracker(benchmark::State& state, int64_t bases, int64_t dim) {
+  static auto* models = new std::map<std::pair<int64_t, int64_t>, std::unique_ptr<KrlsTrackerModel>>();
+  if (auto it = models->find({bases, dim}); it != models->end()) return it->second.get();
+  ModelConfig config;
+  config.dim = static_cast<uint32_t>(dim);
+  config.kernel = {.type = KernelType::kGaussian, .gamma = 1.0};
+  config.loss = {.type = LossType::kSquared};
+  config.krls_tracker = {.max_basis = static_cast<uint32_t>(bases), .noise_variance = 1e-4};
+  absl::StatusOr<std::unique_ptr<KrlsTrackerModel>> model = KrlsTrackerModel::Create(config);
+  if (!model.ok()) {
+    state.SkipWithError(("Create: " + model.status().ToString()).c_str());
+    return nullptr;
+  }
+  const Examples& pool = SeriesPool(dim);
+  for (int64_t i = 0; i < 4 * bases; ++i) {
+    const size_t k = static_cast<size_t>(i) & (kPoolSize - 1);
+    absl::StatusOr<Observation> o = (*model)->Observe(PoolInput(pool, dim, k), pool.ys[k]);
+    if (!o.ok()) {
+      state.SkipWithError(("prefill Observe: " + o.status().ToString()).c_str());
+      return nullptr;
+    }
+  }
+  return models->emplace(std::make_pair(bases, dim), *std::move(model)).first->second.get();
+}
+
+void BM_ObserveKrlsTracker(benchmark::State& state) {
+  const int64_t dim = state.range(1);
+  KrlsTrackerModel* model = PrefilledTracker(state, state.range(0), dim);
+  if (model == nullptr) return;
+  ObserveThePool(state, *model, SeriesPool(dim), dim);
+}
+
+void BM_PredictKrlsTracker(benchmark::State& state) {
+  const int64_t dim = state.range(1);
+  const KrlsTrackerModel* model = PrefilledTracker(state, state.range(0), dim);
+  if (model == nullptr) return;
+  const Examples& pool = SeriesPool(dim);
+  size_t i = 0;
+  double mean = 0.0;
+  double variance = 0.0;
+  for (auto _ : state) {
+    const absl::Status status = model->PredictBatchWithVariance(
+        InputBatch::Dense(PoolInput(pool, dim, i++ & (kPoolSize - 1)), static_cast<size_t>(dim)),
+        absl::MakeSpan(&mean, 1), absl::MakeSpan(&variance, 1));
+    if (!status.ok()) {
+      state.SkipWithError(("Predict: " + status.ToString()).c_str());
+      break;
+    }
+    benchmark::DoNotOptimize(variance);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
 void BM_ObserveRandomFeatures(benchmark::State& state) {
   const int64_t features = state.range(0);
   const int64_t dim = state.range(1);
@@ -463,7 +546,10 @@ class SummaryReporter : public benchmark::BenchmarkReporter {
     if (run.error_occurred) return;
     long long terms = 0;
     long long dim = 0;
-    if (std::sscanf(run.run_name.args.c_str(), "B:%lld/d:%lld", &terms, &dim) != 2) return;
+    if (std::sscanf(run.run_name.args.c_str(), "B:%lld/d:%lld", &terms, &dim) != 2 &&
+        std::sscanf(run.run_name.args.c_str(), "M:%lld/d:%lld", &terms, &dim) != 2) {
+      return;
+    }
     const Key key{run.run_name.function_name, terms, dim};
     const double to_ns = 1e9 / benchmark::GetTimeUnitMultiplier(run.time_unit);
     const Times times{run.GetAdjustedRealTime() * to_ns, run.GetAdjustedCPUTime() * to_ns};
@@ -580,6 +666,20 @@ void PrintSummary(const SummaryReporter& reporter, SummaryTime summary_time,
                  kMergeDimension, *merge,
                  Ratio(merge, oldest_here, kMergePerOldestTarget, &passed, &checked).c_str());
   }
+  for (size_t k = 0; k < std::size(kTrackerBases); ++k) {
+    const int64_t bases = kTrackerBases[k];
+    const auto observe = time("BM_ObserveKrlsTracker", bases, kTrackerDimension);
+    const auto predict = time("BM_PredictKrlsTracker", bases, kTrackerDimension);
+    if (!observe) continue;
+    const bool met = *observe <= kTrackerObserveTargetNs[k];
+    ++checked;
+    if (met) ++passed;
+    std::fprintf(out,
+                 "KRLS tracker M=%" PRId64 " d=%" PRId64
+                 ": Observe %9.0f ns (target <= %.0f ns) %s; Predict with variance %s ns\n",
+                 bases, kTrackerDimension, *observe, kTrackerObserveTargetNs[k],
+                 met ? "PASS" : "MISS", Nanos(predict).c_str());
+  }
   std::fprintf(out, "%d of %d targets met; load average before %s, after %s (%ld CPUs)\n",
                passed, checked, load_before.c_str(), LoadAverage().c_str(),
                sysconf(_SC_NPROCESSORS_ONLN));
@@ -629,6 +729,18 @@ void RegisterBenchmarks() {
   }
   configure(benchmark::RegisterBenchmark("BM_ObserveAveraged", BM_ObserveAveraged),
             kVariantTerms, kVariantDimension);
+  for (const int64_t bases : kTrackerBases) {
+    for (auto* function : {&BM_ObserveKrlsTracker, &BM_PredictKrlsTracker}) {
+      benchmark::RegisterBenchmark(function == &BM_ObserveKrlsTracker ? "BM_ObserveKrlsTracker"
+                                                                      : "BM_PredictKrlsTracker",
+                                   function)
+          ->Args({bases, kTrackerDimension})
+          ->ArgNames({"M", "d"})
+          ->UseRealTime()
+          ->Unit(benchmark::kNanosecond)
+          ->ComputeStatistics("min", Minimum);
+    }
+  }
   for (const RandomFeatureShape& shape : kRandomFeatureShapes) {
     for (int64_t features : kRandomFeatureCounts) {
       for (auto* function : {&BM_ObserveRandomFeatures, &BM_PredictRandomFeatures}) {

@@ -324,8 +324,8 @@ absl::StatusOr<ObserveResult> Client::Observe(const ModelId& id, absl::Span<cons
 
 absl::StatusOr<std::vector<double>> Client::Predict(const ModelId& id,
                                                     absl::Span<const double> xs,
-                                                    uint32_t dim,
-                                                    std::vector<bool>* novel) const {
+                                                    uint32_t dim, std::vector<bool>* novel,
+                                                    std::vector<double>* variances) const {
   if (dim == 0 || xs.size() % dim != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("Predict: xs has ", xs.size(), " values, not a multiple of dim ", dim));
@@ -351,6 +351,15 @@ absl::StatusOr<std::vector<double>> Client::Predict(const ModelId& id,
                                               response.predictions_size(), " predictions"));
     }
     novel->assign(response.novel().begin(), response.novel().end());
+  }
+  if (variances != nullptr) {
+    if (response.variances_size() != 0 &&
+        response.variances_size() != response.predictions_size()) {
+      return absl::InternalError(absl::StrCat("Predict: the server answered ",
+                                              response.variances_size(), " variances for ",
+                                              response.predictions_size(), " predictions"));
+    }
+    *variances = ToVector(response.variances());
   }
   return ToVector(response.predictions());
 }

@@ -211,10 +211,12 @@ class Client {
   // has no per-call mode). Retried. InvalidArgument here if dim is 0 or does not divide
   // xs.size(); the server checks dim against the model. If `novel` is not null, it
   // receives, for a novelty model, the server's decision f(x) < rho per input (with the
-  // rho of the model that made the predictions), and is emptied for any other model.
+  // rho of the model that made the predictions), and is emptied for any other model. If
+  // `variances` is not null, it receives, for a KRLS tracker, the predictive variance of
+  // each prediction, and is emptied for any other model.
   absl::StatusOr<std::vector<double>> Predict(const ModelId& id, absl::Span<const double> xs,
-                                              uint32_t dim,
-                                              std::vector<bool>* novel = nullptr) const;
+                                              uint32_t dim, std::vector<bool>* novel = nullptr,
+                                              std::vector<double>* variances = nullptr) const;
 
   // The model's whole state as snapshot bytes (one serialized okl.v1.ModelSnapshot with
   // its checksum), gathered from the server's chunks. Retried (from the start).

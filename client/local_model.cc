@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/input_batch.h"
 #include "core/status_macros.h"
 #include "proto/convert.h"
 
@@ -73,6 +74,25 @@ absl::StatusOr<std::vector<double>> LocalModel::Predict(absl::Span<const double>
   std::vector<double> predictions(xs.size() / dim);
   OKL_RETURN_IF_ERROR(entry_->PredictBatch(xs, absl::MakeSpan(predictions), mode));
   return predictions;
+}
+
+absl::StatusOr<PredictResult> LocalModel::PredictWithVariance(absl::Span<const double> xs) const {
+  if (!config().krls_tracker_kind()) {
+    OKL_ASSIGN_OR_RETURN(std::vector<double> predictions, Predict(xs));
+    return PredictResult{.predictions = std::move(predictions)};
+  }
+  const uint32_t dim = config().dim;
+  if (xs.empty() || xs.size() % dim != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Predict: xs has ", xs.size(), " values; send 1 or more inputs of dim ", dim));
+  }
+  PredictResult result;
+  result.predictions.resize(xs.size() / dim);
+  result.variances.resize(xs.size() / dim);
+  OKL_RETURN_IF_ERROR(entry_->PredictBatchWithVariance(InputBatch::Dense(xs, dim),
+                                                       absl::MakeSpan(result.predictions),
+                                                       absl::MakeSpan(result.variances)));
+  return result;
 }
 
 absl::StatusOr<ModelSummary> LocalModel::Summary() const { return entry_->Summary(); }

@@ -54,6 +54,7 @@ class LocalModel final : public ModelInterface {
   absl::StatusOr<ObserveResult> Observe(absl::Span<const double> xs,
                                         absl::Span<const double> ys) override;
   absl::StatusOr<std::vector<double>> Predict(absl::Span<const double> xs) const override;
+  absl::StatusOr<PredictResult> PredictWithVariance(absl::Span<const double> xs) const override;
   // With a chosen hypothesis: kCurrent is f_{T+1}; kAveraged needs config().averaged.
   // (The wire has no such choice: a RemoteModel always predicts kConfigured.)
   absl::StatusOr<std::vector<double>> Predict(absl::Span<const double> xs,

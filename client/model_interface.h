@@ -58,6 +58,13 @@ struct ModelId {
 // What one Observe reports: per example, in order, the prequential prediction p_t =
 // f_t(x_t) (made before the example's update) and its loss; then the model's state after
 // the last example.
+// Predictions with, for a model that has one (a KRLS tracker), the predictive variance of
+// each: empty for the other kinds.
+struct PredictResult {
+  std::vector<double> predictions;
+  std::vector<double> variances;
+};
+
 struct ObserveResult {
   std::vector<double> predictions;
   std::vector<double> losses;
@@ -84,6 +91,9 @@ class ModelInterface {
   // One prediction per input of xs (a multiple of dim values, at least one input), with
   // the model's configured hypothesis (the averaged one if config().averaged).
   virtual absl::StatusOr<std::vector<double>> Predict(absl::Span<const double> xs) const = 0;
+  // The same with the predictive variances of a KRLS tracker (PredictResult::variances,
+  // empty for the other kinds), of the same model version as the predictions.
+  virtual absl::StatusOr<PredictResult> PredictWithVariance(absl::Span<const double> xs) const = 0;
 
   // The model's configuration and statistics now.
   virtual absl::StatusOr<ModelSummary> Summary() const = 0;

@@ -46,6 +46,7 @@ class RemoteModel final : public ModelInterface {
                                         absl::Span<const double> ys) override;
   // Client::Predict with the config's dim.
   absl::StatusOr<std::vector<double>> Predict(absl::Span<const double> xs) const override;
+  absl::StatusOr<PredictResult> PredictWithVariance(absl::Span<const double> xs) const override;
   // Client::GetModel: the statistics the wire carries (see there).
   absl::StatusOr<ModelSummary> Summary() const override;
 

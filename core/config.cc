@@ -186,6 +186,55 @@ absl::Status ValidateRandomFeatures(const ModelConfig& config) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateKrlsTracker(const ModelConfig& config) {
+  const KrlsTrackerConfig& krls = config.krls_tracker;
+  if (!config.krls_tracker_kind()) {
+    if (krls != KrlsTrackerConfig{}) {
+      return absl::InvalidArgumentError(
+          "krls_tracker.max_basis is 0 but its other fields are set: set max_basis to 1.." +
+          std::to_string(kMaxBasis) + ", or remove krls_tracker");
+    }
+    return absl::OkStatus();
+  }
+  if (krls.max_basis > kMaxBasis) {
+    return absl::InvalidArgumentError(absl::StrCat("krls_tracker.max_basis must be at most ",
+                                                   kMaxBasis, ", got ", krls.max_basis));
+  }
+  OKL_RETURN_IF_ERROR(CheckPositive("krls_tracker.noise_variance", krls.noise_variance));
+  OKL_RETURN_IF_ERROR(CheckPositive("krls_tracker.jitter", krls.jitter));
+  if (!(krls.forgetting > 0 && krls.forgetting <= 1)) {
+    return Invalid("krls_tracker.forgetting", krls.forgetting, "in (0, 1] (1: no forgetting)");
+  }
+  if (config.loss.type != LossType::kSquared) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "krls_tracker needs the squared loss (it is a least-squares regressor), got ",
+        LossTypeName(config.loss.type)));
+  }
+  // The tracker has no step size, regulariser, offset or budget of its own: the noise
+  // variance regularises it and max_basis bounds it. A value here would be ignored, so it
+  // is refused instead.
+  auto unset = [](absl::string_view field, absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " must be unset for krls_tracker (", why, ")"));
+  };
+  if (config.learning_rate != LearningRateConfig{}) {
+    return unset("learning_rate", "it takes exact second-order steps, with no step size");
+  }
+  if (config.lambda != 0) return unset("lambda", "krls_tracker.noise_variance regularises it");
+  if (config.offset) return unset("offset", "the Gaussian process has no offset");
+  if (config.budget != BudgetConfig{}) {
+    return unset("budget", "krls_tracker.max_basis bounds its dictionary");
+  }
+  if (config.averaged || config.averaging_window != 0) {
+    return unset("averaged", "its posterior mean already averages the stream");
+  }
+  if (config.random_features.dimension != 0) {
+    return unset("random_features", "it is a model kind of its own");
+  }
+  if (config.sparse_storage()) return unset("sparse", "its dictionary is stored dense");
+  return absl::OkStatus();
+}
+
 // Every number of the config must be finite, including those the chosen kernel, loss or
 // schedule does not read: a stored config is compared and re-validated on every start,
 // and a NaN hidden in an unread field would make it unequal to itself.
@@ -202,6 +251,9 @@ absl::Status CheckAllFinite(const ModelConfig& config) {
       {"learning_rate.theta", config.learning_rate.theta},
       {"lambda", config.lambda},
       {"budget.drop_below", config.budget.drop_below},
+      {"krls_tracker.noise_variance", config.krls_tracker.noise_variance},
+      {"krls_tracker.forgetting", config.krls_tracker.forgetting},
+      {"krls_tracker.jitter", config.krls_tracker.jitter},
   };
   for (const auto& [field, value] : fields) OKL_RETURN_IF_ERROR(CheckFinite(field, value));
   return absl::OkStatus();
@@ -263,6 +315,7 @@ absl::Status ValidateConfig(const ModelConfig& config) {
                                                    config.averaging_window));
   }
   OKL_RETURN_IF_ERROR(ValidateRandomFeatures(config));
+  OKL_RETURN_IF_ERROR(ValidateKrlsTracker(config));
   if (config.regret_window > kMaxRegretWindow) {
     return absl::InvalidArgumentError(absl::StrCat("regret_window must be at most ",
                                                    kMaxRegretWindow, " (0: off), got ",
@@ -273,7 +326,7 @@ absl::Status ValidateConfig(const ModelConfig& config) {
         "regret_window needs dim <= ", kMaxDimension, " (its examples and the comparator's "
         "kernel are dense), got dim ", config.dim, "; set regret_window = 0"));
   }
-  if (config.regret_window > 0 && config.lambda <= 0) {
+  if (config.regret_window > 0 && config.lambda <= 0 && !config.krls_tracker_kind()) {
     return absl::InvalidArgumentError(
         "regret_window needs lambda > 0: the regret's comparator minimises the regularised "
         "risk, which has no unique minimiser at lambda = 0; set lambda or regret_window = 0");
@@ -309,6 +362,11 @@ uint64_t EffectiveAveragingWindow(const ModelConfig& config) {
   if (!config.averaged) return 0;
   if (config.averaging_window > 0) return config.averaging_window;
   return config.budget.max_terms;
+}
+
+double ComparatorLambda(const ModelConfig& config, size_t n) {
+  if (!config.krls_tracker_kind()) return config.lambda;
+  return config.krls_tracker.noise_variance / static_cast<double>(n == 0 ? 1 : n);
 }
 
 bool IsClassificationLoss(LossType type) {

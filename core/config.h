@@ -1,7 +1,8 @@
 // core/config.h
 //
 // ModelConfig is the complete, plain-C++ description of one NORMA model: input dimension,
-// kernel, loss, learning-rate schedule, regulariser, offset, budget and prediction mode.
+// kernel, loss, learning-rate schedule, regulariser, offset, budget and prediction mode;
+// or, for the KRLS tracker, its dictionary size, noise variance and forgetting.
 // It mirrors okl.v1.ModelConfig on the wire (proto/convert.h converts) and is validated
 // by ValidateConfig() before any model is built from it.
 //
@@ -17,6 +18,7 @@
 #ifndef OKL_CORE_CONFIG_H_
 #define OKL_CORE_CONFIG_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -42,6 +44,8 @@ inline constexpr uint32_t kMaxAveragingWindow = 1u << 24;
 // dim may be far larger; its memory is bounded by max_terms * max_nonzeros instead.
 inline constexpr uint32_t kMaxSparseDimension = 1u << 24;
 inline constexpr uint32_t kMaxNonZeros = 65536;
+// A KRLS tracker holds three (M + 1) x (M + 1) matrices: 4096 bases take 400 MiB.
+inline constexpr uint32_t kMaxBasis = 4096;
 
 enum class KernelType { kGaussian, kLaplacian, kLinear, kPolynomial, kHeat };
 
@@ -139,6 +143,20 @@ struct SparseStorageConfig {
   friend bool operator==(const SparseStorageConfig&, const SparseStorageConfig&) = default;
 };
 
+// The kernel recursive least-squares tracker (Van Vaerenbergh, Lazaro-Gredilla and
+// Santamaria 2012; core/krls_tracker.h): a Gaussian-process posterior over a dictionary of
+// at most max_basis bases, O(max_basis^2) per step, for regression with the squared loss.
+// Chosen by max_basis > 0; it then replaces the learning rate, lambda, the offset and the
+// budget, which must be left at their defaults.
+struct KrlsTrackerConfig {
+  uint32_t max_basis = 0;       // M: 0 keeps NORMA; else 1..kMaxBasis
+  double noise_variance = 0.0;  // sigma_n^2 > 0, relative to the prior's signal power
+  double forgetting = 1.0;      // lambda in (0, 1]: back-off to the prior; 1: stationary
+  double jitter = 1e-6;         // > 0, added to k(x, x) so the kernel matrix stays invertible
+
+  friend bool operator==(const KrlsTrackerConfig&, const KrlsTrackerConfig&) = default;
+};
+
 struct ModelConfig {
   uint32_t dim = 0;
   KernelConfig kernel;
@@ -155,8 +173,10 @@ struct ModelConfig {
   uint32_t regret_window = 0;   // 0: no regret tracking
   RandomFeaturesConfig random_features;
   SparseStorageConfig sparse;
+  KrlsTrackerConfig krls_tracker;
 
   bool sparse_storage() const { return sparse.max_nonzeros > 0; }
+  bool krls_tracker_kind() const { return krls_tracker.max_basis > 0; }
 
   friend bool operator==(const ModelConfig&, const ModelConfig&) = default;
 };
@@ -175,6 +195,11 @@ absl::string_view MarginName(MarginKind kind);
 // The averaged hypothesis' block length W in steps, 0 for "since step 1": the config's
 // averaging_window, or budget.max_terms when that is 0. 0 unless config.averaged.
 uint64_t EffectiveAveragingWindow(const ModelConfig& config);
+
+// The regulariser of the regret's batch comparator on a window of n examples (core/regret.h):
+// config.lambda; for the KRLS tracker sigma_n^2 / n, for which the comparator
+// (K + n lambda I) c = y is the Gaussian-process posterior mean on the window.
+double ComparatorLambda(const ModelConfig& config, size_t n);
 
 // True for the losses whose labels must be -1 or +1 and for which mistakes are counted.
 bool IsClassificationLoss(LossType type);

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/krls_tracker.h"
 #include "core/norma.h"
 #include "core/random_features.h"
 #include "core/status_macros.h"
@@ -13,12 +15,16 @@
 namespace okl {
 
 size_t WorstCaseMemoryBytes(const ModelConfig& config) {
+  if (config.krls_tracker_kind()) return KrlsTrackerModel::WorstCaseMemoryBytes(config);
   return config.random_features.dimension > 0
              ? RandomFeatureModel::WorstCaseMemoryBytes(config)
              : NormaModel::WorstCaseMemoryBytes(config);
 }
 
 std::optional<ModelCapacity> LargestState(const ModelConfig& config) {
+  if (config.krls_tracker_kind()) {
+    return ModelCapacity{.bases = uint64_t{config.krls_tracker.max_basis} + 1};
+  }
   if (config.random_features.dimension > 0) {
     return ModelCapacity{.features = config.random_features.dimension};
   }
@@ -32,17 +38,22 @@ double WorstCaseWorkPerExample(const ModelConfig& config) {
   if (!capacity.has_value()) return std::numeric_limits<double>::infinity();
   const double dim = config.dim;
   const double features = static_cast<double>(capacity->features);
-  // Random features: the projections over dim inputs, then the features' weights.
-  return dim * (features / 2 + static_cast<double>(capacity->terms + capacity->retired_terms)) +
-         features;
+  const double bases = static_cast<double>(capacity->bases);
+  // Random features: the projections over dim inputs, then the features' weights. A KRLS
+  // tracker: the kernel row, then about six passes over its (M + 1) x (M + 1) matrices.
+  return dim * (features / 2 + static_cast<double>(capacity->terms + capacity->retired_terms) +
+                bases) +
+         features + 6 * bases * bases;
 }
 
 absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelConfig& config) {
+  if (config.krls_tracker_kind()) return KrlsTrackerModel::Create(config);
   if (config.random_features.dimension > 0) return RandomFeatureModel::Create(config);
   return NormaModel::Create(config);
 }
 
 absl::StatusOr<std::unique_ptr<Model>> ModelFromState(const ModelState& state) {
+  if (state.config.krls_tracker_kind()) return KrlsTrackerModel::FromState(state);
   if (state.config.random_features.dimension > 0) return RandomFeatureModel::FromState(state);
   return NormaModel::FromState(state);
 }
@@ -337,31 +348,69 @@ absl::Status Model::PredictBatch(absl::Span<const double> xs, absl::Span<double>
   return PredictBatch(InputBatch::Dense(xs, config_.dim), out, mode);
 }
 
-absl::Status Model::PredictBatch(const InputBatch& xs, absl::Span<double> out,
-                                 PredictionMode mode) const {
+absl::Status Model::ValidatePredictBatch(const InputBatch& xs, size_t outputs,
+                                        PredictionMode mode) const {
   const size_t dim = config_.dim;
-  if (!xs.sparse() && xs.dense_values().size() != out.size() * dim) {
+  if (!xs.sparse() && xs.dense_values().size() != outputs * dim) {
     return absl::InvalidArgumentError(absl::StrCat("batch holds ", xs.dense_values().size(),
-                                                   " input values for ", out.size(),
+                                                   " input values for ", outputs,
                                                    " outputs at dim ", dim));
   }
-  if (xs.size() != out.size()) {
+  if (xs.size() != outputs) {
     return absl::InvalidArgumentError(absl::StrCat("batch holds ", xs.size(), " inputs for ",
-                                                   out.size(), " outputs"));
+                                                   outputs, " outputs"));
   }
   OKL_RETURN_IF_ERROR(CheckPredictionMode(mode));
-  for (size_t i = 0; i < out.size(); ++i) {
+  for (size_t i = 0; i < outputs; ++i) {
     absl::Status status = xs.sparse() ? ValidateSparseInput(xs.SparseRow(i))
                                       : ValidateInput(xs.DenseRow(i));
     if (!status.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("input ", i, ": ", status.message()));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status Model::PredictBatch(const InputBatch& xs, absl::Span<double> out,
+                                 PredictionMode mode) const {
+  OKL_RETURN_IF_ERROR(ValidatePredictBatch(xs, out.size(), mode));
   for (size_t i = 0; i < out.size(); ++i) {
     out[i] = xs.sparse() ? PredictSparseUnchecked(xs.SparseRow(i), mode)
                          : PredictUnchecked(xs.DenseRow(i), mode);
   }
   return absl::OkStatus();
+}
+
+absl::Status Model::PredictBatchWithVariance(const InputBatch& xs, absl::Span<double> out,
+                                             absl::Span<double> variances) const {
+  if (!has_predictive_variance()) {
+    return absl::FailedPreconditionError(
+        "the model has no predictive variance; only a krls_tracker model predicts one");
+  }
+  if (variances.size() != out.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "PredictBatchWithVariance: ", variances.size(), " variances for ", out.size(),
+        " outputs"));
+  }
+  OKL_RETURN_IF_ERROR(ValidatePredictBatch(xs, out.size(), PredictionMode::kCurrent));
+  std::vector<double> dense;
+  for (size_t i = 0; i < out.size(); ++i) {
+    absl::Span<const double> x;
+    if (xs.sparse()) {
+      dense.assign(config_.dim, 0.0);
+      Densify(xs.SparseRow(i), absl::MakeSpan(dense));
+      x = dense;
+    } else {
+      x = xs.DenseRow(i);
+    }
+    PredictWithVarianceUnchecked(x, &out[i], &variances[i]);
+  }
+  return absl::OkStatus();
+}
+
+void Model::PredictWithVarianceUnchecked(absl::Span<const double> x, double* mean,
+                                         double* variance) const {
+  std::abort();  // PredictBatchWithVariance checks has_predictive_variance() first
 }
 
 }  // namespace okl

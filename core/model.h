@@ -3,13 +3,17 @@
 // Model is what every model kind offers the registry, the service and the tools: a
 // learner that takes labelled examples one at a time (Observe), predicts (Predict), and
 // exports its complete state (ExportState) so that ModelFromState continues it exactly.
-// Two kinds implement it:
+// Three kinds implement it:
 //   NormaModel          the kernel expansion sum_i alpha_i k(x_i, .) (core/norma.h);
 //   RandomFeatureModel  a linear model on random Fourier features (core/random_features.h),
-//                       chosen by config.random_features.dimension > 0.
-// Both take the same NORMA step (predict, loss derivative, shrink by 1 - eta_t lambda,
-// add -eta_t g_t times the example's feature) with the same losses, learning rates and
-// statistics.
+//                       chosen by config.random_features.dimension > 0;
+//   KrlsTrackerModel    the kernel recursive least-squares tracker, a Gaussian-process
+//                       posterior over a dictionary of bases (core/krls_tracker.h), chosen
+//                       by config.krls_tracker.max_basis > 0.
+// The first two take the same NORMA step (predict, loss derivative, shrink by
+// 1 - eta_t lambda, add -eta_t g_t times the example's feature) with the same losses,
+// learning rates and statistics; the tracker takes the exact second-order step of its
+// posterior instead, and also predicts with a variance.
 //
 // Not thread-safe: const methods may run concurrently with each other, but not with
 // Observe (ModelEntry serialises writers).
@@ -59,6 +63,12 @@ struct ModelStats {
   // lambda > 0, an OLDEST budget without drop_below, a loss with bounded derivative (C)
   // and a bounded kernel (X). 0 until the budget first removes a term.
   std::optional<double> truncation_error_bound;
+  // A KRLS tracker's estimates (0 for the other kinds): s0^2, the signal power its
+  // maximum-likelihood estimate scales the posterior by, and the noise variance in the
+  // labels' units, s0^2 sigma_n^2. (Its dictionary size is expansion_size, and the bases
+  // it pruned are terms_removed.)
+  double signal_power = 0.0;
+  double noise_variance = 0.0;
   // The latest windowed regret (core/regret.h), computed off the request path; unset
   // without regret tracking and until the first computation. No model sets it: ModelEntry
   // does, from its RegretScheduler's results.
@@ -113,6 +123,19 @@ struct ModelState {
   // The last config.regret_window examples (empty without regret tracking); when not
   // empty, its last_step equals steps.
   RegretWindow regret_window;
+  // A KRLS tracker (config.krls_tracker): its m bases are the terms of `support` (in
+  // dictionary order) and terms_removed counts the bases it pruned. The posterior over
+  // f at the bases is N(posterior_mean, signal_power * posterior_covariance); with
+  // inverse_kernel Q = (K + jitter I)^-1 and, only when forgetting < 1, kernel_matrix K
+  // (for back-off to the prior). The m x m symmetric matrices are stored as their lower
+  // triangles, row-major: entry (i, j <= i) at i (i + 1) / 2 + j. The signal power is
+  // the ratio of its maximum-likelihood sums.
+  std::vector<double> posterior_mean;
+  std::vector<double> posterior_covariance;
+  std::vector<double> inverse_kernel;
+  std::vector<double> kernel_matrix;
+  double signal_power_numerator = 0.0;
+  double signal_power_denominator = 0.0;
 
   friend bool operator==(const ModelState&, const ModelState&) = default;
 };
@@ -135,6 +158,8 @@ struct ModelCapacity {
   uint64_t terms = 0;          // kernel-expansion terms: budget.max_terms
   uint64_t retired_terms = 0;  // removed terms an averaged expansion keeps for its average
   uint64_t features = 0;       // random features: random_features.dimension
+  uint64_t bases = 0;          // a KRLS tracker: krls_tracker.max_basis (+1 while a step
+                               // decides which to prune)
 };
 std::optional<ModelCapacity> LargestState(const ModelConfig& config);
 
@@ -192,6 +217,14 @@ class Model {
                             PredictionMode mode = PredictionMode::kConfigured) const;
   absl::Status PredictBatch(const InputBatch& xs, absl::Span<double> out,
                             PredictionMode mode = PredictionMode::kConfigured) const;
+  // True for a kind that predicts with a variance (the KRLS tracker).
+  virtual bool has_predictive_variance() const { return false; }
+  // PredictBatch with the current model (as kConfigured), and the predictive variance of
+  // y at each input into `variances` (out.size() entries): the uncertainty of the
+  // prediction plus the noise. FailedPrecondition for a kind without one; the same
+  // validation as PredictBatch.
+  absl::Status PredictBatchWithVariance(const InputBatch& xs, absl::Span<double> out,
+                                        absl::Span<double> variances) const;
 
   // The sparse forms of Observe and Predict: x given by its non-zeros (core/sparse_vector.h:
   // indices strictly increasing and below dim, values finite, and at most
@@ -259,6 +292,10 @@ class Model {
   // One step on an example that passed ValidateExample; FailedPrecondition (nothing
   // changed) on divergence.
   virtual absl::StatusOr<Observation> Step(absl::Span<const double> x, double y) = 0;
+  // The predictive mean and variance of y at a valid x; only for a kind whose
+  // has_predictive_variance() is true (the default aborts).
+  virtual void PredictWithVarianceUnchecked(absl::Span<const double> x, double* mean,
+                                            double* variance) const;
   // f(x) for a valid x and a mode CheckPredictionMode accepted.
   virtual double PredictUnchecked(absl::Span<const double> x, PredictionMode mode) const = 0;
   // The same for a sparse input; by default they densify it and call the above.
@@ -281,6 +318,9 @@ class Model {
 
  private:
   absl::Status CheckPredictionMode(PredictionMode mode) const;
+  // PredictBatch's checks: `outputs` inputs, each valid, and the mode.
+  absl::Status ValidatePredictBatch(const InputBatch& xs, size_t outputs,
+                                    PredictionMode mode) const;
   // InvalidArgument unless y is finite and, for the classification losses, -1 or +1.
   absl::Status ValidateLabel(double y) const;
   // Step's dense buffer for a sparse input (the regret window, a dense-storage model).
@@ -289,7 +329,8 @@ class Model {
   static absl::Status ValidateRegretWindow(const ModelState& state);
 };
 
-// The model `config` describes, empty: a RandomFeatureModel if
+// The model `config` describes, empty: a KrlsTrackerModel if
+// config.krls_tracker.max_basis > 0, a RandomFeatureModel if
 // config.random_features.dimension > 0, else a NormaModel. InvalidArgument if
 // ValidateConfig(config) fails.
 absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelConfig& config);

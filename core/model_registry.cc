@@ -140,6 +140,13 @@ absl::Status ModelEntry::PredictBatch(const InputBatch& xs, absl::Span<double> o
   return learner_->PredictBatch(xs, out, mode);
 }
 
+absl::Status ModelEntry::PredictBatchWithVariance(const InputBatch& xs, absl::Span<double> out,
+                                                  absl::Span<double> variances) const {
+  ReaderLock lock(&mu_);
+  OKL_RETURN_IF_ERROR(CheckLive());
+  return learner_->PredictBatchWithVariance(xs, out, variances);
+}
+
 absl::StatusOr<ModelSummary> ModelEntry::Summary() const {
   ReaderLock lock(&mu_);
   OKL_RETURN_IF_ERROR(CheckLive());

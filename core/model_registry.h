@@ -130,6 +130,12 @@ class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
     return PredictBatch(InputBatch::Dense(xs, config_.dim), out, mode, margin);
   }
 
+  // Model::PredictBatchWithVariance under a reader lock: a KRLS tracker's predictions
+  // with their predictive variances.
+  absl::Status PredictBatchWithVariance(const InputBatch& xs, absl::Span<double> out,
+                                        absl::Span<double> variances) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   absl::StatusOr<ModelSummary> Summary() const ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<ModelState> ExportState() const ABSL_LOCKS_EXCLUDED(mu_);
   // The same, calling `under_lock` while the state cannot change (no batch is being

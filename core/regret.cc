@@ -632,11 +632,12 @@ absl::StatusOr<RegretResult> ComputeRegret(const ModelConfig& config, double mar
         "the regret window has ", n, " labels, so its xs must hold ", n, " * dim ", config.dim,
         " = ", n * config.dim, " values, but it holds ", window.xs.size()));
   }
-  if (!(config.lambda > 0) || !std::isfinite(config.lambda)) {
+  const double lambda = ComparatorLambda(config, n);
+  if (!(lambda > 0) || !std::isfinite(lambda)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "regret needs config.lambda > 0: its comparator minimises the regularised risk, "
         "which has no unique minimiser at lambda = 0; got lambda = ",
-        config.lambda));
+        lambda));
   }
   if (!AllFinite(window.online_losses)) {
     return absl::InvalidArgumentError("the regret window has a non-finite online loss");
@@ -647,7 +648,7 @@ absl::StatusOr<RegretResult> ComputeRegret(const ModelConfig& config, double mar
   const Loss loss(config.loss);
   OKL_ASSIGN_OR_RETURN(
       ComparatorSolution solution,
-      SolveComparator(kernel, loss, margin, config.lambda, window.xs, window.ys, options));
+      SolveComparator(kernel, loss, margin, lambda, window.xs, window.ys, options));
 
   RegretResult result;
   for (size_t i = 0; i < n; ++i) {

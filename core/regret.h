@@ -93,7 +93,9 @@ struct RegretResult {
 
 // The regret of `window` for a model with `config`, whose current margin is `margin`.
 // InvalidArgument for an empty window, a window whose xs, ys and online_losses disagree in
-// size (xs holds size() * config.dim values), a non-finite online loss, config.lambda <= 0,
+// size (xs holds size() * config.dim values), a non-finite online loss, config.lambda <= 0
+// (ComparatorLambda(config, n): a KRLS tracker's comparator is the Gaussian-process
+// posterior mean on the window, lambda = noise_variance / n),
 // a config that fails ValidateConfig, or any of SolveComparator's reasons.
 absl::StatusOr<RegretResult> ComputeRegret(const ModelConfig& config, double margin,
                                            const RegretWindow& window,

@@ -134,6 +134,34 @@ absl::StatusOr<BudgetConfig> BudgetFromProto(const v1::Budget& proto) {
                    " is not one of OLDEST (1), SMALLEST (2), MERGE (3)"));
 }
 
+// The tracker's fields, with the unset ones at their defaults (forgetting 1, jitter 1e-6).
+// The fields it replaces must be absent: a learning rate or a budget given with it would
+// be ignored, so it is refused (ValidateConfig refuses lambda and offset).
+absl::StatusOr<KrlsTrackerConfig> KrlsTrackerFromProto(const v1::ModelConfig& proto) {
+  const v1::KrlsTracker& krls = proto.krls_tracker();
+  if (krls.max_basis() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "krls_tracker.max_basis must be in [1, ", kMaxBasis,
+        "] (the dictionary size); remove krls_tracker for a NORMA model"));
+  }
+  if (proto.has_learning_rate()) {
+    return absl::InvalidArgumentError(
+        "learning_rate must be unset for krls_tracker (it takes exact second-order steps, "
+        "with no step size)");
+  }
+  if (proto.has_budget()) {
+    return absl::InvalidArgumentError(
+        "budget must be unset for krls_tracker (krls_tracker.max_basis bounds its "
+        "dictionary)");
+  }
+  KrlsTrackerConfig config;
+  config.max_basis = krls.max_basis();
+  config.noise_variance = krls.noise_variance();
+  if (krls.has_forgetting()) config.forgetting = krls.forgetting();
+  if (krls.has_jitter()) config.jitter = krls.jitter();
+  return config;
+}
+
 v1::KernelConfig KernelToProto(const KernelConfig& kernel) {
   v1::KernelConfig proto;
   switch (kernel.type) {
@@ -243,7 +271,11 @@ absl::StatusOr<ModelConfig> FromProto(const v1::ModelConfig& proto) {
   config.dim = proto.dim();
   OKL_ASSIGN_OR_RETURN(config.kernel, KernelFromProto(proto.kernel()));
   OKL_ASSIGN_OR_RETURN(config.loss, LossFromProto(proto.loss()));
-  OKL_ASSIGN_OR_RETURN(config.learning_rate, LearningRateFromProto(proto.learning_rate()));
+  if (proto.has_krls_tracker()) {
+    OKL_ASSIGN_OR_RETURN(config.krls_tracker, KrlsTrackerFromProto(proto));
+  } else {
+    OKL_ASSIGN_OR_RETURN(config.learning_rate, LearningRateFromProto(proto.learning_rate()));
+  }
   config.lambda = proto.lambda();
   config.offset = proto.offset();
   OKL_ASSIGN_OR_RETURN(config.budget, BudgetFromProto(proto.budget()));
@@ -262,16 +294,25 @@ v1::ModelConfig ToProto(const ModelConfig& config) {
   proto.set_dim(config.dim);
   *proto.mutable_kernel() = KernelToProto(config.kernel);
   *proto.mutable_loss() = LossToProto(config.loss);
-  v1::LearningRate* rate = proto.mutable_learning_rate();
-  rate->set_eta0(config.learning_rate.eta0);
-  rate->set_schedule(ScheduleToProto(config.learning_rate.schedule));
-  rate->set_theta(config.learning_rate.theta);
+  if (config.krls_tracker_kind()) {
+    // The tracker has no learning rate or budget: FromProto refuses them beside it.
+    v1::KrlsTracker* krls = proto.mutable_krls_tracker();
+    krls->set_max_basis(config.krls_tracker.max_basis);
+    krls->set_noise_variance(config.krls_tracker.noise_variance);
+    krls->set_forgetting(config.krls_tracker.forgetting);
+    krls->set_jitter(config.krls_tracker.jitter);
+  } else {
+    v1::LearningRate* rate = proto.mutable_learning_rate();
+    rate->set_eta0(config.learning_rate.eta0);
+    rate->set_schedule(ScheduleToProto(config.learning_rate.schedule));
+    rate->set_theta(config.learning_rate.theta);
+    v1::Budget* budget = proto.mutable_budget();
+    budget->set_max_terms(config.budget.max_terms);
+    budget->set_policy(PolicyToProto(config.budget.policy));
+    budget->set_drop_below(config.budget.drop_below);
+  }
   proto.set_lambda(config.lambda);
   proto.set_offset(config.offset);
-  v1::Budget* budget = proto.mutable_budget();
-  budget->set_max_terms(config.budget.max_terms);
-  budget->set_policy(PolicyToProto(config.budget.policy));
-  budget->set_drop_below(config.budget.drop_below);
   proto.set_averaged(config.averaged);
   proto.set_averaging_window(config.averaging_window);
   proto.set_regret_window(config.regret_window);
@@ -321,7 +362,10 @@ SparseRows SparseRowsFromProto(const Repeated<uint64_t>& ends,
 
 v1::ModelSnapshot ToProto(const ModelState& state) {
   v1::ModelSnapshot proto;
-  proto.set_format_version(kSnapshotFormatVersion);
+  // The oldest version that holds the state, so a server of the version before reads
+  // every snapshot it could.
+  proto.set_format_version(state.config.krls_tracker_kind() ? kSnapshotFormatVersion
+                                                             : kExpansionSnapshotFormatVersion);
   *proto.mutable_config() = ToProto(state.config);
   proto.mutable_support()->Assign(state.support.begin(), state.support.end());
   proto.mutable_coefficients()->Assign(state.coefficients.begin(), state.coefficients.end());
@@ -356,6 +400,13 @@ v1::ModelSnapshot ToProto(const ModelState& state) {
   proto.set_cumulative_loss(state.cumulative_loss);
   proto.set_mistakes(state.mistakes);
   proto.set_terms_removed(state.terms_removed);
+  proto.mutable_posterior_mean()->Assign(state.posterior_mean.begin(), state.posterior_mean.end());
+  proto.mutable_posterior_covariance()->Assign(state.posterior_covariance.begin(),
+                                               state.posterior_covariance.end());
+  proto.mutable_inverse_kernel()->Assign(state.inverse_kernel.begin(), state.inverse_kernel.end());
+  proto.mutable_kernel_matrix()->Assign(state.kernel_matrix.begin(), state.kernel_matrix.end());
+  proto.set_signal_power_numerator(state.signal_power_numerator);
+  proto.set_signal_power_denominator(state.signal_power_denominator);
   const RegretWindow& window = state.regret_window;
   proto.mutable_window_inputs()->Assign(window.xs.begin(), window.xs.end());
   proto.mutable_window_labels()->Assign(window.ys.begin(), window.ys.end());
@@ -419,6 +470,13 @@ absl::StatusOr<ModelState> FromProto(const v1::ModelSnapshot& proto) {
   state.cumulative_loss = proto.cumulative_loss();
   state.mistakes = proto.mistakes();
   state.terms_removed = proto.terms_removed();
+  state.posterior_mean.assign(proto.posterior_mean().begin(), proto.posterior_mean().end());
+  state.posterior_covariance.assign(proto.posterior_covariance().begin(),
+                                    proto.posterior_covariance().end());
+  state.inverse_kernel.assign(proto.inverse_kernel().begin(), proto.inverse_kernel().end());
+  state.kernel_matrix.assign(proto.kernel_matrix().begin(), proto.kernel_matrix().end());
+  state.signal_power_numerator = proto.signal_power_numerator();
+  state.signal_power_denominator = proto.signal_power_denominator();
   RegretWindow& window = state.regret_window;
   window.xs.assign(proto.window_inputs().begin(), proto.window_inputs().end());
   window.ys.assign(proto.window_labels().begin(), proto.window_labels().end());
@@ -457,6 +515,8 @@ v1::ModelStats ToProto(const ModelStats& stats, LossType loss) {
   }
   proto.set_offset(stats.offset);
   proto.set_terms_removed(stats.terms_removed);
+  proto.set_noise_variance(stats.noise_variance);
+  proto.set_signal_power(stats.signal_power);
   return proto;
 }
 
@@ -468,6 +528,8 @@ ModelStats FromProto(const v1::ModelStats& proto, LossType loss) {
   stats.mistakes = proto.mistakes();
   stats.terms_removed = proto.terms_removed();
   stats.offset = proto.offset();
+  stats.noise_variance = proto.noise_variance();
+  stats.signal_power = proto.signal_power();
   switch (MarginKindOf(loss)) {
     case MarginKind::kRho:
       stats.margin = proto.rho();
@@ -504,6 +566,10 @@ v1::ModelInfo ToProto(const ModelSummary& summary) {
   *proto.mutable_ref() = ModelRefToProto(summary.tenant, summary.model);
   *proto.mutable_config() = ToProto(summary.config);
   *proto.mutable_stats() = ToProto(summary.stats, summary.config.loss.type);
+  if (summary.config.krls_tracker_kind()) {
+    proto.mutable_stats()->set_dictionary_size(summary.stats.expansion_size);
+    proto.mutable_stats()->set_bases_pruned(summary.stats.terms_removed);
+  }
   return proto;
 }
 
@@ -831,8 +897,14 @@ size_t MaxSnapshotBytes(const ModelConfig& config) {
           : dim * sizeof(double);
   const uint64_t per_term = support_bytes + sizeof(double) + 10 + (config.averaged ? 24 : 0);
   const uint64_t per_retired = support_bytes + 2 * sizeof(double) + 10;
+  // A KRLS tracker: per basis its support, mean and coefficient, and its rows of the two
+  // or three packed triangles.
+  const uint64_t bases = capacity->bases;
+  const uint64_t matrices = config.krls_tracker.forgetting < 1 ? 3 : 2;
+  const uint64_t tracker_bytes =
+      sizeof(double) * (bases * (dim + 2) + matrices * bases * (bases + 1) / 2);
   return kFixedBytes + capacity->features * per_feature + capacity->terms * per_term +
-         capacity->retired_terms * per_retired + window_bytes;
+         capacity->retired_terms * per_retired + window_bytes + tracker_bytes;
 }
 
 absl::StatusOr<std::optional<ModelConfig>> PeekSnapshotConfig(absl::string_view prefix) {

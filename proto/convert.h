@@ -47,8 +47,11 @@
 
 namespace okl {
 
-// The ModelSnapshot layout ToProto writes and FromProto reads.
-inline constexpr uint32_t kSnapshotFormatVersion = 2;
+// The newest ModelSnapshot layout: ToProto writes it for a KRLS tracker (version 3 added
+// its fields), kExpansionSnapshotFormatVersion for every other kind, and FromProto reads
+// both.
+inline constexpr uint32_t kSnapshotFormatVersion = 3;
+inline constexpr uint32_t kExpansionSnapshotFormatVersion = 2;
 // The oldest version still read: version 1 lacks the averaging window's fields (read as
 // empty and zero) and random features.
 inline constexpr uint32_t kOldestSnapshotFormatVersion = 1;
@@ -56,8 +59,9 @@ inline constexpr uint32_t kOldestSnapshotFormatVersion = 1;
 // Converts and validates a wire config. Unset fields whose proto3 zero would be a trap
 // take core's defaults instead: hinge and novelty `rho` 1 (with rho = 0 a model that
 // starts at f = 0 never sees a violation, so never learns), epsilon-insensitive
-// `epsilon` 0.1, POWER's `theta` 0.5. UNSPECIFIED schedule means CONSTANT; UNSPECIFIED
-// policy means OLDEST. The fields a kernel or loss does not read keep core's defaults.
+// `epsilon` 0.1, POWER's `theta` 0.5, krls_tracker's `forgetting` 1 and `jitter` 1e-6.
+// UNSPECIFIED schedule means CONSTANT; UNSPECIFIED policy means OLDEST. A config with
+// krls_tracker must leave learning_rate and budget unset (InvalidArgument naming them). The fields a kernel or loss does not read keep core's defaults.
 // Then ValidateConfig runs.
 absl::StatusOr<ModelConfig> FromProto(const v1::ModelConfig& proto);
 
@@ -72,10 +76,11 @@ v1::ModelConfig ToProto(const ModelConfig& config);
 // config always equals itself when read back.
 std::string CanonicalConfigBytes(const ModelConfig& config);
 
-// The complete state, with format_version = kSnapshotFormatVersion.
+// The complete state, with format_version kSnapshotFormatVersion for a KRLS tracker and
+// kExpansionSnapshotFormatVersion for the other kinds.
 v1::ModelSnapshot ToProto(const ModelState& state);
 
-// InvalidArgument if the format version is not kSnapshotFormatVersion, the config is
+// InvalidArgument if the format version is not one this build reads, the config is
 // absent or invalid (as FromProto above), or a number is unrepresentable (scale 0, which
 // proto3 cannot tell from unset). The consistency of the arrays with each other and with
 // the config is left to NormaModel::FromState, which checks it. A server reading

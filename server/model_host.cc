@@ -135,12 +135,19 @@ absl::Status ModelHost::CheckConfig(const ModelConfig& config) const {
         sparse ? " for sparse storage (--max_sparse_dim)"
                : " (--max_dim; sparse storage allows more, see --max_sparse_dim)"));
   }
-  // A random-feature model's size is fixed by its dimension; an expansion needs a budget.
-  if (config.budget.max_terms == 0 && config.random_features.dimension == 0) {
+  if (config.krls_tracker.max_basis > options_.max_basis) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.krls_tracker.max_basis ", config.krls_tracker.max_basis,
+        " is over this server's limit of ", options_.max_basis, " (--max_basis)"));
+  }
+  // A random-feature model's size is fixed by its dimension, a tracker's by max_basis; an
+  // expansion needs a budget.
+  if (config.budget.max_terms == 0 && config.random_features.dimension == 0 &&
+      !config.krls_tracker_kind()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "config.budget.max_terms is 0 (unbounded), but this server needs a budget: set it to "
         "1 to ",
-        options_.max_terms, " (--max_terms), or use random_features"));
+        options_.max_terms, " (--max_terms), or use random_features or krls_tracker"));
   }
   if (config.budget.max_terms > options_.max_terms) {
     return absl::InvalidArgumentError(

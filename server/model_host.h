@@ -77,6 +77,9 @@ class ModelHost {
     uint32_t max_sparse_dim = kMaxSparseDimension;
     // Largest budget.max_terms accepted; an unbounded budget (0) is refused too.
     uint32_t max_terms = 1000000;
+    // Largest krls_tracker.max_basis accepted: a tracker holds two or three
+    // (max_basis + 1)^2 matrices and a step costs O(max_basis^2) (1000: 16-24 MB, ~4 ms).
+    uint32_t max_basis = 1000;
     ResourceQuotas::Limits quotas;
     // The store's directory; empty: in memory only.
     std::string data_dir;
@@ -103,8 +106,8 @@ class ModelHost {
   // serving. FailedPrecondition for an unusable data_dir, DataLoss naming a damaged model.
   absl::Status Open();
 
-  // InvalidArgument naming the flag if `config` is over max_dim or max_terms, has no
-  // budget, or could outgrow the snapshot size limit.
+  // InvalidArgument naming the flag if `config` is over max_dim, max_terms or max_basis,
+  // has no budget (an expansion), or could outgrow the snapshot size limit.
   absl::Status CheckConfig(const ModelConfig& config) const;
 
   // CheckConfig, then reserves a model of `config` against the tenant's and the server's

@@ -134,6 +134,9 @@ ABSL_FLAG(uint32_t, max_sparse_dim, Defaults().host.max_sparse_dim,
 ABSL_FLAG(uint32_t, max_terms, Defaults().host.max_terms,
           "Largest budget.max_terms accepted by CreateModel/Restore (at most 4194304); a "
           "budget of 0 (unbounded) or beyond it: INVALID_ARGUMENT.");
+ABSL_FLAG(uint32_t, max_basis, Defaults().host.max_basis,
+          "Largest krls_tracker.max_basis accepted by CreateModel/Restore (at most 4096); "
+          "beyond it: INVALID_ARGUMENT. A tracker's memory and step grow as its square.");
 ABSL_FLAG(uint32_t, max_batch, Defaults().service.max_batch,
           "Most examples in one ObserveRequest (per ObserveStream message) or inputs in "
           "one PredictRequest; beyond it: RESOURCE_EXHAUSTED.");
@@ -245,6 +248,7 @@ int main(int argc, char** argv) {
   host.max_dim = absl::GetFlag(FLAGS_max_dim);
   host.max_sparse_dim = absl::GetFlag(FLAGS_max_sparse_dim);
   host.max_terms = absl::GetFlag(FLAGS_max_terms);
+  host.max_basis = absl::GetFlag(FLAGS_max_basis);
   host.quotas.max_models = absl::GetFlag(FLAGS_max_models);
   host.quotas.max_models_per_tenant = absl::GetFlag(FLAGS_max_models_per_tenant);
   host.quotas.max_bytes_per_tenant = absl::GetFlag(FLAGS_max_bytes_per_tenant);

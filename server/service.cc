@@ -587,6 +587,7 @@ absl::Status OklService::DoPredict(const ActiveCall& call, grpc::ServerContextBa
       [&](ModelEntry& model) -> absl::Status {
         const uint32_t dim = model.config().dim;
         const bool novelty = model.config().loss.type == LossType::kNovelty;
+        const bool variance = model.config().krls_tracker_kind();
         const bool sparse = model.config().sparse_storage();
         if (sparse) {
           OKL_RETURN_IF_ERROR(FromProto(request, dim, &sparse_xs, options_.max_request_bytes));
@@ -599,6 +600,8 @@ absl::Status OklService::DoPredict(const ActiveCall& call, grpc::ServerContextBa
         // is written again, as every prediction is.
         response->clear_novel();
         if (novelty) response->mutable_novel()->Resize(request.inputs_size(), false);
+        response->clear_variances();
+        if (variance) response->mutable_variances()->Resize(request.inputs_size(), 0.0);
         for (size_t begin = 0; begin < out.size(); begin += kPredictChunk) {
           const size_t count = std::min(kPredictChunk, out.size() - begin);
           if (begin > 0) {
@@ -608,6 +611,13 @@ absl::Status OklService::DoPredict(const ActiveCall& call, grpc::ServerContextBa
           const absl::Span<double> chunk_out = out.subspan(begin, count);
           // Each chunk is predicted under its own read of the model, with that model's rho.
           double rho = 0;
+          if (variance) {
+            const absl::Span<double> chunk_variances =
+                absl::MakeSpan(response->mutable_variances()->mutable_data() + begin, count);
+            OKL_RETURN_IF_ERROR(model.PredictBatchWithVariance(inputs.Subrange(begin, count),
+                                                               chunk_out, chunk_variances));
+            continue;
+          }
           OKL_RETURN_IF_ERROR(model.PredictBatch(inputs.Subrange(begin, count), chunk_out,
                                                  PredictionMode::kConfigured,
                                                  novelty ? &rho : nullptr));

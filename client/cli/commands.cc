@@ -71,6 +71,12 @@ std::string StatsJson(const ModelSummary& summary) {
   }
   if (summary.config.offset) json.AddDouble("offset", stats.offset);
   json.AddUint("terms_removed", stats.terms_removed);
+  if (summary.config.krls_tracker_kind()) {
+    json.AddUint("dictionary_size", stats.expansion_size)
+        .AddUint("bases_pruned", stats.terms_removed)
+        .AddDouble("noise_variance", stats.noise_variance)
+        .AddDouble("signal_power", stats.signal_power);
+  }
   if (stats.truncation_error_bound.has_value()) {
     json.AddDouble("truncation_error_bound", *stats.truncation_error_bound);
   }
@@ -132,6 +138,7 @@ std::string ModelLabel(const ModelId& id) { return absl::StrCat(id.tenant, "/", 
 
 std::string ModelSizeText(const ModelConfig& config, uint64_t expansion_size) {
   return absl::StrCat(expansion_size, config.random_features.dimension > 0 ? " random features"
+                                      : config.krls_tracker_kind()         ? " bases"
                                                                            : " terms");
 }
 
@@ -141,8 +148,11 @@ std::string SummaryText(const ModelSummary& summary) {
   absl::StrAppendFormat(&text, "model            %s/%s\n", summary.tenant, summary.model);
   absl::StrAppendFormat(&text, "steps            %d\n", stats.steps);
   const bool random_features = summary.config.random_features.dimension > 0;
+  const bool tracker = summary.config.krls_tracker_kind();
   absl::StrAppendFormat(&text, "%s%d\n",
-                        random_features ? "random features  " : "expansion size   ",
+                        random_features ? "random features  "
+                        : tracker       ? "dictionary size  "
+                                        : "expansion size   ",
                         stats.expansion_size);
   absl::StrAppendFormat(&text, "cumulative loss  %.6g\n", stats.cumulative_loss);
   absl::StrAppendFormat(&text, "mean loss        %.6g\n", MeanLoss(stats));
@@ -159,7 +169,12 @@ std::string SummaryText(const ModelSummary& summary) {
   if (summary.config.offset) {
     absl::StrAppendFormat(&text, "offset           %.6g\n", stats.offset);
   }
-  if (!random_features) {
+  if (tracker) {
+    absl::StrAppendFormat(&text, "bases pruned     %d\n", stats.terms_removed);
+    absl::StrAppendFormat(&text, "noise variance   %.6g (estimated, in the labels' units)\n",
+                          stats.noise_variance);
+    absl::StrAppendFormat(&text, "signal power     %.6g\n", stats.signal_power);
+  } else if (!random_features) {
     absl::StrAppendFormat(&text, "terms removed    %d\n", stats.terms_removed);
   }
   if (stats.truncation_error_bound.has_value()) {

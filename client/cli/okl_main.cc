@@ -108,6 +108,16 @@ ABSL_FLAG(uint64_t, feature_seed, 0, "random features: the seed their frequencie
 ABSL_FLAG(int64_t, max_nonzeros, 0,
           "> 0: sparse storage: each term keeps its non-zeros, and every input may have at "
           "most this many (dim may then be up to 16777216 on the wire)");
+ABSL_FLAG(int64_t, max_basis, 0,
+          "> 0: the kernel recursive least-squares tracker (KRLS-T) with a dictionary of at "
+          "most this many bases instead of NORMA; squared loss, no learning rate, lambda or "
+          "budget");
+ABSL_FLAG(double, noise_variance, 1e-3,
+          "KRLS tracker: the label noise's variance relative to the signal's, > 0 (small for "
+          "clean series, e.g. 1e-6)");
+ABSL_FLAG(double, forgetting, 1.0,
+          "KRLS tracker: back-off to the prior per step, in (0, 1] (1: a stationary target; "
+          "0.999: a memory of ~1,000 steps)");
 ABSL_FLAG(int64_t, regret_window, 0,
           "track the regret over the last N examples (0: no; at most 8192; needs lambda > 0)");
 
@@ -190,7 +200,8 @@ constexpr absl::string_view kConfigFlags[] = {
     "t",             "loss",             "rho",             "epsilon",     "delta",
     "nu",            "eta0",             "schedule",        "theta",       "lambda",
     "max_terms",     "policy",           "drop_below",      "offset",      "averaged",
-    "regret_window", "averaging_window", "random_features", "feature_seed", "max_nonzeros"};
+    "regret_window", "averaging_window", "random_features", "feature_seed", "max_nonzeros",
+    "max_basis",     "noise_variance",   "forgetting"};
 
 struct Command {
   absl::string_view name;
@@ -470,6 +481,21 @@ absl::Status ApplyConfigFlags(const CommandLine& line, bool all, okl::ModelConfi
     if (*features > 0 && !line.Given("max_terms")) config->budget.max_terms = 0;
   }
   if (use("feature_seed")) config->random_features.seed = absl::GetFlag(FLAGS_feature_seed);
+  if (use("max_basis")) {
+    absl::StatusOr<uint32_t> max_basis = NonNegative32("max_basis", absl::GetFlag(FLAGS_max_basis));
+    if (!max_basis.ok()) return max_basis.status();
+    config->krls_tracker.max_basis = *max_basis;
+    // A tracker takes no budget: --max_terms' default is for expansions.
+    if (*max_basis > 0 && !line.Given("max_terms")) config->budget.max_terms = 0;
+  }
+  // The tracker's other fields are read only with max_basis > 0 (else they must stay at
+  // their defaults, which ValidateConfig checks).
+  if (config->krls_tracker_kind()) {
+    if (use("noise_variance")) {
+      config->krls_tracker.noise_variance = absl::GetFlag(FLAGS_noise_variance);
+    }
+    if (use("forgetting")) config->krls_tracker.forgetting = absl::GetFlag(FLAGS_forgetting);
+  }
   if (use("max_nonzeros")) {
     absl::StatusOr<uint32_t> max_nonzeros =
         NonNegative32("max_nonzeros", absl::GetFlag(FLAGS_max_nonzeros));
@@ -509,6 +535,12 @@ absl::Status ApplyConfigFlags(const CommandLine& line, bool all, okl::ModelConfi
        "loss"},
       {"theta", config->learning_rate.schedule == okl::Schedule::kPower, "schedule"},
   };
+  for (const absl::string_view flag : {"noise_variance", "forgetting"}) {
+    if (line.Given(flag) && !config->krls_tracker_kind()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, " applies only to the KRLS tracker: give --max_basis too"));
+    }
+  }
   for (const auto& check : checks) {
     if (line.Given(check.flag) && !check.applies) {
       const absl::string_view owner_name =
@@ -878,7 +910,9 @@ const std::vector<Command>& Commands() {
            "round-trips),\n"
            "to --output or stdout. Inputs come from --x flags (dense v1,...,vd, or sparse\n"
            "1-based idx:val,...), then from files: CSV rows of the d inputs (no label), or\n"
-           "LIBSVM rows (a leading label is ignored).",
+           "LIBSVM rows (a leading label is ignored). For a krls_tracker model each line\n"
+           "is the prediction and its predictive variance, separated by a space (--json:\n"
+           "a \"variances\" array beside \"predictions\").",
        .flags = {"input", "format", "x", "output", "batch_size", "limit"},
        .run = RunPredict},
       {.name = "snapshot",

@@ -239,11 +239,16 @@ class PredictionSink {
     }
   }
 
-  void Write(absl::Span<const double> values) {
+  // One value per line; with `variances` (a KRLS tracker's), each value and its
+  // variance, separated by a space.
+  void Write(absl::Span<const double> values, absl::Span<const double> variances = {}) {
     std::string text;
-    char line[40];
-    for (const double value : values) {
-      const int n = std::snprintf(line, sizeof(line), "%.17g\n", value);
+    char line[80];
+    for (size_t i = 0; i < values.size(); ++i) {
+      const int n = variances.empty()
+                        ? std::snprintf(line, sizeof(line), "%.17g\n", values[i])
+                        : std::snprintf(line, sizeof(line), "%.17g %.17g\n", values[i],
+                                        variances[i]);
       text.append(line, static_cast<size_t>(n));
     }
     if (std::fwrite(text.data(), 1, text.size(), file_) != text.size()) failed_ = true;
@@ -306,16 +311,20 @@ absl::Status RunPredict(const Client& client, const ModelId& id, const PredictOp
     sink = std::move(*opened);
   }
   std::vector<double> all;
+  std::vector<double> all_variances;  // a KRLS tracker's
+  std::vector<double> variances;
   uint64_t count = 0;
   const auto flush = [&]() -> absl::Status {
     if (xs.empty()) return absl::OkStatus();
-    absl::StatusOr<std::vector<double>> predictions = client.Predict(id, xs, dim);
+    absl::StatusOr<std::vector<double>> predictions =
+        client.Predict(id, xs, dim, /*novel=*/nullptr, &variances);
     if (!predictions.ok()) return predictions.status();
     count += predictions->size();
     if (collect) {
       all.insert(all.end(), predictions->begin(), predictions->end());
+      all_variances.insert(all_variances.end(), variances.begin(), variances.end());
     } else {
-      sink->Write(*predictions);
+      sink->Write(*predictions, variances);
     }
     xs.clear();
     return absl::OkStatus();
@@ -354,6 +363,7 @@ absl::Status RunPredict(const Client& client, const ModelId& id, const PredictOp
         .AddString("model", id.model)
         .AddUint("count", count)
         .AddDoubles("predictions", all);
+    if (model->config.krls_tracker_kind()) json.AddDoubles("variances", all_variances);
     std::fprintf(output.out, "%s\n", json.str().c_str());
     return absl::OkStatus();
   }

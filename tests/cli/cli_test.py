@@ -514,6 +514,58 @@ class OklCliTest(unittest.TestCase):
         self.assertEqual(from_csv, from_libsvm)
         self.assertEqual(from_csv, from_flags)
 
+    def test_krls_tracker_from_flags_predicts_with_variances_and_replays_bit_for_bit(self):
+        base = ["--tenant=tracker", "--model=mg"]
+        tracker_flags = ["--dim=7", "--kernel=gaussian", "--gamma=1", "--loss=squared",
+                         "--max_basis=40", "--noise_variance=1e-4", "--forgetting=0.999"]
+        self.okl("create", *base, *tracker_flags, expect=0)
+        self.okl("observe", *base, "--batch_size=100", "--limit=400", self.mg_csv, expect=0)
+        _, text, _ = self.okl("get", *base, expect=0)
+        _, out, _ = self.okl("get", *base, "--json", expect=0)
+        got = json.loads(out)
+        self.assertEqual(got["config"]["krls_tracker"]["max_basis"], 40)
+        self.assertNotIn("learning_rate", got["config"])
+        stats = got["stats"]
+        self.assertEqual(stats["dictionary_size"], 40)
+        self.assertEqual(stats["bases_pruned"], stats["terms_removed"])
+        self.assertGreater(stats["noise_variance"], 0)
+        self.assertIn("\ndictionary size  40\n", text)
+        self.assertIn("\nbases pruned     %d\n" % stats["bases_pruned"], text)
+
+        # Each line: the prediction and its variance; --json: a "variances" array.
+        with open(self.mg_csv) as f:
+            rows = [line.split(",")[:7] for line in f.read().splitlines()[400:403]]
+        xs = ["--x=" + ",".join(r) for r in rows]
+        _, lines, _ = self.okl("predict", *base, *xs, expect=0)
+        pairs = [line.split(" ") for line in lines.splitlines()]
+        self.assertEqual([len(p) for p in pairs], [2, 2, 2])
+        self.assertTrue(all(float(p[1]) > 0 for p in pairs), lines)
+        _, out, _ = self.okl("predict", *base, *xs, "--json", expect=0)
+        got = json.loads(out)
+        self.assertEqual([repr(v) for v in got["predictions"]],
+                         [repr(float(p[0])) for p in pairs])
+        self.assertEqual(len(got["variances"]), 3)
+
+        # The same 400 rows offline give the same losses, bit for bit.
+        config = self.path("tracker.textproto")
+        with open(config, "w") as f:
+            f.write("dim: 7 kernel { gaussian { gamma: 1 } } loss { squared {} }\n"
+                    "krls_tracker { max_basis: 40 noise_variance: 1e-4 forgetting: 0.999 }\n")
+        _, out, _ = self.okl("get", *base, "--json", expect=0)
+        served = json.loads(out)["stats"]["cumulative_loss"]
+        first_rows = self.path("mg30-400.csv")
+        with open(self.mg_csv) as f, open(first_rows, "w") as out:
+            out.write("".join(f.readlines()[:400]))
+        _, out, _ = self.okl("replay", "--config=" + config, "--input=" + first_rows,
+                             "--json", "--output=" + self.path("t.txt"), expect=0)
+        self.assertEqual(json.loads(out)["cumulative_loss"], served)
+
+        # The tracker's flags without --max_basis are a usage error.
+        code, out, err = self.okl("create", "--tenant=tracker", "--model=bad", "--dim=2",
+                                  "--noise_variance=0.1")
+        self.assertEqual((code, out), (2, ""))
+        self.assertIn("--max_basis", err)
+
     # --- Bearer tokens ------------------------------------------------------------------
 
     def test_token_new_prints_a_token_and_the_line_with_its_hash(self):

@@ -356,6 +356,19 @@ ModelConfig RequestModelConfig(uint32_t dim, uint8_t selector) {
   }
   config.learning_rate.eta0 = 0.5;
   config.lambda = 0.01;
+  if (config.kernel.type == KernelType::kPolynomial && (selector & 64) &&
+      config.loss.type == LossType::kSquared) {
+    // The polynomial kernel with bit 6 and the squared loss: a KRLS tracker (with the
+    // regret window of bit 5, if set), which has no learning rate, budget or averaging.
+    config.learning_rate = {};
+    config.lambda = 0;
+    config.offset = false;
+    config.budget = {};
+    config.averaged = false;
+    config.averaging_window = 0;
+    config.sparse = {};
+    config.krls_tracker = {.max_basis = 6, .noise_variance = 1e-3, .forgetting = 0.99};
+  }
   return config;
 }
 

@@ -96,6 +96,17 @@ std::string TrainedSnapshot(const ModelConfig& config, int steps, Inputs inputs)
 
 void WriteSnapshots(const fs::path& dir) {
   {
+    // A KRLS tracker with forgetting (its kernel matrix too) and a regret window, pruned
+    // many times over: a dictionary of 4 after 20 steps.
+    ModelConfig config;
+    config.dim = 3;
+    config.kernel = {.type = KernelType::kGaussian, .gamma = 0.7};
+    config.krls_tracker = {.max_basis = 4, .noise_variance = 1e-2, .forgetting = 0.99};
+    config.regret_window = 5;
+    WriteFile(dir / "krls_tracker_forgetting_regret.snap",
+              TrainedSnapshot(config, 20, Inputs::kDense));
+  }
+  {
     // MERGE with an averaging window of 3 steps over 24: retired terms, block ends, and
     // retired terms dropped again.
     ModelConfig config = BaseConfig(3);
@@ -311,6 +322,32 @@ constexpr NamedText kConfigTexts[] = {
        loss { squared {} }
        learning_rate { eta0: 0.5 }
      )pb"},
+    {"krls_tracker.textproto", R"pb(
+       dim: 6
+       kernel { gaussian { gamma: 0.00048828125 } }
+       loss { squared {} }
+       krls_tracker { max_basis: 100 noise_variance: 1e-6 forgetting: 1 }
+     )pb"},
+    {"krls_tracker_laplacian_defaults.textproto", R"pb(
+       dim: 2
+       kernel { laplacian { gamma: 1 } }
+       loss { squared {} }
+       krls_tracker { max_basis: 3 noise_variance: 0.1 }
+       regret_window: 8
+     )pb"},
+    {"reject_krls_tracker_learning_rate.textproto", R"pb(
+       dim: 2
+       kernel { gaussian { gamma: 1 } }
+       loss { squared {} }
+       learning_rate { eta0: 0.5 }
+       krls_tracker { max_basis: 10 noise_variance: 0.1 }
+     )pb"},
+    {"reject_krls_tracker_hinge.textproto", R"pb(
+       dim: 2
+       kernel { gaussian { gamma: 1 } }
+       loss { hinge {} }
+       krls_tracker { max_basis: 10 noise_variance: 0.1 forgetting: 0.5 }
+     )pb"},
     {"reject_eta_lambda_one.textproto", R"pb(
        dim: 2
        kernel { gaussian { gamma: 1 } }
@@ -441,6 +478,10 @@ void WriteRequests(const fs::path& dir) {
         Observe({{Dense({0.2}), 1.0}, {Dense({0.4}), 1.0}, {Dense({-0.3}), -2.0}}));
   write("observe_huge_values_diverge.bin", kObserve | kLinear,
         Observe({{Dense({1e300}), 1e300}, {Dense({-1e300}), 1e300}}));
+  // The polynomial kernel with SMALLEST's bit and the squared loss: a KRLS tracker.
+  write("observe_dense_dim7_krls_tracker.bin", kObserve | kPolynomial | kSmallest,
+        Observe({{Dense(seven), 0.3}, {Dense({0, 0, 0, 1, 0, 0, 0}), -0.2},
+                 {Dense(seven), 0.31}}));
   write("observe_empty.bin", kObserve, Observe({}));
   // Observe, rejected by conversion or validation.
   write("observe_reject_indices_not_increasing.bin", kObserve,
@@ -457,6 +498,8 @@ void WriteRequests(const fs::path& dir) {
   write("predict_dense_dim7_averaged.bin", kPredict | kAveraged, Predict({Dense(seven)}));
   write("predict_sparse_dim4096.bin", kPredict | kPolynomial | kRegretWindow,
         Predict({Sparse({1, 2, 4095}, {0.5, 0.5, 0.5}), Sparse({0}, {-1})}));
+  write("predict_dense_dim7_krls_tracker.bin", kPredict | kPolynomial | kSmallest,
+        Predict({Dense(seven), Dense({1, 1, 1, 1, 1, 1, 1})}));
   write("predict_empty.bin", kPredict, Predict({}));
   write("predict_reject_nan.bin", kPredict, Predict({Dense({nan})}));
   write("predict_reject_index_too_large.bin", kPredict | kLaplacian,

@@ -252,7 +252,7 @@ ModelState SampleState() {
 TEST(ConvertSnapshotTest, StateRoundTripsThroughBytesExactly) {
   const ModelState state = SampleState();
   const v1::ModelSnapshot snapshot = ToProto(state);
-  EXPECT_EQ(snapshot.format_version(), kSnapshotFormatVersion);
+  EXPECT_EQ(snapshot.format_version(), kExpansionSnapshotFormatVersion);
   std::string bytes;
   ASSERT_TRUE(snapshot.SerializeToString(&bytes));
   v1::ModelSnapshot parsed;
@@ -1063,6 +1063,116 @@ TEST(PeekSnapshotConfigTest, JunkAndOtherVersionsAreDataLossAtOnce) {
 }
 
 TEST(SnapshotBytesTest, ChunkSizeIsOneMebibyte) { EXPECT_EQ(kSnapshotChunkBytes, 1u << 20); }
+
+}  // namespace
+}  // namespace okl
+
+namespace okl {
+namespace {
+
+ModelConfig TrackerConfig(double forgetting) {
+  ModelConfig config;
+  config.dim = 3;
+  config.kernel = {.type = KernelType::kLaplacian, .gamma = 0.6};
+  config.loss = {.type = LossType::kSquared};
+  config.regret_window = 7;
+  config.krls_tracker = {.max_basis = 9, .noise_variance = 0.02, .forgetting = forgetting,
+                         .jitter = 1e-7};
+  return config;
+}
+
+TEST(ConvertKrlsTrackerTest, ConfigRoundTripsWithoutALearningRateOrBudget) {
+  const ModelConfig config = TrackerConfig(0.99);
+  const v1::ModelConfig proto = ToProto(config);
+  EXPECT_FALSE(proto.has_learning_rate());
+  EXPECT_FALSE(proto.has_budget());
+  EXPECT_EQ(proto.krls_tracker().max_basis(), 9u);
+  absl::StatusOr<ModelConfig> back = FromProto(proto);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, config);
+}
+
+TEST(ConvertKrlsTrackerTest, UnsetForgettingAndJitterTakeTheirDefaults) {
+  absl::StatusOr<ModelConfig> config = ParseModelConfigText(R"pb(
+    dim: 6 kernel { gaussian { gamma: 0.00048828125 } } loss { squared {} }
+    krls_tracker { max_basis: 100 noise_variance: 1e-6 }
+  )pb");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->krls_tracker.forgetting, 1.0);
+  EXPECT_EQ(config->krls_tracker.jitter, 1e-6);
+  EXPECT_EQ(config->krls_tracker.max_basis, 100u);
+  EXPECT_EQ(config->learning_rate, LearningRateConfig{});
+}
+
+TEST(ConvertKrlsTrackerTest, RefusesTheFieldsItReplacesNamingThem) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"learning_rate { eta0: 0.1 }", "learning_rate must be unset for krls_tracker"},
+      {"budget { max_terms: 10 }", "budget must be unset for krls_tracker"},
+      {"lambda: 0.1", "lambda must be unset for krls_tracker"},
+      {"offset: true", "offset must be unset for krls_tracker"},
+  };
+  for (const auto& [field, message] : cases) {
+    absl::StatusOr<ModelConfig> config = ParseModelConfigText(absl::StrCat(
+        "dim: 2 kernel { gaussian { gamma: 1 } } loss { squared {} } ", field,
+        " krls_tracker { max_basis: 5 noise_variance: 0.1 }"));
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument) << field;
+    EXPECT_THAT(config.status().message(), HasSubstr(message)) << field;
+  }
+  absl::StatusOr<ModelConfig> empty = ParseModelConfigText(
+      "dim: 2 kernel { gaussian { gamma: 1 } } loss { squared {} } krls_tracker {}");
+  EXPECT_THAT(empty.status().message(), HasSubstr("krls_tracker.max_basis must be in [1, 4096]"));
+}
+
+TEST(ConvertKrlsTrackerTest, SnapshotIsVersion3AndContinuesBitIdentically) {
+  for (const double forgetting : {1.0, 0.97}) {
+    SCOPED_TRACE(forgetting);
+    absl::StatusOr<std::unique_ptr<Model>> model = CreateModel(TrackerConfig(forgetting));
+    ASSERT_TRUE(model.ok()) << model.status();
+    for (int t = 0; t < 40; ++t) {
+      const double x[3] = {std::sin(0.3 * t), std::cos(0.2 * t), 0.01 * t};
+      ASSERT_TRUE((*model)->Observe(x, std::sin(0.5 * t)).ok());
+    }
+    const ModelState state = (*model)->ExportState();
+    EXPECT_EQ(state.kernel_matrix.empty(), forgetting == 1.0);
+    const v1::ModelSnapshot snapshot = ToProto(state);
+    EXPECT_EQ(snapshot.format_version(), kSnapshotFormatVersion);
+    const std::string bytes = EncodeOrDie(state);
+    EXPECT_LE(bytes.size(), MaxSnapshotBytes(state.config));
+    absl::StatusOr<ModelState> decoded = DecodeSnapshot(bytes);
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    EXPECT_EQ(*decoded, state);
+    absl::StatusOr<std::unique_ptr<Model>> restored = ModelFromState(*decoded);
+    ASSERT_TRUE(restored.ok()) << restored.status();
+    for (int t = 40; t < 60; ++t) {
+      const double x[3] = {std::sin(0.3 * t), std::cos(0.2 * t), 0.01 * t};
+      absl::StatusOr<Observation> a = (*model)->Observe(x, std::sin(0.5 * t));
+      absl::StatusOr<Observation> b = (*restored)->Observe(x, std::sin(0.5 * t));
+      ASSERT_TRUE(a.ok() && b.ok());
+      EXPECT_EQ(std::bit_cast<uint64_t>(a->prediction), std::bit_cast<uint64_t>(b->prediction));
+    }
+    EXPECT_EQ((*model)->ExportState(), (*restored)->ExportState());
+  }
+}
+
+TEST(ConvertKrlsTrackerTest, StatsCarryTheDictionaryThroughTheSummary) {
+  ModelSummary summary{.tenant = "t", .model = "m", .config = TrackerConfig(1.0)};
+  summary.stats.expansion_size = 9;
+  summary.stats.terms_removed = 31;
+  summary.stats.noise_variance = 0.5;
+  summary.stats.signal_power = 25;
+  const v1::ModelInfo info = ToProto(summary);
+  EXPECT_EQ(info.stats().dictionary_size(), 9u);
+  EXPECT_EQ(info.stats().bases_pruned(), 31u);
+  EXPECT_EQ(info.stats().noise_variance(), 0.5);
+  EXPECT_EQ(info.stats().signal_power(), 25);
+  absl::StatusOr<ModelSummary> back = FromProto(info);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->stats.noise_variance, 0.5);
+  EXPECT_EQ(back->stats.signal_power, 25);
+  // Another kind has no dictionary on the wire.
+  summary.config = BaseConfig();
+  EXPECT_EQ(ToProto(summary).stats().dictionary_size(), 0u);
+}
 
 }  // namespace
 }  // namespace okl

@@ -155,6 +155,17 @@ v1::ModelConfig SparseTubeConfig() {
   )pb");
 }
 
+// The KRLS tracker, pruning on most steps and forgetting: its Q, Sigma and K are state a
+// checkpoint and a replayed log must reproduce to the last bit.
+v1::ModelConfig TrackerConfig() {
+  return ParseConfig(R"pb(
+    dim: 4
+    kernel { gaussian { gamma: 0.7 } }
+    loss { squared {} }
+    krls_tracker { max_basis: 15 noise_variance: 0.01 forgetting: 0.998 }
+  )pb");
+}
+
 // Compares the served model with `twin` to the last bit: its whole state (decoded from
 // Snapshot), its statistics and its predictions at `probes`.
 ::testing::AssertionResult MatchesTwin(Stub& stub, const v1::ModelRef& ref, CoreTwin& twin,
@@ -428,6 +439,7 @@ TEST_P(CrashTest, RestartAfterSigkillHoldsExactlyTheAcknowledgedBatchesAndAWhole
   models.push_back({Ref("acme", "regression"), RegressionConfig(), false, 1});
   models.push_back({Ref("acme", "classifier"), ClassificationConfig(), false, 1});
   models.push_back({Ref("zeta", "shared-sparse"), SparseTubeConfig(), true, 2});
+  models.push_back({Ref("acme", "tracker"), TrackerConfig(), false, 1});
   for (CrashModel& model : models) model.ledger = std::make_unique<Ledger>(model.writers);
   const std::vector<v1::Vector> probes4 = MakeProbes(4, 8, param.seed + 100);
   const std::vector<v1::Vector> probes6 = MakeProbes(6, 8, param.seed + 200, /*sparse=*/true);
@@ -816,9 +828,9 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(DurabilityTest, RestartAfterSigtermRestoresIdenticalModelsAndReplaysNothing) {
   TempDir dir("okl_durability_test");
   const std::vector<v1::ModelRef> refs = {Ref("acme", "regression"), Ref("acme", "classifier"),
-                                          Ref("zeta", "sparse")};
+                                          Ref("zeta", "sparse"), Ref("acme", "tracker")};
   const std::vector<v1::ModelConfig> configs = {RegressionConfig(), ClassificationConfig(),
-                                                SparseTubeConfig()};
+                                                SparseTubeConfig(), TrackerConfig()};
   std::vector<std::unique_ptr<CoreTwin>> twins;
   std::unique_ptr<ServerProcess> server = StartServer(dir.data_dir());
   ASSERT_NE(server, nullptr);
@@ -869,7 +881,7 @@ TEST(DurabilityTest, RestartAfterSigtermRestoresIdenticalModelsAndReplaysNothing
     ASSERT_NE(server, nullptr);
     const std::optional<RestoreReport> report = ParseRestoreReport(server->Log());
     ASSERT_TRUE(report.has_value()) << "no startup line in the log:\n" << server->Log();
-    EXPECT_EQ(report->models, 3);
+    EXPECT_EQ(report->models, 4);
     EXPECT_EQ(report->batches, 0) << server->Log();
     EXPECT_EQ(report->examples, 0) << server->Log();
     EXPECT_THAT(server->Log(), HasSubstr("(0 log batches, 0 examples replayed)"));

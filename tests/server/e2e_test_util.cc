@@ -378,7 +378,8 @@ std::vector<double> CoreTwin::Predict(absl::Span<const v1::Vector> inputs) const
 }
 
 v1::ModelStats CoreTwin::WireStats() const {
-  return ToProto(model_->stats(), model_->config().loss.type);
+  // As GetModel writes them: through the summary, which adds a tracker's dictionary.
+  return ToProto(ModelSummary{.config = model_->config(), .stats = model_->stats()}).stats();
 }
 
 std::vector<double> PredictionsOf(absl::Span<const Observation> observations) {

@@ -44,6 +44,16 @@ constexpr char kHingeConfig[] = R"pb(
   regret_window: 30
 )pb";
 
+// The KRLS tracker: its comparator is the Gaussian-process posterior mean on the window
+// (lambda = noise_variance / n; core/config.h's ComparatorLambda).
+constexpr char kTrackerConfig[] = R"pb(
+  dim: 3
+  kernel { gaussian { gamma: 0.8 } }
+  loss { squared {} }
+  krls_tracker { max_basis: 20 noise_variance: 0.01 }
+  regret_window: 40
+)pb";
+
 // Polls GetModel until the regret covers the model's latest step.
 absl::StatusOr<v1::ModelInfo> WaitForFreshRegret(v1::OnlineKernelLearning::Stub& stub,
                                                  const v1::ModelRef& ref) {
@@ -112,7 +122,8 @@ TEST_P(RegretByLossE2ETest, GetModelReportsTheCoreRegretOfTheLatestWindow) {
 
 INSTANTIATE_TEST_SUITE_P(Losses, RegretByLossE2ETest,
                          ::testing::Values(LossCase{"squared", kSquaredConfig},
-                                           LossCase{"hinge", kHingeConfig}),
+                                           LossCase{"hinge", kHingeConfig},
+                                           LossCase{"krls_tracker", kTrackerConfig}),
                          [](const ::testing::TestParamInfo<LossCase>& info) {
                            return std::string(info.param.name);
                          });

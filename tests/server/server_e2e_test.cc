@@ -32,6 +32,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/io/data_reader.h"
+#include "core/input_batch.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
@@ -191,6 +192,15 @@ constexpr char kRandomFeaturesConfig[] = R"pb(
   random_features { dimension: 64 seed: 9 }
 )pb";
 
+// The KRLS tracker: a dictionary small enough that it prunes on most steps, forgetting
+// (so its kernel matrix is state too).
+constexpr char kKrlsTrackerConfig[] = R"pb(
+  dim: 3
+  kernel { gaussian { gamma: 0.8 } }
+  loss { squared {} }
+  krls_tracker { max_basis: 12 noise_variance: 0.01 forgetting: 0.995 }
+)pb";
+
 // A squared-loss linear model with a huge rate on growing inputs: every step multiplies
 // the prediction by ~eta x^2, so some step overflows (as in tests/core/norma_test.cc).
 constexpr char kDivergingConfig[] = R"pb(
@@ -296,6 +306,29 @@ class ServerSuite : public ::testing::Test {
     absl::StatusOr<ModelFingerprint> now = Fingerprint(stub(), trained.ref, trained.probes);
     ASSERT_TRUE(now.ok()) << "after " << after << ": " << now.status();
     EXPECT_EQ(*now, trained.fingerprint) << "the model changed after " << after;
+  }
+
+  // A change to a valid config, and what the refusal's message must say.
+  struct ConfigChange {
+    std::string what;
+    std::function<void(v1::ModelConfig&)> change;
+    std::string message;
+  };
+
+  // Each change of `valid` makes CreateModel INVALID_ARGUMENT with its message, and creates
+  // nothing.
+  static void ExpectRefused(const v1::ModelRef& ref, const v1::ModelConfig& valid,
+                            const std::vector<ConfigChange>& changes) {
+    v1::ModelInfo info;
+    for (const ConfigChange& c : changes) {
+      SCOPED_TRACE(c.what);
+      v1::ModelConfig config = valid;
+      c.change(config);
+      const grpc::Status status = CreateModel(stub(), ref, config, &info);
+      EXPECT_TRUE(HasCode(status, Code::INVALID_ARGUMENT)) << status.error_message();
+      EXPECT_THAT(status.error_message(), HasSubstr(c.message));
+      ExpectAbsent(ref, c.what);
+    }
   }
 
   static void ExpectAbsent(const v1::ModelRef& ref, absl::string_view after) {
@@ -759,7 +792,9 @@ INSTANTIATE_TEST_SUITE_P(
         EquivalenceCase{"SparseLaplacianRandomFeaturesAveraged", kRandomFeaturesConfig, true},
         EquivalenceCase{"SparseStorageLaplacianNuHinge", kSparseHingeConfig, true, 40},
         EquivalenceCase{"SparseStorageDenseInputs", kSparseHingeConfig, false, 40},
-        EquivalenceCase{"SparseStorageAveragedLogistic", kSparseStorageAveragedConfig, true}),
+        EquivalenceCase{"SparseStorageAveragedLogistic", kSparseStorageAveragedConfig, true},
+        EquivalenceCase{"KrlsTrackerForgetting", kKrlsTrackerConfig, false},
+        EquivalenceCase{"KrlsTrackerSparseInputs", kKrlsTrackerConfig, true}),
     [](const ::testing::TestParamInfo<EquivalenceCase>& info) { return info.param.name; });
 
 TEST_F(ServerE2ETest, MackeyGlassReplayOverGrpcEqualsTheCoreBitForBit) {
@@ -826,7 +861,7 @@ TEST_F(ServerE2ETest, SnapshotIsOneChecksummedModelSnapshotInChunksOfAtMostOneMi
   EXPECT_EQ(bytes, WithChecksum(body));
   v1::ModelSnapshot snapshot;
   ASSERT_TRUE(snapshot.ParseFromString(bytes));
-  EXPECT_EQ(snapshot.format_version(), kSnapshotFormatVersion);
+  EXPECT_EQ(snapshot.format_version(), kExpansionSnapshotFormatVersion);
   EXPECT_EQ(snapshot.steps(), 2400u);
   absl::StatusOr<ModelState> state = FromProto(snapshot);
   ASSERT_TRUE(state.ok()) << state.status();
@@ -1314,12 +1349,7 @@ TEST_F(ServerE2ETest, RandomFeatureConfigsAreCheckedAndNeedNoBudget) {
   const v1::ModelRef ref = Ref("e2e", "random-features-config");
   v1::ModelInfo info;
   const v1::ModelConfig valid = ParseConfig(kRandomFeaturesConfig);
-  struct Case {
-    std::string what;
-    std::function<void(v1::ModelConfig&)> change;
-    std::string message;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<ConfigChange> cases = {
       {"a budget", [](v1::ModelConfig& c) { c.mutable_budget()->set_max_terms(10); },
        "budget must be unset"},
       {"odd D", [](v1::ModelConfig& c) { c.mutable_random_features()->set_dimension(63); },
@@ -1333,18 +1363,99 @@ TEST_F(ServerE2ETest, RandomFeatureConfigsAreCheckedAndNeedNoBudget) {
       {"an averaging window",
        [](v1::ModelConfig& c) { c.set_averaging_window(5); }, "averaging_window"},
   };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.what);
-    v1::ModelConfig config = valid;
-    c.change(config);
-    const grpc::Status status = CreateModel(stub(), ref, config, &info);
-    EXPECT_TRUE(HasCode(status, Code::INVALID_ARGUMENT)) << status.error_message();
-    EXPECT_THAT(status.error_message(), HasSubstr(c.message));
-    ExpectAbsent(ref, c.what);
-  }
+  ExpectRefused(ref, valid, cases);
   ASSERT_TRUE(IsOk(CreateModel(stub(), ref, valid, &info)));
   EXPECT_EQ(info.config().random_features().dimension(), 64u);
   EXPECT_EQ(info.stats().expansion_size(), 64u);
+}
+
+TEST_F(ServerE2ETest, KrlsTrackerConfigsAreCheckedNamingTheFieldAndNeedNoBudget) {
+  const v1::ModelRef ref = Ref("e2e", "tracker-config");
+  v1::ModelInfo info;
+  const v1::ModelConfig valid = ParseConfig(kKrlsTrackerConfig);
+  const std::vector<ConfigChange> cases = {
+      {"a learning rate",
+       [](v1::ModelConfig& c) { c.mutable_learning_rate()->set_eta0(0.5); },
+       "learning_rate must be unset for krls_tracker"},
+      {"a budget", [](v1::ModelConfig& c) { c.mutable_budget()->set_max_terms(10); },
+       "budget must be unset for krls_tracker"},
+      {"lambda", [](v1::ModelConfig& c) { c.set_lambda(0.1); }, "lambda must be unset"},
+      {"an offset", [](v1::ModelConfig& c) { c.set_offset(true); }, "offset must be unset"},
+      {"averaged", [](v1::ModelConfig& c) { c.set_averaged(true); }, "averaged must be unset"},
+      {"the hinge loss", [](v1::ModelConfig& c) { c.mutable_loss()->mutable_hinge(); },
+       "needs the squared loss"},
+      {"no max_basis", [](v1::ModelConfig& c) { c.mutable_krls_tracker()->set_max_basis(0); },
+       "krls_tracker.max_basis"},
+      {"over --max_basis",
+       [](v1::ModelConfig& c) { c.mutable_krls_tracker()->set_max_basis(1001); },
+       "--max_basis"},
+      {"no noise variance",
+       [](v1::ModelConfig& c) { c.mutable_krls_tracker()->clear_noise_variance(); },
+       "krls_tracker.noise_variance"},
+      {"forgetting 0", [](v1::ModelConfig& c) { c.mutable_krls_tracker()->set_forgetting(0); },
+       "krls_tracker.forgetting"},
+  };
+  ExpectRefused(ref, valid, cases);
+  ASSERT_TRUE(IsOk(CreateModel(stub(), ref, valid, &info)));
+  EXPECT_EQ(info.config().krls_tracker().max_basis(), 12u);
+  EXPECT_EQ(info.config().krls_tracker().forgetting(), 0.995);
+  EXPECT_EQ(info.config().krls_tracker().jitter(), 1e-6) << "the unset jitter's default";
+  EXPECT_FALSE(info.config().has_learning_rate());
+  EXPECT_EQ(info.stats().dictionary_size(), 0u);
+}
+
+// A tracker's Predict carries one variance per input, bit for bit core's, of the model
+// version that made the predictions; its stats carry the dictionary, the pruned bases and
+// the estimated noise; other kinds carry no variances.
+TEST_F(ServerE2ETest, KrlsTrackerPredictReturnsItsPredictiveVariances) {
+  const v1::ModelRef ref = Ref("e2e", "tracker-variances");
+  const v1::ModelConfig config = ParseConfig(kKrlsTrackerConfig);
+  ASSERT_TRUE(IsOk(CreateModel(stub(), ref, config)));
+  std::unique_ptr<CoreTwin> twin = CoreTwin::Create(config);
+  ASSERT_NE(twin, nullptr);
+  const std::vector<v1::Example> stream = MakeStream(config, 100, 77);
+  v1::ObserveResponse observed;
+  ASSERT_TRUE(IsOk(Observe(stub(), ref, stream, &observed)));
+  twin->Observe(stream);
+  const std::vector<v1::Vector> probes = MakeProbes(config.dim(), 9, 78);
+  v1::PredictResponse response;
+  ASSERT_TRUE(IsOk(Predict(stub(), ref, probes, &response)));
+  ASSERT_EQ(response.variances_size(), 9);
+  std::vector<double> xs;
+  for (const v1::Vector& probe : probes) {
+    const std::vector<double> x = Densify(probe, config.dim());
+    xs.insert(xs.end(), x.begin(), x.end());
+  }
+  std::vector<double> means(9), variances(9);
+  ASSERT_TRUE(twin->model()
+                  .PredictBatchWithVariance(InputBatch::Dense(xs, config.dim()),
+                                            absl::MakeSpan(means), absl::MakeSpan(variances))
+                  .ok());
+  EXPECT_EQ(Bits(response.predictions()), Bits(means));
+  EXPECT_EQ(Bits(response.variances()), Bits(variances));
+  for (const double variance : response.variances()) EXPECT_GT(variance, 0.0);
+
+  v1::ModelInfo info;
+  ASSERT_TRUE(IsOk(GetModel(stub(), ref, &info)));
+  EXPECT_EQ(info.stats().dictionary_size(), 12u);
+  EXPECT_EQ(info.stats().expansion_size(), 12u);
+  EXPECT_EQ(info.stats().bases_pruned(), info.stats().terms_removed());
+  EXPECT_GT(info.stats().bases_pruned(), 0u);
+  EXPECT_GT(info.stats().noise_variance(), 0.0);
+  EXPECT_NEAR(info.stats().noise_variance(), 0.01 * info.stats().signal_power(),
+              1e-12 * info.stats().signal_power());
+
+  // Restored under another name, it continues bit-identically.
+  std::string bytes;
+  ASSERT_TRUE(IsOk(Snapshot(stub(), ref, &bytes)));
+  const v1::ModelRef copy = Ref("e2e", "tracker-copy");
+  ASSERT_TRUE(IsOk(Restore(stub(), copy, bytes, /*chunk_bytes=*/700, &info)));
+  ExpectContinueIdentically(stub(), {ref, copy}, config, 79);
+
+  // A NORMA model's response has no variances.
+  const Trained norma = Train(Ref("e2e", "no-variances"), kRegressionConfig, 20);
+  ASSERT_TRUE(IsOk(Predict(stub(), norma.ref, norma.probes, &response)));
+  EXPECT_EQ(response.variances_size(), 0);
 }
 
 TEST_F(ServerE2ETest, DimensionAboveMaxDimIsRejectedAndCreatesNothing) {

@@ -1,0 +1,509 @@
+#include "core/krls_tracker.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <utility>
+
+#include "Eigen/Cholesky"
+#include "Eigen/Core"
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace okl {
+namespace {
+
+double Dot(const double* a, const double* b, size_t n) {
+  double sum = 0.0;
+  for (size_t i = 0; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+bool AllFinite(const double* values, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(values[i])) return false;
+  }
+  return true;
+}
+
+size_t PackedSize(size_t n) { return n * (n + 1) / 2; }
+
+// The capacity of each of a step's vectors: the dictionary plus the new basis.
+size_t Capacity(const ModelConfig& config) {
+  return size_t{config.krls_tracker.max_basis} + 1;
+}
+
+// The leading dimension of the matrices: the capacity rounded up to a cache line.
+size_t Stride(const ModelConfig& config) {
+  constexpr size_t kLine = kCacheLineBytes / sizeof(double);
+  return (Capacity(config) + kLine - 1) / kLine * kLine;
+}
+
+}  // namespace
+
+size_t KrlsTrackerModel::WorstCaseMemoryBytes(const ModelConfig& config) {
+  const uint64_t capacity = Capacity(config);
+  const uint64_t stride = Stride(config);
+  const uint64_t matrices = config.krls_tracker.forgetting < 1 ? 3 : 2;
+  const uint64_t window = config.regret_window;
+  // The bases, the matrices, nine vectors (mu, the coefficients and Step's seven), and a
+  // Predict's three.
+  return sizeof(double) * (stride * config.dim + matrices * stride * capacity +
+                           12 * capacity + window * (config.dim + 2) + window * window);
+}
+
+KrlsTrackerModel::KrlsTrackerModel(const ModelConfig& config)
+    : Model(config),
+      kernel_(config.kernel, config.dim),
+      noise_variance_(config.krls_tracker.noise_variance),
+      forgetting_(config.krls_tracker.forgetting),
+      jitter_(config.krls_tracker.jitter),
+      keeps_kernel_matrix_(config.krls_tracker.forgetting < 1),
+      capacity_(Capacity(config)),
+      stride_(Stride(config)),
+      basis_columns_(stride_ * config.dim),
+      inverse_kernel_(stride_ * capacity_),
+      posterior_covariance_(stride_ * capacity_),
+      kernel_matrix_(keeps_kernel_matrix_ ? stride_ * capacity_ : 0),
+      posterior_mean_(capacity_),
+      coefficients_(capacity_),
+      k_(capacity_),
+      q_(capacity_),
+      h_(capacity_),
+      kq_(capacity_),
+      next_mean_(capacity_),
+      q_next_mean_(capacity_),
+      pruned_column_(capacity_) {}
+
+absl::StatusOr<std::unique_ptr<KrlsTrackerModel>> KrlsTrackerModel::Create(
+    const ModelConfig& config) {
+  OKL_RETURN_IF_ERROR(ValidateConfig(config));
+  if (!config.krls_tracker_kind()) {
+    return absl::InvalidArgumentError(
+        "a KRLS tracker needs krls_tracker.max_basis > 0 (its dictionary size)");
+  }
+  return std::unique_ptr<KrlsTrackerModel>(new KrlsTrackerModel(config));
+}
+
+void KrlsTrackerModel::MultiplySymmetric(const AlignedVector& matrix, size_t n,
+                                         const double* v, double* out) const {
+  // Column by column (axpy), which the compiler vectorises; each out[i] sums its terms in
+  // the order j = 0, 1, ..., so the result depends on nothing but the inputs.
+  std::fill(out, out + n, 0.0);
+  for (size_t j = 0; j < n; ++j) {
+    const double vj = v[j];
+    const double* column = &matrix[j * stride_];
+    for (size_t i = 0; i < n; ++i) out[i] += column[i] * vj;
+  }
+}
+
+void KrlsTrackerModel::KernelRow(absl::Span<const double> x, double* out) const {
+  if (size_ == 0) return;
+  kernel_.EvaluateRows(basis_columns_.data(), stride_, size_, x, out);
+}
+
+double KrlsTrackerModel::signal_power() const {
+  return signal_power_denominator_ > 0 ? signal_power_numerator_ / signal_power_denominator_
+                                       : 1.0;
+}
+
+double KrlsTrackerModel::PredictUnchecked(absl::Span<const double> x,
+                                          PredictionMode mode) const {
+  // The prediction the next step would make: after its back-off to the prior.
+  AlignedVector k(size_);
+  KernelRow(x, k.data());
+  const double mean = Dot(k.data(), coefficients_.data(), size_);
+  return keeps_kernel_matrix_ ? std::sqrt(forgetting_) * mean : mean;
+}
+
+void KrlsTrackerModel::PredictWithVarianceUnchecked(absl::Span<const double> x, double* mean,
+                                                    double* variance) const {
+  const size_t m = size_;
+  AlignedVector k(m), q(m), h(m);
+  KernelRow(x, k.data());
+  const double kc = Dot(k.data(), coefficients_.data(), m);
+  *mean = keeps_kernel_matrix_ ? std::sqrt(forgetting_) * kc : kc;
+  MultiplySymmetric(inverse_kernel_, m, k.data(), q.data());
+  const double gamma2 =
+      std::max(0.0, kernel_.Evaluate(x, x) + jitter_ - Dot(k.data(), q.data(), m));
+  MultiplySymmetric(posterior_covariance_, m, q.data(), h.data());
+  if (keeps_kernel_matrix_) {
+    AlignedVector kq(m);
+    MultiplySymmetric(kernel_matrix_, m, q.data(), kq.data());
+    for (size_t i = 0; i < m; ++i) h[i] = forgetting_ * h[i] + (1 - forgetting_) * kq[i];
+  }
+  const double function_variance = std::max(0.0, gamma2 + Dot(q.data(), h.data(), m));
+  *variance = signal_power() * (noise_variance_ + function_variance);
+}
+
+absl::StatusOr<Observation> KrlsTrackerModel::FirstStep(absl::Span<const double> x, double y) {
+  const double kxx = kernel_.Evaluate(x, x);
+  const double k = kxx + jitter_;
+  const StepScalars step = ComputeStepScalars(0.0, y);
+  const double evidence = k + noise_variance_;  // the prior variance of y
+  const double inverse = 1 / k;
+  const double mean = y * k / evidence;
+  const double covariance = k - k * k / evidence;
+  const double numerator = y * y / evidence;
+  OKL_RETURN_IF_ERROR(CheckStepFinite(
+      step, std::isfinite(inverse) && std::isfinite(mean) && std::isfinite(covariance) &&
+                std::isfinite(numerator) && std::isfinite(inverse * mean)));
+  at(inverse_kernel_, 0, 0) = inverse;
+  at(posterior_covariance_, 0, 0) = covariance;
+  if (keeps_kernel_matrix_) at(kernel_matrix_, 0, 0) = kxx;
+  posterior_mean_[0] = mean;
+  coefficients_[0] = inverse * mean;
+  for (size_t j = 0; j < config_.dim; ++j) basis_columns_[j * stride_] = x[j];
+  signal_power_numerator_ = numerator;
+  signal_power_denominator_ = 1;
+  size_ = 1;
+  return CommitStepScalars(step, x, y);
+}
+
+absl::StatusOr<Observation> KrlsTrackerModel::Step(absl::Span<const double> x, double y) {
+  OKL_RETURN_IF_ERROR(CheckStepCounter());
+  if (size_ == 0) return FirstStep(x, y);
+  const size_t m = size_;
+  const double lambda = forgetting_;
+  const bool forget = keeps_kernel_matrix_;
+  const double root_lambda = forget ? std::sqrt(lambda) : 1.0;
+
+  // 1-2. Predict with the forgotten posterior, which is not written until the step is
+  // known to succeed: its mean is sqrt(lambda) mu and Sigma' q = lambda Sigma q +
+  // (1 - lambda) K q.
+  KernelRow(x, k_.data());
+  const double kxx = kernel_.Evaluate(x, x);
+  const double kc = Dot(k_.data(), coefficients_.data(), m);
+  const double prediction = forget ? root_lambda * kc : kc;
+  MultiplySymmetric(inverse_kernel_, m, k_.data(), q_.data());
+  const double gamma2 = std::max(0.0, kxx + jitter_ - Dot(k_.data(), q_.data(), m));
+  MultiplySymmetric(posterior_covariance_, m, q_.data(), h_.data());
+  if (forget) {
+    MultiplySymmetric(kernel_matrix_, m, q_.data(), kq_.data());
+    for (size_t i = 0; i < m; ++i) h_[i] = lambda * h_[i] + (1 - lambda) * kq_[i];
+  }
+  const double function_variance = std::max(0.0, gamma2 + Dot(q_.data(), h_.data(), m));
+  const double y_variance = noise_variance_ + function_variance;
+  const StepScalars step = ComputeStepScalars(prediction, y);
+  const double error = y - prediction;
+  const double gain = error / y_variance;
+  const double numerator = signal_power_numerator_ + lambda * error * error / y_variance;
+
+  // 3. The posterior mean with y, over the dictionary and x.
+  for (size_t i = 0; i < m; ++i) next_mean_[i] = root_lambda * posterior_mean_[i] + gain * h_[i];
+  next_mean_[m] = prediction + gain * function_variance;
+  MultiplySymmetric(inverse_kernel_, m, next_mean_.data(), q_next_mean_.data());
+
+  // 4. Keep x, or not, and which basis to prune. With x kept, Q' = [Q 0; 0 0] + p p' /
+  // gamma^2 for p = [q; -1], so Q' mu' = [Q mu'_B + q t; -t] with t = p' mu' / gamma^2,
+  // and diag(Q') = [Q_ii + q_i^2 / gamma^2; 1 / gamma^2]: the criterion needs no Q'.
+  bool reduced = gamma2 < jitter_;
+  const size_t none = std::numeric_limits<size_t>::max();
+  size_t pruned = none;
+  const double t =
+      reduced ? 0.0 : (Dot(q_.data(), next_mean_.data(), m) - next_mean_[m]) / gamma2;
+  if (!reduced && m + 1 > config_.krls_tracker.max_basis) {
+    size_t best = none;
+    double best_error = 0.0;
+    for (size_t i = 0; i < m; ++i) {
+      const double diagonal = at(inverse_kernel_, i, i) + q_[i] * q_[i] / gamma2;
+      const double cost = std::abs(q_next_mean_[i] + q_[i] * t) / diagonal;
+      if (best == none || cost < best_error) {
+        best = i;
+        best_error = cost;
+      }
+    }
+    const double new_cost = std::abs(t) * gamma2;
+    if (new_cost < best_error) {
+      reduced = true;
+    } else {
+      pruned = best;
+    }
+  }
+  const bool update_finite =
+      std::isfinite(gamma2) && std::isfinite(function_variance) && std::isfinite(gain) &&
+      std::isfinite(numerator) && std::isfinite(t) && AllFinite(q_.data(), m) &&
+      AllFinite(h_.data(), m) && AllFinite(next_mean_.data(), m + 1) &&
+      AllFinite(q_next_mean_.data(), m) &&
+      (pruned == none || at(inverse_kernel_, pruned, pruned) + q_[pruned] * q_[pruned] / gamma2 > 0);
+  OKL_RETURN_IF_ERROR(CheckStepFinite(step, update_finite));
+
+  // Commit. Every matrix entry (i, j) is computed by the same expression as (j, i), whose
+  // products p_i p_j commute exactly, so the matrices stay exactly symmetric.
+  signal_power_numerator_ = numerator;
+  signal_power_denominator_ += lambda;
+  const double inverse_y_variance = 1 / y_variance;
+  // Sigma' - h h' / sigma_y^2 on the old dictionary: the whole covariance update of the
+  // reduced step, and the old block of the full one.
+  ConditionOldCovariance(m, inverse_y_variance);
+  if (reduced) {
+    // The reduced update: Q unchanged, x not kept.
+    std::copy_n(next_mean_.begin(), m, posterior_mean_.begin());
+    std::copy_n(q_next_mean_.begin(), m, coefficients_.begin());
+    ++bases_pruned_;
+    return CommitStepScalars(step, x, y);
+  }
+
+  const size_t n = m + 1;
+  // Q' = [Q 0; 0 0] + p p' / gamma^2, p = [q; -1]; and, pruning r, Q' - a a' / a_r for
+  // a = Q'(:, r), in the same pass over Q.
+  const double inverse_gamma2 = 1 / gamma2;
+  q_[m] = -1.0;
+  for (size_t i = 0; i < m; ++i) {
+    at(inverse_kernel_, i, m) = 0.0;
+    at(inverse_kernel_, m, i) = 0.0;
+  }
+  at(inverse_kernel_, m, m) = 0.0;
+  if (pruned == none) {
+    for (size_t j = 0; j < n; ++j) {
+      double* column = &inverse_kernel_[j * stride_];
+      const double qj = q_[j];
+      for (size_t i = 0; i < n; ++i) column[i] += (q_[i] * qj) * inverse_gamma2;
+    }
+  } else {
+    const size_t r = pruned;
+    const double qr = q_[r];
+    for (size_t i = 0; i < n; ++i) {
+      pruned_column_[i] = at(inverse_kernel_, i, r) + (q_[i] * qr) * inverse_gamma2;
+    }
+    const double inverse_pivot = 1 / pruned_column_[r];
+    for (size_t j = 0; j < n; ++j) {
+      double* column = &inverse_kernel_[j * stride_];
+      const double qj = q_[j];
+      const double aj = pruned_column_[j];
+      for (size_t i = 0; i < n; ++i) {
+        column[i] = column[i] + (q_[i] * qj) * inverse_gamma2 -
+                    (pruned_column_[i] * aj) * inverse_pivot;
+      }
+    }
+  }
+  // Sigma' = [Sigma' h; h' sigma_f^2] - p p' / sigma_y^2, p = [h; sigma_f^2]: the old
+  // block is done above, the border here.
+  h_[m] = function_variance;
+  for (size_t i = 0; i < n; ++i) {
+    const double value = h_[i] - (h_[i] * function_variance) * inverse_y_variance;
+    at(posterior_covariance_, i, m) = value;
+    at(posterior_covariance_, m, i) = value;
+  }
+  if (forget) {
+    for (size_t i = 0; i < m; ++i) {
+      at(kernel_matrix_, i, m) = k_[i];
+      at(kernel_matrix_, m, i) = k_[i];
+    }
+    at(kernel_matrix_, m, m) = kxx;
+  }
+  for (size_t j = 0; j < config_.dim; ++j) basis_columns_[j * stride_ + m] = x[j];
+  std::copy_n(next_mean_.begin(), n, posterior_mean_.begin());
+  for (size_t i = 0; i < m; ++i) coefficients_[i] = q_next_mean_[i] + q_[i] * t;
+  coefficients_[m] = -t;
+  size_ = n;
+  if (pruned == none) return CommitStepScalars(step, x, y);
+
+  // Prune basis r: Q of the rest is Q'_ss - Q'_sr Q'_rs / Q'_rr (done above), and the
+  // coefficients Q mu of the rest follow from those with r by the same identity.
+  const size_t r = pruned;
+  const double inverse_pivot = 1 / pruned_column_[r];
+  const double coefficient_r = coefficients_[r];
+  for (size_t i = 0; i < n; ++i) {
+    coefficients_[i] -= pruned_column_[i] * coefficient_r * inverse_pivot;
+  }
+  MoveLastBasisTo(r, n);
+  size_ = m;
+  ++bases_pruned_;
+  return CommitStepScalars(step, x, y);
+}
+
+void KrlsTrackerModel::ConditionOldCovariance(size_t m, double inverse_y_variance) {
+  const bool forget = keeps_kernel_matrix_;
+  const double lambda = forgetting_;
+  for (size_t j = 0; j < m; ++j) {
+    double* sigma = &posterior_covariance_[j * stride_];
+    const double* kernel = forget ? &kernel_matrix_[j * stride_] : nullptr;
+    const double hj = h_[j];
+    for (size_t i = 0; i < m; ++i) {
+      const double forgotten = forget ? lambda * sigma[i] + (1 - lambda) * kernel[i] : sigma[i];
+      sigma[i] = forgotten - (h_[i] * hj) * inverse_y_variance;
+    }
+  }
+}
+
+void KrlsTrackerModel::MoveLastBasisTo(size_t r, size_t n) {
+  const size_t last = n - 1;
+  if (r == last) return;
+  auto move_in = [&](AlignedVector& matrix) {
+    for (size_t i = 0; i < n; ++i) at(matrix, i, r) = at(matrix, i, last);
+    for (size_t j = 0; j < n; ++j) at(matrix, r, j) = at(matrix, last, j);
+  };
+  move_in(inverse_kernel_);
+  move_in(posterior_covariance_);
+  if (keeps_kernel_matrix_) move_in(kernel_matrix_);
+  posterior_mean_[r] = posterior_mean_[last];
+  coefficients_[r] = coefficients_[last];
+  for (size_t j = 0; j < config_.dim; ++j) {
+    basis_columns_[j * stride_ + r] = basis_columns_[j * stride_ + last];
+  }
+}
+
+double KrlsTrackerModel::SquaredNorm() const {
+  // |f|^2 = a' K a for a = Q mu, and K = Q^-1 - jitter I.
+  const double a_mu = Dot(coefficients_.data(), posterior_mean_.data(), size_);
+  const double a_a = Dot(coefficients_.data(), coefficients_.data(), size_);
+  return std::max(0.0, a_mu - jitter_ * a_a);
+}
+
+ModelStats KrlsTrackerModel::stats() const {
+  ModelStats stats = ScalarStats();
+  stats.expansion_size = static_cast<uint32_t>(size_);
+  stats.terms_removed = bases_pruned_;
+  stats.signal_power = signal_power();
+  stats.noise_variance = signal_power() * noise_variance_;
+  return stats;
+}
+
+size_t KrlsTrackerModel::MemoryBytes() const {
+  const size_t doubles =
+      basis_columns_.capacity() + inverse_kernel_.capacity() +
+      posterior_covariance_.capacity() + kernel_matrix_.capacity() +
+      posterior_mean_.capacity() + coefficients_.capacity() + k_.capacity() + q_.capacity() +
+      h_.capacity() + kq_.capacity() + next_mean_.capacity() + q_next_mean_.capacity() +
+      pruned_column_.capacity();
+  return doubles * sizeof(double) + regret_window_.MemoryBytes();
+}
+
+ModelState KrlsTrackerModel::ExportState() const {
+  ModelState state;
+  state.config = config_;
+  const size_t m = size_;
+  const size_t dim = config_.dim;
+  state.support.resize(m * dim);
+  for (size_t i = 0; i < m; ++i) {
+    for (size_t j = 0; j < dim; ++j) state.support[i * dim + j] = basis_columns_[j * stride_ + i];
+  }
+  auto packed = [&](const AlignedVector& matrix) {
+    std::vector<double> out;
+    out.reserve(PackedSize(m));
+    for (size_t i = 0; i < m; ++i) {
+      for (size_t j = 0; j <= i; ++j) out.push_back(at(matrix, i, j));
+    }
+    return out;
+  };
+  state.posterior_mean.assign(posterior_mean_.begin(), posterior_mean_.begin() + m);
+  state.coefficients.assign(coefficients_.begin(), coefficients_.begin() + m);
+  state.posterior_covariance = packed(posterior_covariance_);
+  state.inverse_kernel = packed(inverse_kernel_);
+  if (keeps_kernel_matrix_) state.kernel_matrix = packed(kernel_matrix_);
+  state.signal_power_numerator = signal_power_numerator_;
+  state.signal_power_denominator = signal_power_denominator_;
+  state.terms_removed = bases_pruned_;
+  ExportStateScalars(&state);
+  return state;
+}
+
+absl::StatusOr<std::unique_ptr<KrlsTrackerModel>> KrlsTrackerModel::FromState(
+    const ModelState& state) {
+  const ModelConfig& config = state.config;
+  OKL_ASSIGN_OR_RETURN(std::unique_ptr<KrlsTrackerModel> model, Create(config));
+  auto inconsistent = [](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat("inconsistent model state: ", what));
+  };
+  const size_t dim = config.dim;
+  if (state.support.size() % dim != 0) {
+    return inconsistent(absl::StrCat("support holds ", state.support.size(),
+                                     " values, not a multiple of dim ", dim));
+  }
+  const size_t m = state.support.size() / dim;
+  if (m > config.krls_tracker.max_basis) {
+    return inconsistent(absl::StrCat("the dictionary holds ", m, " bases, more than max_basis ",
+                                     config.krls_tracker.max_basis));
+  }
+  if ((m == 0) != (state.steps == 0)) {
+    return inconsistent(absl::StrCat(m, " bases after ", state.steps,
+                                     " steps (a tracker has bases exactly once it has steps)"));
+  }
+  const size_t packed = PackedSize(m);
+  const size_t kernel_entries = model->keeps_kernel_matrix_ ? packed : 0;
+  if (state.posterior_mean.size() != m || state.coefficients.size() != m ||
+      state.posterior_covariance.size() != packed || state.inverse_kernel.size() != packed ||
+      state.kernel_matrix.size() != kernel_entries) {
+    return inconsistent(absl::StrCat(
+        "for ", m, " bases the tracker needs ", m, " posterior means and coefficients, ",
+        packed, " entries of the covariance and the inverse kernel and ", kernel_entries,
+        " of the kernel matrix; got ", state.posterior_mean.size(), ", ",
+        state.coefficients.size(), ", ", state.posterior_covariance.size(), ", ",
+        state.inverse_kernel.size(), " and ", state.kernel_matrix.size()));
+  }
+  if (!state.added_at.empty() || !state.average_base.empty() || !state.average_mark.empty() ||
+      !state.average_previous.empty() || !state.retired_support.empty() ||
+      !state.retired_sums.empty() || !state.retired_previous_sums.empty() ||
+      !state.retired_at.empty() || !state.weights.empty() || !state.weight_sums.empty() ||
+      !state.sparse_support.ends.empty() || !state.retired_sparse_support.ends.empty() ||
+      state.scale != 1.0 || state.average_sum != 0 || state.average_offset_sum != 0 ||
+      state.average_block_start != 0 || state.average_previous_start != 0 ||
+      state.average_previous_offset_sum != 0 || state.offset != 0) {
+    return inconsistent("a KRLS tracker's state sets fields of another model kind");
+  }
+  OKL_RETURN_IF_ERROR(ValidateStateScalars(state));
+  OKL_RETURN_IF_ERROR(CheckFiniteValues("support", state.support));
+  OKL_RETURN_IF_ERROR(CheckFiniteValues("posterior_mean", state.posterior_mean));
+  OKL_RETURN_IF_ERROR(CheckFiniteValues("coefficients", state.coefficients));
+  OKL_RETURN_IF_ERROR(CheckFiniteValues("posterior_covariance", state.posterior_covariance));
+  OKL_RETURN_IF_ERROR(CheckFiniteValues("inverse_kernel", state.inverse_kernel));
+  OKL_RETURN_IF_ERROR(CheckFiniteValues("kernel_matrix", state.kernel_matrix));
+  const double numerator = state.signal_power_numerator;
+  const double denominator = state.signal_power_denominator;
+  if (!std::isfinite(numerator) || !std::isfinite(denominator) || numerator < 0 ||
+      denominator < 0 || (m > 0 && !(denominator > 0))) {
+    return inconsistent(absl::StrCat("signal power sums ", numerator, " / ", denominator,
+                                     " (both finite and non-negative, the second positive "
+                                     "once the tracker has steps)"));
+  }
+  if (state.terms_removed > state.steps) {
+    return inconsistent(absl::StrCat("bases pruned ", state.terms_removed, " exceed steps ",
+                                     state.steps));
+  }
+  auto unpack = [&](const std::vector<double>& in, AlignedVector& matrix) {
+    for (size_t i = 0, e = 0; i < m; ++i) {
+      for (size_t j = 0; j <= i; ++j, ++e) {
+        model->at(matrix, i, j) = in[e];
+        model->at(matrix, j, i) = in[e];
+      }
+    }
+  };
+  unpack(state.inverse_kernel, model->inverse_kernel_);
+  unpack(state.posterior_covariance, model->posterior_covariance_);
+  if (model->keeps_kernel_matrix_) unpack(state.kernel_matrix, model->kernel_matrix_);
+  if (m > 0) {
+    // Q is the inverse of a positive-definite matrix, so it is one too; Sigma is a
+    // covariance: its diagonal is never negative.
+    Eigen::MatrixXd q(m, m);
+    for (size_t j = 0; j < m; ++j) {
+      for (size_t i = 0; i < m; ++i) q(i, j) = model->at(model->inverse_kernel_, i, j);
+    }
+    if (Eigen::LLT<Eigen::MatrixXd>(q).info() != Eigen::Success) {
+      return inconsistent("inverse_kernel is not positive definite");
+    }
+    for (size_t i = 0; i < m; ++i) {
+      if (model->at(model->posterior_covariance_, i, i) < 0) {
+        return inconsistent(absl::StrCat("posterior_covariance's diagonal entry ", i,
+                                         " is negative"));
+      }
+    }
+  }
+  for (size_t i = 0; i < m; ++i) {
+    for (size_t j = 0; j < dim; ++j) {
+      model->basis_columns_[j * model->stride_ + i] = state.support[i * dim + j];
+    }
+  }
+  std::copy(state.posterior_mean.begin(), state.posterior_mean.end(),
+            model->posterior_mean_.begin());
+  std::copy(state.coefficients.begin(), state.coefficients.end(), model->coefficients_.begin());
+  model->signal_power_numerator_ = numerator;
+  model->signal_power_denominator_ = denominator;
+  model->bases_pruned_ = state.terms_removed;
+  model->size_ = m;
+  model->RestoreStateScalars(state);
+  return model;
+}
+
+}  // namespace okl

@@ -1,0 +1,164 @@
+// core/krls_tracker.h
+//
+// KrlsTrackerModel is the kernel recursive least-squares tracker, KRLS-T (Van Vaerenbergh,
+// Lazaro-Gredilla and Santamaria, "Kernel recursive least-squares tracker for time-varying
+// regression", IEEE TNNLS 23(8), 2012). It keeps a Gaussian-process posterior over the
+// function's values at a dictionary of at most M = config.krls_tracker.max_basis bases
+// b_1..b_m:
+//   f(B) ~ N(mu, s0^2 Sigma),  Q = (K_BB + jitter I)^-1,
+// and predicts y at x with mean k' Q mu and variance s0^2 (sigma_n^2 + sigma_f^2(x)),
+//   sigma_f^2(x) = k(x, x) + jitter - k' Q k + k' Q Sigma Q k,   k = k(B, x),
+// where sigma_n^2 = noise_variance is the noise relative to the signal power s0^2, which
+// the model estimates by maximum likelihood as it goes (1 before the first example).
+//
+// One step on (x, y), O(m^2) time and O(M^2) memory:
+//   1. forget (lambda = forgetting < 1, "back to the prior"): Sigma <- lambda Sigma +
+//      (1 - lambda) K_BB and mu <- sqrt(lambda) mu, so old information fades and the
+//      model tracks a target that drifts;
+//   2. predict: q = Q k, p = q' mu (the prequential prediction), gamma^2 = k(x, x) +
+//      jitter - k' q (what the dictionary cannot represent of x), h = Sigma q,
+//      sigma_f^2 = gamma^2 + q' h, sigma_y^2 = sigma_n^2 + sigma_f^2;
+//   3. condition on y: x joins the dictionary; Q grows by the block-inverse update with
+//      gamma^2, mu and Sigma by the Gaussian conditioning on y with sigma_y^2;
+//   4. prune when the dictionary holds M + 1 bases: drop the basis i whose removal costs
+//      the least predictive error, |(Q mu)_i| / Q_ii (the paper's criterion); when it is
+//      the new one, or when gamma^2 < jitter (x is already represented), x is not kept
+//      and the step is the "reduced" update on the old dictionary.
+// Q, Sigma and K are kept exactly symmetric (every update of entry (i, j) computes the
+// same expression as that of (j, i)), and jitter keeps Q's inverse away from singular.
+// A step that would make the state non-finite (or Q not positive on its diagonal) is
+// FailedPrecondition and changes nothing.
+//
+// The squared loss only; the model has no learning rate, lambda, offset, budget or
+// averaged hypothesis (ValidateConfig refuses them). The same state and input give the
+// same bits, so a restored model continues exactly (within one build).
+//
+// Not thread-safe: const methods may run concurrently with each other, but not with
+// Observe.
+//
+// Example:
+//   okl::ModelConfig config;
+//   config.dim = 6;
+//   config.kernel = {.type = okl::KernelType::kGaussian, .gamma = 1.0 / 2048};
+//   config.loss = {.type = okl::LossType::kSquared};
+//   config.krls_tracker = {.max_basis = 100, .noise_variance = 1e-6};
+//   OKL_ASSIGN_OR_RETURN(std::unique_ptr<okl::Model> model, okl::CreateModel(config));
+//   OKL_ASSIGN_OR_RETURN(okl::Observation o, model->Observe(x, y));  // o.prediction: p_t
+#ifndef OKL_CORE_KRLS_TRACKER_H_
+#define OKL_CORE_KRLS_TRACKER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "core/aligned_allocator.h"
+#include "core/config.h"
+#include "core/kernel.h"
+#include "core/model.h"
+
+namespace okl {
+
+class KrlsTrackerModel : public Model {
+ public:
+  // The dictionary (M + 1 bases of dim values), Q, Sigma and (forgetting < 1) K as
+  // (M + 1) x (M + 1) matrices, the vectors of a step, and the regret window with the
+  // W x W Gram matrix its comparator allocates. A Predict call holds 2 (M + 1) doubles
+  // more while it runs.
+  static size_t WorstCaseMemoryBytes(const ModelConfig& config);
+
+  // InvalidArgument if ValidateConfig(config) fails or config.krls_tracker.max_basis is 0.
+  static absl::StatusOr<std::unique_ptr<KrlsTrackerModel>> Create(const ModelConfig& config);
+  // InvalidArgument if the state is inconsistent: a config Create rejects, more bases than
+  // max_basis, arrays whose sizes disagree with the bases (kernel_matrix empty unless
+  // forgetting < 1), any field of the other kinds set, non-finite numbers, a negative
+  // signal-power sum, Q not positive definite or Sigma negative on its diagonal, more
+  // pruned bases or mistakes than steps, a regret window that does not fit.
+  static absl::StatusOr<std::unique_ptr<KrlsTrackerModel>> FromState(const ModelState& state);
+
+  ModelState ExportState() const override;
+
+  // mu' Q mu, the squared RKHS norm of the posterior mean k(., B) Q mu.
+  double SquaredNorm() const override;
+  ModelStats stats() const override;
+  // m, the bases in the dictionary.
+  size_t expansion_size() const override { return size_; }
+  size_t MemoryBytes() const override;
+  bool has_predictive_variance() const override { return true; }
+
+  // s0^2: the maximum-likelihood signal power (1 before the first example).
+  double signal_power() const;
+
+ protected:
+  absl::StatusOr<Observation> Step(absl::Span<const double> x, double y) override;
+  double PredictUnchecked(absl::Span<const double> x, PredictionMode mode) const override;
+  void PredictWithVarianceUnchecked(absl::Span<const double> x, double* mean,
+                                    double* variance) const override;
+
+ private:
+  // 64-byte aligned, and every column of a matrix too (stride_ is a multiple of 8
+  // doubles): the vectorised loops then never peel a varying number of elements into
+  // scalar code, where exp() may round differently, so the same state and input give the
+  // same bits wherever the heap put them (a restored model continues bit-identically).
+  using AlignedVector = std::vector<double, CacheAlignedAllocator<double>>;
+
+  explicit KrlsTrackerModel(const ModelConfig& config);
+
+  // Entry (i, j) of a matrix, column-major with leading dimension stride_.
+  double& at(AlignedVector& matrix, size_t i, size_t j) const { return matrix[j * stride_ + i]; }
+  double at(const AlignedVector& matrix, size_t i, size_t j) const {
+    return matrix[j * stride_ + i];
+  }
+  // out = A v over the leading n x n block of A.
+  void MultiplySymmetric(const AlignedVector& matrix, size_t n, const double* v,
+                         double* out) const;
+  // k(b_i, x) for the m bases into out.
+  void KernelRow(absl::Span<const double> x, double* out) const;
+  // The first step: the dictionary becomes {x}.
+  absl::StatusOr<Observation> FirstStep(absl::Span<const double> x, double y);
+  // Sigma <- (lambda Sigma + (1 - lambda) K) - h h' / sigma_y^2 over the first m bases:
+  // the back-off to the prior and the conditioning on y, in one pass (h_ holds h).
+  void ConditionOldCovariance(size_t m, double inverse_y_variance);
+  // Removes basis r of the n in the dictionary by moving basis n - 1 into its place.
+  void MoveLastBasisTo(size_t r, size_t n);
+
+  const Kernel kernel_;
+  const double noise_variance_;  // sigma_n^2
+  const double forgetting_;      // lambda
+  const double jitter_;
+  const bool keeps_kernel_matrix_;  // forgetting < 1: back-off needs K_BB
+  const size_t capacity_;           // M + 1: a step holds the new basis before pruning
+  const size_t stride_;             // capacity_ rounded up to a cache line of doubles
+
+  size_t size_ = 0;  // m
+  // The bases coordinate-major, as Kernel::EvaluateRows reads them: coordinate j of
+  // basis i at [j * stride_ + i].
+  AlignedVector basis_columns_;
+  AlignedVector inverse_kernel_;        // Q
+  AlignedVector posterior_covariance_;  // Sigma
+  AlignedVector kernel_matrix_;         // K_BB without jitter; empty unless forgetting < 1
+  AlignedVector posterior_mean_;        // mu
+  // Q mu: the mean's expansion coefficients, f(x) = k(x, B) . coefficients_, computed in
+  // each step from the step's own quantities (and kept in the state), so a prediction
+  // costs O(m dim), not O(m^2).
+  AlignedVector coefficients_;
+  double signal_power_numerator_ = 0.0;
+  double signal_power_denominator_ = 0.0;
+  uint64_t bases_pruned_ = 0;
+
+  // Step's vectors (capacity_ entries each): k, q = Q k, h = Sigma q (and K q), the
+  // candidate mean, Q times it, and a copy of the pruned column.
+  AlignedVector k_;
+  AlignedVector q_;
+  AlignedVector h_;
+  AlignedVector kq_;
+  AlignedVector next_mean_;
+  AlignedVector q_next_mean_;
+  AlignedVector pruned_column_;
+};
+
+}  // namespace okl
+
+#endif  // OKL_CORE_KRLS_TRACKER_H_
