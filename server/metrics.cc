@@ -216,7 +216,9 @@ class ServerMetrics::Impl {
 
   void CollectModels(std::vector<MetricFamily>* families) const {
     MetricFamily expansion_size =
-        Family("okl_model_expansion_size", "Terms stored in the model's kernel expansion.",
+        Family("okl_model_expansion_size",
+               "Terms stored in the model's kernel expansion (a KRLS tracker's dictionary "
+               "bases; a random-feature model's features).",
                MetricType::Gauge);
     MetricFamily steps =
         Family("okl_model_steps_total", "Labelled examples the model has observed.",
@@ -253,6 +255,11 @@ class ServerMetrics::Impl {
     MetricFamily memory =
         Family("okl_model_memory_bytes", "Memory held by the model's expansion, in bytes.",
                MetricType::Gauge);
+    MetricFamily noise_variance = Family(
+        "okl_model_noise_variance",
+        "A KRLS tracker's estimate of the label noise's variance, in the labels' units "
+        "squared: the floor under its predictive variances.",
+        MetricType::Gauge);
 
     double models = 0;
     double omitted = 0;
@@ -298,6 +305,7 @@ class ServerMetrics::Impl {
         add(&truncation, *stats.truncation_error_bound);
       }
       add(&memory, static_cast<double>(summary->memory_bytes));
+      if (summary->config.krls_tracker_kind()) add(&noise_variance, stats.noise_variance);
     }
 
     families->push_back(Single("okl_models", "Models held.", MetricType::Gauge, models));
@@ -313,7 +321,7 @@ class ServerMetrics::Impl {
                                MetricType::Gauge, bytes));
     for (MetricFamily* family :
          {&expansion_size, &steps, &loss, &mistakes, &regret, &regret_per_example,
-          &regret_staleness, &regret_window, &truncation, &memory}) {
+          &regret_staleness, &regret_window, &truncation, &memory, &noise_variance}) {
       if (!family->metric.empty()) families->push_back(std::move(*family));
     }
   }

@@ -416,6 +416,13 @@ TEST(ServerMetricsTest, PerModelSeriesEqualTheModelSummaries) {
       AddModel(registry, "acme", "squared", Config(LossType::kSquared, 64), 25, 12);
   std::shared_ptr<ModelEntry> empty =
       AddModel(registry, "zeta", "empty", Config(LossType::kLogistic), 0, 13);
+  ModelConfig tracker_config = Config(LossType::kSquared);
+  tracker_config.learning_rate = {};
+  tracker_config.lambda = 0;
+  tracker_config.budget = {};
+  tracker_config.krls_tracker = {.max_basis = 10, .noise_variance = 0.01};
+  std::shared_ptr<ModelEntry> tracker =
+      AddModel(registry, "zeta", "tracker", tracker_config, 40, 15);
   ASSERT_TRUE(hinge->ComputeRegret().ok());
   Feed(*hinge, 7, 14);  // the regret now lags by 7 steps
   ServerMetrics metrics(&registry, nullptr, {});
@@ -423,7 +430,7 @@ TEST(ServerMetricsTest, PerModelSeriesEqualTheModelSummaries) {
   const Exposition exposition = Parse(metrics.Scrape());
   double terms = 0;
   double bytes = 0;
-  for (const std::shared_ptr<ModelEntry>& entry : {hinge, squared, empty}) {
+  for (const std::shared_ptr<ModelEntry>& entry : {hinge, squared, empty, tracker}) {
     const ModelSummary summary = SummaryOf(*entry);
     const ModelStats& stats = summary.stats;
     terms += stats.expansion_size;
@@ -443,6 +450,13 @@ TEST(ServerMetricsTest, PerModelSeriesEqualTheModelSummaries) {
           << name;
     } else {
       EXPECT_FALSE(exposition.Has(Key("okl_model_mistakes_total", labels))) << name;
+    }
+    if (summary.config.krls_tracker_kind()) {
+      EXPECT_GT(stats.noise_variance, 0.0);
+      ExpectPrinted(exposition.Value(Key("okl_model_noise_variance", labels)),
+                    stats.noise_variance, name);
+    } else {
+      EXPECT_FALSE(exposition.Has(Key("okl_model_noise_variance", labels))) << name;
     }
     if (stats.truncation_error_bound.has_value()) {
       ExpectPrinted(exposition.Value(Key("okl_model_truncation_error_bound", labels)),
@@ -475,7 +489,7 @@ TEST(ServerMetricsTest, PerModelSeriesEqualTheModelSummaries) {
   EXPECT_EQ(hinge_summary.stats.regret->window, 32u);
   EXPECT_GT(hinge_summary.stats.mistakes, 0u);
 
-  EXPECT_EQ(exposition.Value("okl_models"), 3);
+  EXPECT_EQ(exposition.Value("okl_models"), 4);
   EXPECT_EQ(exposition.Value("okl_metrics_models_omitted"), 0);
   EXPECT_EQ(exposition.Value("okl_expansion_terms"), terms);
   EXPECT_EQ(exposition.Value("okl_expansion_bytes"), bytes);
