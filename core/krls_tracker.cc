@@ -315,15 +315,22 @@ absl::StatusOr<Observation> KrlsTrackerModel::Step(absl::Span<const double> x, d
 }
 
 void KrlsTrackerModel::ConditionOldCovariance(size_t m, double inverse_y_variance) {
-  const bool forget = keeps_kernel_matrix_;
+  const double* h = h_.data();
+  if (!keeps_kernel_matrix_) {
+    for (size_t j = 0; j < m; ++j) {
+      double* sigma = &posterior_covariance_[j * stride_];
+      const double hj = h[j];
+      for (size_t i = 0; i < m; ++i) sigma[i] -= (h[i] * hj) * inverse_y_variance;
+    }
+    return;
+  }
   const double lambda = forgetting_;
   for (size_t j = 0; j < m; ++j) {
     double* sigma = &posterior_covariance_[j * stride_];
-    const double* kernel = forget ? &kernel_matrix_[j * stride_] : nullptr;
-    const double hj = h_[j];
+    const double* kernel = &kernel_matrix_[j * stride_];
+    const double hj = h[j];
     for (size_t i = 0; i < m; ++i) {
-      const double forgotten = forget ? lambda * sigma[i] + (1 - lambda) * kernel[i] : sigma[i];
-      sigma[i] = forgotten - (h_[i] * hj) * inverse_y_variance;
+      sigma[i] = (lambda * sigma[i] + (1 - lambda) * kernel[i]) - (h[i] * hj) * inverse_y_variance;
     }
   }
 }

@@ -15,6 +15,7 @@ packages=(
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   openssl  # the TLS tests and bench/security_cost.sh make their certificates with it
+  libdlib-dev  # bench/krls_peer_bench.cc: dlib's krls, the peer of okl's KRLS tracker
   # the Python client test: stubs generated at test time with protoc + grpc_python_plugin
   python3 python3-grpcio python3-protobuf python3-yaml
   # the metrics tests: promtool checks the exposition, a real Prometheus scrapes the server
