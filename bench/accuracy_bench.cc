@@ -27,6 +27,8 @@
 //   build/release/bench/okl_accuracy_bench                        # the shipped examples
 //   build/release/bench/okl_accuracy_bench --format=markdown      # for README.md
 //   build/release/bench/okl_accuracy_bench --configs=/tmp/lorenz.textproto --format=json
+//   build/release/bench/okl_accuracy_bench --configs=client/examples/lorenz_krls.textproto \
+//       --sizes=30,50,100,200                                     # one row per size
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -46,7 +48,9 @@
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -75,6 +79,10 @@ ABSL_FLAG(bool, averaged_too, false,
           "of the current model f_{T+1}");
 ABSL_FLAG(int64_t, max_rows, 0, "use at most N rows of each data file (0: all)");
 ABSL_FLAG(int64_t, chunk, 256, "examples per ObserveBatch call");
+ABSL_FLAG(std::string, sizes, "",
+          "comma-separated model sizes: run each config once per size, with its "
+          "budget.max_terms, random_features.dimension or krls_tracker.max_basis set to it "
+          "(empty: as the config says)");
 
 namespace {
 
@@ -225,9 +233,23 @@ absl::Status Prefixed(absl::string_view context, const absl::Status& status) {
   return absl::Status(status.code(), absl::StrCat(context, ": ", status.message()));
 }
 
-// Runs the config file `name` on its data set. Errors name the files they concern.
+// `config` with its size set to `size`: the budget's max_terms, the number of random
+// features, or the tracker's max_basis, whichever bounds this kind.
+ModelConfig Resized(ModelConfig config, uint32_t size) {
+  if (config.krls_tracker_kind()) {
+    config.krls_tracker.max_basis = size;
+  } else if (config.random_features.dimension > 0) {
+    config.random_features.dimension = size;
+  } else {
+    config.budget.max_terms = size;
+  }
+  return config;
+}
+
+// Runs the config file `name` on its data set, at `size` if given. Errors name the files
+// they concern.
 absl::StatusOr<Row> RunConfig(const std::string& name, DataFiles& files, size_t chunk,
-                              bool averaged_too) {
+                              bool averaged_too, std::optional<uint32_t> size) {
   Row row;
   row.config_name = name;
   row.data = DataSpecFor(name);
@@ -238,6 +260,11 @@ absl::StatusOr<Row> RunConfig(const std::string& name, DataFiles& files, size_t 
   OKL_ASSIGN_OR_RETURN(const std::string path, ResolveConfigPath(name));
   OKL_ASSIGN_OR_RETURN(const std::string text, okl::ReadFile(path));
   OKL_ASSIGN_OR_RETURN(row.config, okl::ParseModelConfigText(text, name));
+  if (size.has_value()) {
+    row.config = Resized(row.config, *size);
+    OKL_RETURN_IF_ERROR(Prefixed(absl::StrCat(name, " at size ", *size),
+                                 okl::ValidateConfig(row.config)));
+  }
   const Task task = row.data->task;
   absl::StatusOr<const Dataset*> train_data =
       files.Get(task, row.data->train_file, row.config.dim);
@@ -312,6 +339,16 @@ std::string DataLabel(const Row& row) {
   return absl::StrCat(row.data->prefix, " (L=", row.config.dim, ")");
 }
 
+// The config's kind and size: "KRLS-T M=100", "NORMA OLDEST B=512", "RFF D=1000".
+std::string ModelLabel(const ModelConfig& config) {
+  if (config.krls_tracker_kind()) return absl::StrCat("KRLS-T M=", config.krls_tracker.max_basis);
+  if (config.random_features.dimension > 0) {
+    return absl::StrCat("RFF D=", config.random_features.dimension);
+  }
+  return absl::StrCat("NORMA ", absl::AsciiStrToUpper(okl::BudgetPolicyName(config.budget.policy)),
+                      " B=", config.budget.max_terms);
+}
+
 // Prints `cells` (the header first) with padded columns: the first two left-aligned, the
 // rest right-aligned; as a Markdown table if `markdown`.
 void PrintTable(const std::vector<std::vector<std::string>>& cells, bool markdown) {
@@ -350,7 +387,7 @@ void PrintTables(const std::vector<Row>& rows, bool markdown) {
     classification[0].push_back(column);
   }
   std::vector<std::vector<std::string>> regression = {
-      {"config", "data", "steps", "MSE last 1,000", "dB", "MSE all", "dB", "terms",
+      {"config", "data", "model", "steps", "MSE last 1,000", "dB", "MSE all", "dB", "terms",
        "model bytes", "us/step"}};
   for (const Row& row : rows) {
     if (row.data->task == Task::kClassification) {
@@ -368,7 +405,8 @@ void PrintTables(const std::vector<Row>& rows, bool markdown) {
       }
       classification.push_back(std::move(line));
     } else {
-      regression.push_back({row.config_name, DataLabel(row), Grouped(row.train_rows),
+      regression.push_back({row.config_name, DataLabel(row), ModelLabel(row.config),
+                            Grouped(row.train_rows),
                             absl::StrFormat("%.3g", row.steady_mse),
                             absl::StrFormat("%.1f", 10 * std::log10(row.steady_mse)),
                             absl::StrFormat("%.3g", row.mse),
@@ -392,6 +430,7 @@ void PrintJson(const std::vector<Row>& rows) {
         .AddString("task",
                    row.data->task == Task::kClassification ? "classification" : "regression")
         .AddUint("dim", row.config.dim)
+        .AddString("model", ModelLabel(row.config))
         .AddUint("steps", row.train_rows);
     if (row.data->task == Task::kClassification) {
       json.AddDouble("prequential_accuracy", row.prequential_accuracy)
@@ -438,12 +477,25 @@ absl::Status Run() {
   }
 
   const Clock::time_point start = Clock::now();
+  std::vector<std::optional<uint32_t>> sizes;
+  for (absl::string_view part :
+       absl::StrSplit(absl::GetFlag(FLAGS_sizes), ',', absl::SkipWhitespace())) {
+    uint32_t size = 0;
+    if (!absl::SimpleAtoi(part, &size) || size == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--sizes: \"", part, "\" is not a positive size"));
+    }
+    sizes.push_back(size);
+  }
+  if (sizes.empty()) sizes.push_back(std::nullopt);
   std::vector<Row> rows;
   for (const std::string& name : names) {
-    OKL_ASSIGN_OR_RETURN(Row row,
-                         RunConfig(name, files, static_cast<size_t>(absl::GetFlag(FLAGS_chunk)),
-                                   absl::GetFlag(FLAGS_averaged_too)));
-    rows.push_back(std::move(row));
+    for (const std::optional<uint32_t> size : sizes) {
+      OKL_ASSIGN_OR_RETURN(
+          Row row, RunConfig(name, files, static_cast<size_t>(absl::GetFlag(FLAGS_chunk)),
+                             absl::GetFlag(FLAGS_averaged_too), size));
+      rows.push_back(std::move(row));
+    }
   }
   if (format == "json") {
     PrintJson(rows);
