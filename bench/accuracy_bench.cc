@@ -1,8 +1,8 @@
 // bench/accuracy_bench.cc
 //
 // okl_accuracy_bench: okl's accuracy table, reproduced in one command. Each config (an
-// okl.v1.ModelConfig in protobuf text format) makes a fresh model (okl::CreateModel) in this process,
-// which learns in one pass over the data set its file name selects:
+// okl.v1.ModelConfig in protobuf text format) makes a fresh model (okl::CreateModel) in this
+// process, which learns in one pass over the data set its file name selects:
 //   a9a*     one pass over data/a9a_train.txt (LIBSVM), then data/a9a_test.txt. Reports
 //            the prequential accuracy (1 - mistakes / steps, a mistake being
 //            sign(p_t) != y_t, p_t = 0 included), the test accuracy (the same rule on
@@ -56,8 +56,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "client/io/json_writer.h"
 #include "client/io/data_reader.h"
+#include "client/io/json_writer.h"
 #include "client/replay.h"
 #include "core/config.h"
 #include "core/file.h"
@@ -262,8 +262,8 @@ absl::StatusOr<Row> RunConfig(const std::string& name, DataFiles& files, size_t 
   OKL_ASSIGN_OR_RETURN(row.config, okl::ParseModelConfigText(text, name));
   if (size.has_value()) {
     row.config = Resized(row.config, *size);
-    OKL_RETURN_IF_ERROR(Prefixed(absl::StrCat(name, " at size ", *size),
-                                 okl::ValidateConfig(row.config)));
+    OKL_RETURN_IF_ERROR(
+        Prefixed(absl::StrCat(name, " at size ", *size), okl::ValidateConfig(row.config)));
   }
   const Task task = row.data->task;
   absl::StatusOr<const Dataset*> train_data =
@@ -341,11 +341,13 @@ std::string DataLabel(const Row& row) {
 
 // The config's kind and size: "KRLS-T M=100", "NORMA OLDEST B=512", "RFF D=1000".
 std::string ModelLabel(const ModelConfig& config) {
-  if (config.krls_tracker_kind()) return absl::StrCat("KRLS-T M=", config.krls_tracker.max_basis);
+  if (config.krls_tracker_kind())
+    return absl::StrCat("KRLS-T M=", config.krls_tracker.max_basis);
   if (config.random_features.dimension > 0) {
     return absl::StrCat("RFF D=", config.random_features.dimension);
   }
-  return absl::StrCat("NORMA ", absl::AsciiStrToUpper(okl::BudgetPolicyName(config.budget.policy)),
+  return absl::StrCat("NORMA ",
+                      absl::AsciiStrToUpper(okl::BudgetPolicyName(config.budget.policy)),
                       " B=", config.budget.max_terms);
 }
 
@@ -386,9 +388,9 @@ void PrintTables(const std::vector<Row>& rows, bool markdown) {
   for (const char* column : {"terms", "model bytes", "train ex/s", "test pred/s"}) {
     classification[0].push_back(column);
   }
-  std::vector<std::vector<std::string>> regression = {
-      {"config", "data", "model", "steps", "MSE last 1,000", "dB", "MSE all", "dB", "terms",
-       "model bytes", "us/step"}};
+  std::vector<std::vector<std::string>> regression = {{"config", "data", "model", "steps",
+                                                       "MSE last 1,000", "dB", "MSE all", "dB",
+                                                       "terms", "model bytes", "us/step"}};
   for (const Row& row : rows) {
     if (row.data->task == Task::kClassification) {
       std::vector<std::string> line = {row.config_name, DataLabel(row), Grouped(row.train_rows),
@@ -406,8 +408,7 @@ void PrintTables(const std::vector<Row>& rows, bool markdown) {
       classification.push_back(std::move(line));
     } else {
       regression.push_back({row.config_name, DataLabel(row), ModelLabel(row.config),
-                            Grouped(row.train_rows),
-                            absl::StrFormat("%.3g", row.steady_mse),
+                            Grouped(row.train_rows), absl::StrFormat("%.3g", row.steady_mse),
                             absl::StrFormat("%.1f", 10 * std::log10(row.steady_mse)),
                             absl::StrFormat("%.3g", row.mse),
                             absl::StrFormat("%.1f", 10 * std::log10(row.mse)),

@@ -55,9 +55,9 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "core/config.h"
-#include "core/norma.h"
 #include "core/input_batch.h"
 #include "core/krls_tracker.h"
+#include "core/norma.h"
 #include "core/random_features.h"
 
 namespace okl {
@@ -411,7 +411,8 @@ const Examples& SeriesPool(int64_t dim) {
   Examples examples;
   std::vector<double> series(kPoolSize + dim + 1);
   for (size_t t = 0; t < series.size(); ++t) {
-    series[t] = std::sin(0.05 * static_cast<double>(t)) + 0.5 * std::sin(0.011 * static_cast<double>(t));
+    series[t] = std::sin(0.05 * static_cast<double>(t)) +
+                0.5 * std::sin(0.011 * static_cast<double>(t));
   }
   for (size_t i = 0; i < kPoolSize; ++i) {
     for (int64_t j = 0; j < dim; ++j) examples.xs.push_back(series[i + dim - 1 - j]);
@@ -421,7 +422,8 @@ const Examples& SeriesPool(int64_t dim) {
 }
 
 KrlsTrackerModel* PrefilledTracker(benchmark::State& state, int64_t bases, int64_t dim) {
-  static auto* models = new std::map<std::pair<int64_t, int64_t>, std::unique_ptr<KrlsTrackerModel>>();
+  static auto* models =
+      new std::map<std::pair<int64_t, int64_t>, std::unique_ptr<KrlsTrackerModel>>();
   if (auto it = models->find({bases, dim}); it != models->end()) return it->second.get();
   ModelConfig config;
   config.dim = static_cast<uint32_t>(dim);
@@ -442,6 +444,10 @@ KrlsTrackerModel* PrefilledTracker(benchmark::State& state, int64_t bases, int64
       return nullptr;
     }
   }
+  if ((*model)->expansion_size() != static_cast<size_t>(bases)) {
+    state.SkipWithError("the prefill did not fill the dictionary");
+    return nullptr;
+  }
   return models->emplace(std::make_pair(bases, dim), *std::move(model)).first->second.get();
 }
 
@@ -449,7 +455,12 @@ void BM_ObserveKrlsTracker(benchmark::State& state) {
   const int64_t dim = state.range(1);
   KrlsTrackerModel* model = PrefilledTracker(state, state.range(0), dim);
   if (model == nullptr) return;
+  const uint64_t pruned_before = model->stats().terms_removed;
   ObserveThePool(state, *model, SeriesPool(dim), dim);
+  // Each step drops a basis (an old one, or the new input): the dictionary stays full.
+  state.counters["pruned_per_step"] =
+      static_cast<double>(model->stats().terms_removed - pruned_before) /
+      static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
 }
 
 void BM_PredictKrlsTracker(benchmark::State& state) {
@@ -462,7 +473,8 @@ void BM_PredictKrlsTracker(benchmark::State& state) {
   double variance = 0.0;
   for (auto _ : state) {
     const absl::Status status = model->PredictBatchWithVariance(
-        InputBatch::Dense(PoolInput(pool, dim, i++ & (kPoolSize - 1)), static_cast<size_t>(dim)),
+        InputBatch::Dense(PoolInput(pool, dim, i++ & (kPoolSize - 1)),
+                          static_cast<size_t>(dim)),
         absl::MakeSpan(&mean, 1), absl::MakeSpan(&variance, 1));
     if (!status.ok()) {
       state.SkipWithError(("Predict: " + status.ToString()).c_str());

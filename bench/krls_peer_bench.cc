@@ -24,11 +24,11 @@
 // (10 log10), the dictionary size at the end, and the wall time (std::chrono::steady_clock)
 // of the loop of predict + update divided by the steps; for dlib's reported runs also
 // that of a second, identical pass that only trains (dlib's train does not predict; okl's
-// Observe always does). Inputs are converted to dlib's matrix type before either clock starts; dlib's
-// matrix products go through the system BLAS (Debian's default: the reference one).
-// A benchmark, not a test: exits 0 whatever the numbers; 1, the error on stderr, if a data
-// file cannot be read, a flag is malformed, or a model fails (okl's Observe returns an
-// error, dlib throws). A dlib prediction that is not finite is reported as such (nan).
+// Observe always does). Inputs are converted to dlib's matrix type before either clock starts;
+// dlib's matrix products go through the system BLAS (Debian's default: the reference one). A
+// benchmark, not a test: exits 0 whatever the numbers; 1, the error on stderr, if a data file
+// cannot be read, a flag is malformed, or a model fails (okl's Observe returns an error, dlib
+// throws). A dlib prediction that is not finite is reported as such (nan).
 //
 // Example:
 //   cmake --build build/release --target okl_krls_peer_bench
@@ -479,8 +479,9 @@ absl::Status Run() {
         absl::StrCat("--report=", report, ": expected best or all"));
   }
   // okl validates a noise variance itself (CreateModel names the field).
-  OKL_ASSIGN_OR_RETURN(const std::vector<double> noise_variances,
-                       ParseGrid("okl_noise_variances", absl::GetFlag(FLAGS_okl_noise_variances)));
+  OKL_ASSIGN_OR_RETURN(
+      const std::vector<double> noise_variances,
+      ParseGrid("okl_noise_variances", absl::GetFlag(FLAGS_okl_noise_variances)));
   OKL_ASSIGN_OR_RETURN(const std::vector<double> tolerances,
                        ParseGrid("dlib_tolerances", absl::GetFlag(FLAGS_dlib_tolerances)));
   OKL_ASSIGN_OR_RETURN(const std::vector<Learner> learners,

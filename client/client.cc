@@ -323,8 +323,8 @@ absl::StatusOr<ObserveResult> Client::Observe(const ModelId& id, absl::Span<cons
 }
 
 absl::StatusOr<std::vector<double>> Client::Predict(const ModelId& id,
-                                                    absl::Span<const double> xs,
-                                                    uint32_t dim, std::vector<bool>* novel,
+                                                    absl::Span<const double> xs, uint32_t dim,
+                                                    std::vector<bool>* novel,
                                                     std::vector<double>* variances) const {
   if (dim == 0 || xs.size() % dim != 0) {
     return absl::InvalidArgumentError(

@@ -76,7 +76,8 @@ absl::StatusOr<std::vector<double>> LocalModel::Predict(absl::Span<const double>
   return predictions;
 }
 
-absl::StatusOr<PredictResult> LocalModel::PredictWithVariance(absl::Span<const double> xs) const {
+absl::StatusOr<PredictResult> LocalModel::PredictWithVariance(
+    absl::Span<const double> xs) const {
   if (!config().krls_tracker_kind()) {
     OKL_ASSIGN_OR_RETURN(std::vector<double> predictions, Predict(xs));
     return PredictResult{.predictions = std::move(predictions)};

@@ -55,9 +55,6 @@ struct ModelId {
   friend bool operator==(const ModelId&, const ModelId&) = default;
 };
 
-// What one Observe reports: per example, in order, the prequential prediction p_t =
-// f_t(x_t) (made before the example's update) and its loss; then the model's state after
-// the last example.
 // Predictions with, for a model that has one (a KRLS tracker), the predictive variance of
 // each: empty for the other kinds.
 struct PredictResult {
@@ -65,6 +62,9 @@ struct PredictResult {
   std::vector<double> variances;
 };
 
+// What one Observe reports: per example, in order, the prequential prediction p_t =
+// f_t(x_t) (made before the example's update) and its loss; then the model's state after
+// the last example.
 struct ObserveResult {
   std::vector<double> predictions;
   std::vector<double> losses;
@@ -93,7 +93,8 @@ class ModelInterface {
   virtual absl::StatusOr<std::vector<double>> Predict(absl::Span<const double> xs) const = 0;
   // The same with the predictive variances of a KRLS tracker (PredictResult::variances,
   // empty for the other kinds), of the same model version as the predictions.
-  virtual absl::StatusOr<PredictResult> PredictWithVariance(absl::Span<const double> xs) const = 0;
+  virtual absl::StatusOr<PredictResult> PredictWithVariance(
+      absl::Span<const double> xs) const = 0;
 
   // The model's configuration and statistics now.
   virtual absl::StatusOr<ModelSummary> Summary() const = 0;

@@ -40,7 +40,8 @@ absl::StatusOr<std::vector<double>> RemoteModel::Predict(absl::Span<const double
   return client_.Predict(id_, xs, config_.dim);
 }
 
-absl::StatusOr<PredictResult> RemoteModel::PredictWithVariance(absl::Span<const double> xs) const {
+absl::StatusOr<PredictResult> RemoteModel::PredictWithVariance(
+    absl::Span<const double> xs) const {
   PredictResult result;
   OKL_ASSIGN_OR_RETURN(result.predictions,
                        client_.Predict(id_, xs, config_.dim, nullptr, &result.variances));

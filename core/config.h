@@ -44,7 +44,7 @@ inline constexpr uint32_t kMaxAveragingWindow = 1u << 24;
 // dim may be far larger; its memory is bounded by max_terms * max_nonzeros instead.
 inline constexpr uint32_t kMaxSparseDimension = 1u << 24;
 inline constexpr uint32_t kMaxNonZeros = 65536;
-// A KRLS tracker holds three (M + 1) x (M + 1) matrices: 4096 bases take 400 MiB.
+// A KRLS tracker holds up to three (M + 1) x (M + 1) matrices: 4096 bases take ~400 MB.
 inline constexpr uint32_t kMaxBasis = 4096;
 
 enum class KernelType { kGaussian, kLaplacian, kLinear, kPolynomial, kHeat };

@@ -6,8 +6,6 @@
 #include <limits>
 #include <utility>
 
-#include "Eigen/Cholesky"
-#include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 
@@ -30,9 +28,7 @@ bool AllFinite(const double* values, size_t n) {
 size_t PackedSize(size_t n) { return n * (n + 1) / 2; }
 
 // The capacity of each of a step's vectors: the dictionary plus the new basis.
-size_t Capacity(const ModelConfig& config) {
-  return size_t{config.krls_tracker.max_basis} + 1;
-}
+size_t Capacity(const ModelConfig& config) { return size_t{config.krls_tracker.max_basis} + 1; }
 
 // The leading dimension of the matrices: the capacity rounded up to a cache line.
 size_t Stride(const ModelConfig& config) {
@@ -47,10 +43,10 @@ size_t KrlsTrackerModel::WorstCaseMemoryBytes(const ModelConfig& config) {
   const uint64_t stride = Stride(config);
   const uint64_t matrices = config.krls_tracker.forgetting < 1 ? 3 : 2;
   const uint64_t window = config.regret_window;
-  // The bases, the matrices, nine vectors (mu, the coefficients and Step's seven), and a
-  // Predict's three.
-  return sizeof(double) * (stride * config.dim + matrices * stride * capacity +
-                           12 * capacity + window * (config.dim + 2) + window * window);
+  // The bases, the matrices, ten vectors (mu, the coefficients and Step's eight), and a
+  // Predict's four.
+  return sizeof(double) * (stride * config.dim + matrices * stride * capacity + 14 * capacity +
+                           window * (config.dim + 2) + window * window);
 }
 
 KrlsTrackerModel::KrlsTrackerModel(const ModelConfig& config)
@@ -72,6 +68,7 @@ KrlsTrackerModel::KrlsTrackerModel(const ModelConfig& config)
       q_(capacity_),
       h_(capacity_),
       kq_(capacity_),
+      scaled_h_(capacity_),
       next_mean_(capacity_),
       q_next_mean_(capacity_),
       pruned_column_(capacity_) {}
@@ -86,8 +83,8 @@ absl::StatusOr<std::unique_ptr<KrlsTrackerModel>> KrlsTrackerModel::Create(
   return std::unique_ptr<KrlsTrackerModel>(new KrlsTrackerModel(config));
 }
 
-void KrlsTrackerModel::MultiplySymmetric(const AlignedVector& matrix, size_t n,
-                                         const double* v, double* out) const {
+void KrlsTrackerModel::MultiplySymmetric(const AlignedVector& matrix, size_t n, const double* v,
+                                         double* out) const {
   // Column by column (axpy), which the compiler vectorises; each out[i] sums its terms in
   // the order j = 0, 1, ..., so the result depends on nothing but the inputs.
   std::fill(out, out + n, 0.0);
@@ -144,11 +141,13 @@ absl::StatusOr<Observation> KrlsTrackerModel::FirstStep(absl::Span<const double>
   const double evidence = k + noise_variance_;  // the prior variance of y
   const double inverse = 1 / k;
   const double mean = y * k / evidence;
-  const double covariance = k - k * k / evidence;
+  // k - k^2 / (k + sigma_n^2), in the form that cannot cancel below 0.
+  const double covariance = k * (noise_variance_ / evidence);
   const double numerator = y * y / evidence;
-  OKL_RETURN_IF_ERROR(CheckStepFinite(
-      step, std::isfinite(inverse) && std::isfinite(mean) && std::isfinite(covariance) &&
-                std::isfinite(numerator) && std::isfinite(inverse * mean)));
+  OKL_RETURN_IF_ERROR(
+      CheckStepFinite(step, std::isfinite(kxx) && std::isfinite(inverse) && inverse > 0 &&
+                                std::isfinite(mean) && std::isfinite(covariance) &&
+                                std::isfinite(numerator) && std::isfinite(inverse * mean)));
   at(inverse_kernel_, 0, 0) = inverse;
   at(posterior_covariance_, 0, 0) = covariance;
   if (keeps_kernel_matrix_) at(kernel_matrix_, 0, 0) = kxx;
@@ -191,7 +190,8 @@ absl::StatusOr<Observation> KrlsTrackerModel::Step(absl::Span<const double> x, d
   const double numerator = signal_power_numerator_ + lambda * error * error / y_variance;
 
   // 3. The posterior mean with y, over the dictionary and x.
-  for (size_t i = 0; i < m; ++i) next_mean_[i] = root_lambda * posterior_mean_[i] + gain * h_[i];
+  for (size_t i = 0; i < m; ++i)
+    next_mean_[i] = root_lambda * posterior_mean_[i] + gain * h_[i];
   next_mean_[m] = prediction + gain * function_variance;
   MultiplySymmetric(inverse_kernel_, m, next_mean_.data(), q_next_mean_.data());
 
@@ -221,22 +221,24 @@ absl::StatusOr<Observation> KrlsTrackerModel::Step(absl::Span<const double> x, d
       pruned = best;
     }
   }
-  const bool update_finite =
-      std::isfinite(gamma2) && std::isfinite(function_variance) && std::isfinite(gain) &&
-      std::isfinite(numerator) && std::isfinite(t) && AllFinite(q_.data(), m) &&
-      AllFinite(h_.data(), m) && AllFinite(next_mean_.data(), m + 1) &&
-      AllFinite(q_next_mean_.data(), m) &&
-      (pruned == none || at(inverse_kernel_, pruned, pruned) + q_[pruned] * q_[pruned] / gamma2 > 0);
-  OKL_RETURN_IF_ERROR(CheckStepFinite(step, update_finite));
+  const double inverse_y_variance = 1 / y_variance;
+  const double inverse_gamma2 = 1 / gamma2;
+  const bool update_valid =
+      std::isfinite(kxx) && std::isfinite(gamma2) && std::isfinite(function_variance) &&
+      std::isfinite(gain) && std::isfinite(numerator) && std::isfinite(t) &&
+      AllFinite(k_.data(), m) && AllFinite(q_.data(), m) && AllFinite(h_.data(), m) &&
+      AllFinite(next_mean_.data(), m + 1) && AllFinite(q_next_mean_.data(), m) &&
+      ScaleForCovariance(m, inverse_y_variance) &&
+      (reduced || InverseStaysPositive(m, inverse_gamma2, pruned));
+  OKL_RETURN_IF_ERROR(CheckStepFinite(step, update_valid));
 
   // Commit. Every matrix entry (i, j) is computed by the same expression as (j, i), whose
   // products p_i p_j commute exactly, so the matrices stay exactly symmetric.
   signal_power_numerator_ = numerator;
   signal_power_denominator_ += lambda;
-  const double inverse_y_variance = 1 / y_variance;
   // Sigma' - h h' / sigma_y^2 on the old dictionary: the whole covariance update of the
   // reduced step, and the old block of the full one.
-  ConditionOldCovariance(m, inverse_y_variance);
+  ConditionOldCovariance(m);
   if (reduced) {
     // The reduced update: Q unchanged, x not kept.
     std::copy_n(next_mean_.begin(), m, posterior_mean_.begin());
@@ -246,10 +248,8 @@ absl::StatusOr<Observation> KrlsTrackerModel::Step(absl::Span<const double> x, d
   }
 
   const size_t n = m + 1;
-  // Q' = [Q 0; 0 0] + p p' / gamma^2, p = [q; -1]; and, pruning r, Q' - a a' / a_r for
-  // a = Q'(:, r), in the same pass over Q.
-  const double inverse_gamma2 = 1 / gamma2;
-  q_[m] = -1.0;
+  // Q' = [Q 0; 0 0] + p p' / gamma^2, p = [q; -1] (q_[m] is -1); and, pruning r,
+  // Q' - a a' / a_r for a = Q'(:, r) (pruned_column_), in the same pass over Q.
   for (size_t i = 0; i < m; ++i) {
     at(inverse_kernel_, i, m) = 0.0;
     at(inverse_kernel_, m, i) = 0.0;
@@ -262,12 +262,7 @@ absl::StatusOr<Observation> KrlsTrackerModel::Step(absl::Span<const double> x, d
       for (size_t i = 0; i < n; ++i) column[i] += (q_[i] * qj) * inverse_gamma2;
     }
   } else {
-    const size_t r = pruned;
-    const double qr = q_[r];
-    for (size_t i = 0; i < n; ++i) {
-      pruned_column_[i] = at(inverse_kernel_, i, r) + (q_[i] * qr) * inverse_gamma2;
-    }
-    const double inverse_pivot = 1 / pruned_column_[r];
+    const double inverse_pivot = 1 / pruned_column_[pruned];
     for (size_t j = 0; j < n; ++j) {
       double* column = &inverse_kernel_[j * stride_];
       const double qj = q_[j];
@@ -279,10 +274,12 @@ absl::StatusOr<Observation> KrlsTrackerModel::Step(absl::Span<const double> x, d
     }
   }
   // Sigma' = [Sigma' h; h' sigma_f^2] - p p' / sigma_y^2, p = [h; sigma_f^2]: the old
-  // block is done above, the border here.
+  // block is done above; the border is h_i - h_i sigma_f^2 / sigma_y^2, computed as
+  // h_i sigma_n^2 / sigma_y^2, which neither cancels nor overflows.
   h_[m] = function_variance;
+  const double noise_share = noise_variance_ * inverse_y_variance;
   for (size_t i = 0; i < n; ++i) {
-    const double value = h_[i] - (h_[i] * function_variance) * inverse_y_variance;
+    const double value = h_[i] * noise_share;
     at(posterior_covariance_, i, m) = value;
     at(posterior_covariance_, m, i) = value;
   }
@@ -314,24 +311,64 @@ absl::StatusOr<Observation> KrlsTrackerModel::Step(absl::Span<const double> x, d
   return CommitStepScalars(step, x, y);
 }
 
-void KrlsTrackerModel::ConditionOldCovariance(size_t m, double inverse_y_variance) {
-  const double* h = h_.data();
+bool KrlsTrackerModel::ScaleForCovariance(size_t m, double inverse_y_variance) {
+  const double scale = std::sqrt(inverse_y_variance);
+  for (size_t i = 0; i < m; ++i) scaled_h_[i] = h_[i] * scale;
+  return AllFinite(scaled_h_.data(), m);
+}
+
+bool KrlsTrackerModel::InverseStaysPositive(size_t m, double inverse_gamma2, size_t pruned) {
+  // A positive-definite matrix's entries are bounded by its diagonal, so a finite,
+  // positive new diagonal bounds the whole update.
+  const size_t none = std::numeric_limits<size_t>::max();
+  q_[m] = -1.0;
+  if (!(std::isfinite(inverse_gamma2) && inverse_gamma2 > 0)) return false;
+  if (pruned != none) {
+    const double qr = q_[pruned];
+    for (size_t i = 0; i <= m; ++i) {
+      pruned_column_[i] =
+          (i < m ? at(inverse_kernel_, i, pruned) : 0.0) + (q_[i] * qr) * inverse_gamma2;
+    }
+    if (!AllFinite(pruned_column_.data(), m + 1) || !(pruned_column_[pruned] > 0)) return false;
+  }
+  // The new diagonal entries, computed exactly as Step computes them.
+  const double inverse_pivot = pruned != none ? 1 / pruned_column_[pruned] : 0.0;
+  for (size_t i = 0; i <= m; ++i) {
+    double diagonal =
+        (i < m ? at(inverse_kernel_, i, i) : 0.0) + (q_[i] * q_[i]) * inverse_gamma2;
+    if (pruned != none) {
+      if (i == pruned) continue;
+      diagonal = diagonal - (pruned_column_[i] * pruned_column_[i]) * inverse_pivot;
+    }
+    if (!std::isfinite(diagonal) || !(diagonal > 0)) return false;
+  }
+  return true;
+}
+
+void KrlsTrackerModel::ConditionOldCovariance(size_t m) {
+  // Sigma_ij -= g_i g_j for g = h / sigma_y (scaled_h_): bounded by Sigma's diagonal, so it
+  // cannot overflow as h_i h_j could; a diagonal entry that rounds below 0 is clamped.
+  const double* g = scaled_h_.data();
   if (!keeps_kernel_matrix_) {
     for (size_t j = 0; j < m; ++j) {
       double* sigma = &posterior_covariance_[j * stride_];
-      const double hj = h[j];
-      for (size_t i = 0; i < m; ++i) sigma[i] -= (h[i] * hj) * inverse_y_variance;
+      const double gj = g[j];
+      for (size_t i = 0; i < m; ++i) sigma[i] -= g[i] * gj;
     }
-    return;
+  } else {
+    const double lambda = forgetting_;
+    for (size_t j = 0; j < m; ++j) {
+      double* sigma = &posterior_covariance_[j * stride_];
+      const double* kernel = &kernel_matrix_[j * stride_];
+      const double gj = g[j];
+      for (size_t i = 0; i < m; ++i) {
+        sigma[i] = (lambda * sigma[i] + (1 - lambda) * kernel[i]) - g[i] * gj;
+      }
+    }
   }
-  const double lambda = forgetting_;
-  for (size_t j = 0; j < m; ++j) {
-    double* sigma = &posterior_covariance_[j * stride_];
-    const double* kernel = &kernel_matrix_[j * stride_];
-    const double hj = h[j];
-    for (size_t i = 0; i < m; ++i) {
-      sigma[i] = (lambda * sigma[i] + (1 - lambda) * kernel[i]) - (h[i] * hj) * inverse_y_variance;
-    }
+  for (size_t i = 0; i < m; ++i) {
+    double& diagonal = at(posterior_covariance_, i, i);
+    diagonal = std::max(0.0, diagonal);
   }
 }
 
@@ -369,12 +406,12 @@ ModelStats KrlsTrackerModel::stats() const {
 }
 
 size_t KrlsTrackerModel::MemoryBytes() const {
-  const size_t doubles =
-      basis_columns_.capacity() + inverse_kernel_.capacity() +
-      posterior_covariance_.capacity() + kernel_matrix_.capacity() +
-      posterior_mean_.capacity() + coefficients_.capacity() + k_.capacity() + q_.capacity() +
-      h_.capacity() + kq_.capacity() + next_mean_.capacity() + q_next_mean_.capacity() +
-      pruned_column_.capacity();
+  const size_t doubles = basis_columns_.capacity() + inverse_kernel_.capacity() +
+                         posterior_covariance_.capacity() + kernel_matrix_.capacity() +
+                         posterior_mean_.capacity() + coefficients_.capacity() + k_.capacity() +
+                         q_.capacity() + h_.capacity() + kq_.capacity() + scaled_h_.capacity() +
+                         next_mean_.capacity() + q_next_mean_.capacity() +
+                         pruned_column_.capacity();
   return doubles * sizeof(double) + regret_window_.MemoryBytes();
 }
 
@@ -385,7 +422,8 @@ ModelState KrlsTrackerModel::ExportState() const {
   const size_t dim = config_.dim;
   state.support.resize(m * dim);
   for (size_t i = 0; i < m; ++i) {
-    for (size_t j = 0; j < dim; ++j) state.support[i * dim + j] = basis_columns_[j * stride_ + i];
+    for (size_t j = 0; j < dim; ++j)
+      state.support[i * dim + j] = basis_columns_[j * stride_ + i];
   }
   auto packed = [&](const AlignedVector& matrix) {
     std::vector<double> out;
@@ -466,8 +504,8 @@ absl::StatusOr<std::unique_ptr<KrlsTrackerModel>> KrlsTrackerModel::FromState(
                                      "once the tracker has steps)"));
   }
   if (state.terms_removed > state.steps) {
-    return inconsistent(absl::StrCat("bases pruned ", state.terms_removed, " exceed steps ",
-                                     state.steps));
+    return inconsistent(
+        absl::StrCat("bases pruned ", state.terms_removed, " exceed steps ", state.steps));
   }
   auto unpack = [&](const std::vector<double>& in, AlignedVector& matrix) {
     for (size_t i = 0, e = 0; i < m; ++i) {
@@ -480,21 +518,17 @@ absl::StatusOr<std::unique_ptr<KrlsTrackerModel>> KrlsTrackerModel::FromState(
   unpack(state.inverse_kernel, model->inverse_kernel_);
   unpack(state.posterior_covariance, model->posterior_covariance_);
   if (model->keeps_kernel_matrix_) unpack(state.kernel_matrix, model->kernel_matrix_);
-  if (m > 0) {
-    // Q is the inverse of a positive-definite matrix, so it is one too; Sigma is a
-    // covariance: its diagonal is never negative.
-    Eigen::MatrixXd q(m, m);
-    for (size_t j = 0; j < m; ++j) {
-      for (size_t i = 0; i < m; ++i) q(i, j) = model->at(model->inverse_kernel_, i, j);
+  // Q is the inverse of a positive-definite matrix and Sigma a covariance: Q's diagonal
+  // is positive and Sigma's never negative, as every step keeps them. (Not a full
+  // definiteness test, which rounding may fail on a legitimate, ill-conditioned Q.)
+  for (size_t i = 0; i < m; ++i) {
+    if (!(model->at(model->inverse_kernel_, i, i) > 0)) {
+      return inconsistent(absl::StrCat("inverse_kernel's diagonal entry ", i,
+                                       " is not positive (not positive definite)"));
     }
-    if (Eigen::LLT<Eigen::MatrixXd>(q).info() != Eigen::Success) {
-      return inconsistent("inverse_kernel is not positive definite");
-    }
-    for (size_t i = 0; i < m; ++i) {
-      if (model->at(model->posterior_covariance_, i, i) < 0) {
-        return inconsistent(absl::StrCat("posterior_covariance's diagonal entry ", i,
-                                         " is negative"));
-      }
+    if (model->at(model->posterior_covariance_, i, i) < 0) {
+      return inconsistent(
+          absl::StrCat("posterior_covariance's diagonal entry ", i, " is negative"));
     }
   }
   for (size_t i = 0; i < m; ++i) {

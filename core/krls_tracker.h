@@ -26,8 +26,10 @@
 //      and the step is the "reduced" update on the old dictionary.
 // Q, Sigma and K are kept exactly symmetric (every update of entry (i, j) computes the
 // same expression as that of (j, i)), and jitter keeps Q's inverse away from singular.
-// A step that would make the state non-finite (or Q not positive on its diagonal) is
-// FailedPrecondition and changes nothing.
+// A step that would make the state non-finite, or Q's diagonal not positive, is
+// FailedPrecondition and changes nothing; the covariance is updated in forms that cannot
+// cancel below 0 or overflow (h_i h_j / sigma_y^2 as (h_i / sigma_y)(h_j / sigma_y)), so
+// every state a step reaches is one FromState accepts.
 //
 // The squared loss only; the model has no learning rate, lambda, offset, budget or
 // averaged hypothesis (ValidateConfig refuses them). The same state and input give the
@@ -65,7 +67,7 @@ class KrlsTrackerModel : public Model {
  public:
   // The dictionary (M + 1 bases of dim values), Q, Sigma and (forgetting < 1) K as
   // (M + 1) x (M + 1) matrices, the vectors of a step, and the regret window with the
-  // W x W Gram matrix its comparator allocates. A Predict call holds 2 (M + 1) doubles
+  // W x W Gram matrix its comparator allocates. A Predict call holds 4 (M + 1) doubles
   // more while it runs.
   static size_t WorstCaseMemoryBytes(const ModelConfig& config);
 
@@ -74,7 +76,7 @@ class KrlsTrackerModel : public Model {
   // InvalidArgument if the state is inconsistent: a config Create rejects, more bases than
   // max_basis, arrays whose sizes disagree with the bases (kernel_matrix empty unless
   // forgetting < 1), any field of the other kinds set, non-finite numbers, a negative
-  // signal-power sum, Q not positive definite or Sigma negative on its diagonal, more
+  // signal-power sum, Q not positive or Sigma negative on its diagonal, more
   // pruned bases or mistakes than steps, a regret window that does not fit.
   static absl::StatusOr<std::unique_ptr<KrlsTrackerModel>> FromState(const ModelState& state);
 
@@ -107,7 +109,9 @@ class KrlsTrackerModel : public Model {
   explicit KrlsTrackerModel(const ModelConfig& config);
 
   // Entry (i, j) of a matrix, column-major with leading dimension stride_.
-  double& at(AlignedVector& matrix, size_t i, size_t j) const { return matrix[j * stride_ + i]; }
+  double& at(AlignedVector& matrix, size_t i, size_t j) const {
+    return matrix[j * stride_ + i];
+  }
   double at(const AlignedVector& matrix, size_t i, size_t j) const {
     return matrix[j * stride_ + i];
   }
@@ -118,9 +122,15 @@ class KrlsTrackerModel : public Model {
   void KernelRow(absl::Span<const double> x, double* out) const;
   // The first step: the dictionary becomes {x}.
   absl::StatusOr<Observation> FirstStep(absl::Span<const double> x, double y);
+  // scaled_h_ = h / sigma_y; false if it is not finite.
+  bool ScaleForCovariance(size_t m, double inverse_y_variance);
+  // True if Q's update keeps a finite, positive diagonal: [Q 0; 0 0] + p p' / gamma^2 and,
+  // if `pruned` names a basis, its downdate by that basis's column, which it leaves in
+  // pruned_column_ for the update. Sets q_[m] = -1 (p's last entry).
+  bool InverseStaysPositive(size_t m, double inverse_gamma2, size_t pruned);
   // Sigma <- (lambda Sigma + (1 - lambda) K) - h h' / sigma_y^2 over the first m bases:
-  // the back-off to the prior and the conditioning on y, in one pass (h_ holds h).
-  void ConditionOldCovariance(size_t m, double inverse_y_variance);
+  // the back-off to the prior and the conditioning on y, in one pass.
+  void ConditionOldCovariance(size_t m);
   // Removes basis r of the n in the dictionary by moving basis n - 1 into its place.
   void MoveLastBasisTo(size_t r, size_t n);
 
@@ -148,12 +158,13 @@ class KrlsTrackerModel : public Model {
   double signal_power_denominator_ = 0.0;
   uint64_t bases_pruned_ = 0;
 
-  // Step's vectors (capacity_ entries each): k, q = Q k, h = Sigma q (and K q), the
-  // candidate mean, Q times it, and a copy of the pruned column.
+  // Step's vectors (capacity_ entries each): k, q = Q k, h = Sigma q (and K q), h /
+  // sigma_y, the candidate mean, Q times it, and the new Q's column of the pruned basis.
   AlignedVector k_;
   AlignedVector q_;
   AlignedVector h_;
   AlignedVector kq_;
+  AlignedVector scaled_h_;
   AlignedVector next_mean_;
   AlignedVector q_next_mean_;
   AlignedVector pruned_column_;

@@ -92,8 +92,10 @@ absl::Status Model::CheckStepFinite(const StepScalars& step, bool update_finite)
       !std::isfinite(cumulative_loss_ + step.at.value) || !update_finite) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the model diverged at step ", step.t, " (prediction ", step.prediction, ", loss ",
-        step.at.value,
-        "); the example was not applied. Lower learning_rate.eta0 or scale the inputs"));
+        step.at.value, "); the example was not applied. ",
+        config_.krls_tracker_kind()
+            ? "Scale the inputs and labels, or raise krls_tracker.noise_variance or jitter"
+            : "Lower learning_rate.eta0 or scale the inputs"));
   }
   return absl::OkStatus();
 }
@@ -129,6 +131,12 @@ ModelStats Model::ScalarStats() const {
       .truncation_error_bound = std::nullopt,
       .regret = std::nullopt,
   };
+}
+
+bool Model::HasTrackerFields(const ModelState& state) {
+  return !state.posterior_mean.empty() || !state.posterior_covariance.empty() ||
+         !state.inverse_kernel.empty() || !state.kernel_matrix.empty() ||
+         state.signal_power_numerator != 0 || state.signal_power_denominator != 0;
 }
 
 absl::Status Model::ValidateStateScalars(const ModelState& state) {
@@ -349,7 +357,7 @@ absl::Status Model::PredictBatch(absl::Span<const double> xs, absl::Span<double>
 }
 
 absl::Status Model::ValidatePredictBatch(const InputBatch& xs, size_t outputs,
-                                        PredictionMode mode) const {
+                                         PredictionMode mode) const {
   const size_t dim = config_.dim;
   if (!xs.sparse() && xs.dense_values().size() != outputs * dim) {
     return absl::InvalidArgumentError(absl::StrCat("batch holds ", xs.dense_values().size(),
@@ -357,8 +365,8 @@ absl::Status Model::ValidatePredictBatch(const InputBatch& xs, size_t outputs,
                                                    " outputs at dim ", dim));
   }
   if (xs.size() != outputs) {
-    return absl::InvalidArgumentError(absl::StrCat("batch holds ", xs.size(), " inputs for ",
-                                                   outputs, " outputs"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch holds ", xs.size(), " inputs for ", outputs, " outputs"));
   }
   OKL_RETURN_IF_ERROR(CheckPredictionMode(mode));
   for (size_t i = 0; i < outputs; ++i) {
@@ -388,9 +396,9 @@ absl::Status Model::PredictBatchWithVariance(const InputBatch& xs, absl::Span<do
         "the model has no predictive variance; only a krls_tracker model predicts one");
   }
   if (variances.size() != out.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "PredictBatchWithVariance: ", variances.size(), " variances for ", out.size(),
-        " outputs"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("PredictBatchWithVariance: ", variances.size(), " variances for ",
+                     out.size(), " outputs"));
   }
   OKL_RETURN_IF_ERROR(ValidatePredictBatch(xs, out.size(), PredictionMode::kCurrent));
   std::vector<double> dense;

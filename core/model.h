@@ -124,7 +124,8 @@ struct ModelState {
   // empty, its last_step equals steps.
   RegretWindow regret_window;
   // A KRLS tracker (config.krls_tracker): its m bases are the terms of `support` (in
-  // dictionary order) and terms_removed counts the bases it pruned. The posterior over
+  // dictionary order), `coefficients` holds Q mu (its mean is sum_i coefficients[i]
+  // k(b_i, .)) and terms_removed counts the bases it pruned. The posterior over
   // f at the bases is N(posterior_mean, signal_power * posterior_covariance); with
   // inverse_kernel Q = (K + jitter I)^-1 and, only when forgetting < 1, kernel_matrix K
   // (for back-off to the prior). The m x m symmetric matrices are stored as their lower
@@ -281,6 +282,9 @@ class Model {
 
   // The statistics every kind keeps (steps, cumulative loss, mistakes, offset, margin).
   ModelStats ScalarStats() const;
+  // True if any of a KRLS tracker's fields (posterior_mean .. signal_power_denominator) is
+  // set: another kind's FromState refuses such a state rather than drop them.
+  static bool HasTrackerFields(const ModelState& state);
   // InvalidArgument unless the state's offset, margin, average_offset_sum and cumulative
   // loss are finite, mistakes <= steps and the regret window fits the config and steps.
   static absl::Status ValidateStateScalars(const ModelState& state);

@@ -199,6 +199,11 @@ absl::StatusOr<std::unique_ptr<NormaModel>> NormaModel::FromState(const ModelSta
   if (!state.weights.empty() || !state.weight_sums.empty()) {
     return inconsistent("a kernel expansion has no random-feature weights");
   }
+  if (HasTrackerFields(state)) {
+    return inconsistent(
+        "a kernel expansion has no KRLS tracker posterior (posterior_mean, "
+        "posterior_covariance, inverse_kernel, kernel_matrix, signal power)");
+  }
   OKL_RETURN_IF_ERROR(ValidateAverageWindowState(state));
 
   std::unique_ptr<NormaModel> model(new NormaModel(config));

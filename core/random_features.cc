@@ -289,6 +289,11 @@ absl::StatusOr<std::unique_ptr<RandomFeatureModel>> RandomFeatureModel::FromStat
     return inconsistent(
         "a random-feature model has no expansion terms, but the state lists some");
   }
+  if (HasTrackerFields(state)) {
+    return inconsistent(
+        "a random-feature model has no KRLS tracker posterior, but the state "
+        "sets some of its fields");
+  }
   // The fields of the kernel expansion's lazy scaling and windowed average have no
   // meaning here; anything but their defaults means the state is not this model's.
   if (state.scale != 1.0 || state.average_sum != 0.0 || state.average_block_start != 0 ||

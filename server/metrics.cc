@@ -255,11 +255,11 @@ class ServerMetrics::Impl {
     MetricFamily memory =
         Family("okl_model_memory_bytes", "Memory held by the model's expansion, in bytes.",
                MetricType::Gauge);
-    MetricFamily noise_variance = Family(
-        "okl_model_noise_variance",
-        "A KRLS tracker's estimate of the label noise's variance, in the labels' units "
-        "squared: the floor under its predictive variances.",
-        MetricType::Gauge);
+    MetricFamily noise_variance =
+        Family("okl_model_noise_variance",
+               "A KRLS tracker's estimate of the label noise's variance, in the labels' units "
+               "squared: the floor under its predictive variances.",
+               MetricType::Gauge);
 
     double models = 0;
     double omitted = 0;

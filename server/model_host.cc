@@ -136,9 +136,9 @@ absl::Status ModelHost::CheckConfig(const ModelConfig& config) const {
                : " (--max_dim; sparse storage allows more, see --max_sparse_dim)"));
   }
   if (config.krls_tracker.max_basis > options_.max_basis) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config.krls_tracker.max_basis ", config.krls_tracker.max_basis,
-        " is over this server's limit of ", options_.max_basis, " (--max_basis)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.krls_tracker.max_basis ", config.krls_tracker.max_basis,
+                     " is over this server's limit of ", options_.max_basis, " (--max_basis)"));
   }
   // A random-feature model's size is fixed by its dimension, a tracker's by max_basis; an
   // expansion needs a budget.

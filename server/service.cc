@@ -32,8 +32,11 @@ namespace {
 // A Restore reads at most this many bytes before it must have found the snapshot's
 // config (Snapshot's first chunk holds it in its first few hundred bytes).
 constexpr size_t kMaxRestorePrefixBytes = 64 << 10;
-// Predict checks for cancellation between groups of this many inputs.
+// Predict checks for cancellation between groups of this many inputs, each under its own
+// read of the model; a KRLS tracker's, whose variance costs O(M^2) per input, of at most
+// about kPredictChunkWork multiply-adds (one input at M = 1000 with forgetting).
 constexpr size_t kPredictChunk = 256;
+constexpr double kPredictChunkWork = 1 << 23;
 // Observe applies a large request in groups of about this much kernel work (terms x dim
 // per example) and checks for cancellation between them; a typical batch is one group.
 constexpr double kObserveChunkWork = 1 << 26;
@@ -602,8 +605,13 @@ absl::Status OklService::DoPredict(const ActiveCall& call, grpc::ServerContextBa
         if (novelty) response->mutable_novel()->Resize(request.inputs_size(), false);
         response->clear_variances();
         if (variance) response->mutable_variances()->Resize(request.inputs_size(), 0.0);
-        for (size_t begin = 0; begin < out.size(); begin += kPredictChunk) {
-          const size_t count = std::min(kPredictChunk, out.size() - begin);
+        const size_t chunk =
+            variance ? static_cast<size_t>(std::clamp(
+                           kPredictChunkWork / WorstCaseWorkPerExample(model.config()), 1.0,
+                           static_cast<double>(kPredictChunk)))
+                     : kPredictChunk;
+        for (size_t begin = 0; begin < out.size(); begin += chunk) {
+          const size_t count = std::min(chunk, out.size() - begin);
           if (begin > 0) {
             OKL_RETURN_IF_ERROR(CheckNotCancelled(
                 context, absl::StrCat("after ", begin, " of ", out.size(), " inputs")));

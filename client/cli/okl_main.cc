@@ -195,13 +195,34 @@ using okl::cli::CommandLine;
 constexpr absl::string_view kConnectionFlags[] = {"server",   "timeout", "tls",   "tls_ca",
                                                   "tls_cert", "tls_key", "token", "json"};
 constexpr absl::string_view kModelFlags[] = {"tenant", "model"};
-constexpr absl::string_view kConfigFlags[] = {
-    "dim",           "kernel",           "gamma",           "c",           "degree",
-    "t",             "loss",             "rho",             "epsilon",     "delta",
-    "nu",            "eta0",             "schedule",        "theta",       "lambda",
-    "max_terms",     "policy",           "drop_below",      "offset",      "averaged",
-    "regret_window", "averaging_window", "random_features", "feature_seed", "max_nonzeros",
-    "max_basis",     "noise_variance",   "forgetting"};
+constexpr absl::string_view kConfigFlags[] = {"dim",
+                                              "kernel",
+                                              "gamma",
+                                              "c",
+                                              "degree",
+                                              "t",
+                                              "loss",
+                                              "rho",
+                                              "epsilon",
+                                              "delta",
+                                              "nu",
+                                              "eta0",
+                                              "schedule",
+                                              "theta",
+                                              "lambda",
+                                              "max_terms",
+                                              "policy",
+                                              "drop_below",
+                                              "offset",
+                                              "averaged",
+                                              "regret_window",
+                                              "averaging_window",
+                                              "random_features",
+                                              "feature_seed",
+                                              "max_nonzeros",
+                                              "max_basis",
+                                              "noise_variance",
+                                              "forgetting"};
 
 struct Command {
   absl::string_view name;
@@ -482,7 +503,8 @@ absl::Status ApplyConfigFlags(const CommandLine& line, bool all, okl::ModelConfi
   }
   if (use("feature_seed")) config->random_features.seed = absl::GetFlag(FLAGS_feature_seed);
   if (use("max_basis")) {
-    absl::StatusOr<uint32_t> max_basis = NonNegative32("max_basis", absl::GetFlag(FLAGS_max_basis));
+    absl::StatusOr<uint32_t> max_basis =
+        NonNegative32("max_basis", absl::GetFlag(FLAGS_max_basis));
     if (!max_basis.ok()) return max_basis.status();
     config->krls_tracker.max_basis = *max_basis;
     // A tracker takes no budget: --max_terms' default is for expansions.
@@ -934,9 +956,8 @@ const std::vector<Command>& Commands() {
        .run = RunRestore},
       {.name = "move",
        .summary = "move a tenant's models to another replica, losing nothing acknowledged",
-       .synopsis =
-           "okl move --tenant=T --from=HOST:PORT --to=HOST:PORT --route_map=FILE "
-           "[--route_reload=CMD] [--route_to=ADDR]",
+       .synopsis = "okl move --tenant=T --from=HOST:PORT --to=HOST:PORT --route_map=FILE "
+                   "[--route_reload=CMD] [--route_to=ADDR]",
        .description =
            "Moves every model of the tenant from one okl_server (--from) to another (--to)\n"
            "behind a router that reads a per-tenant override map (deploy/cluster's nginx):\n"

@@ -245,10 +245,9 @@ class PredictionSink {
     std::string text;
     char line[80];
     for (size_t i = 0; i < values.size(); ++i) {
-      const int n = variances.empty()
-                        ? std::snprintf(line, sizeof(line), "%.17g\n", values[i])
-                        : std::snprintf(line, sizeof(line), "%.17g %.17g\n", values[i],
-                                        variances[i]);
+      const int n = variances.empty() ? std::snprintf(line, sizeof(line), "%.17g\n", values[i])
+                                      : std::snprintf(line, sizeof(line), "%.17g %.17g\n",
+                                                      values[i], variances[i]);
       text.append(line, static_cast<size_t>(n));
     }
     if (std::fwrite(text.data(), 1, text.size(), file_) != text.size()) failed_ = true;

@@ -22,6 +22,7 @@
 #include "Eigen/Eigenvalues"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "core/config.h"
 #include "core/input_batch.h"
 #include "core/model.h"
@@ -49,7 +50,8 @@ ModelConfig TrackerConfig(uint32_t max_basis, double forgetting = 1.0,
   config.dim = kStreamDim;
   config.kernel = kernel;
   config.loss = {.type = LossType::kSquared};
-  config.krls_tracker = {.max_basis = max_basis, .noise_variance = 1e-3, .forgetting = forgetting};
+  config.krls_tracker = {
+      .max_basis = max_basis, .noise_variance = 1e-3, .forgetting = forgetting};
   return config;
 }
 
@@ -134,14 +136,17 @@ TEST_P(KrlsTrackerReferenceTest, AgreesWithThePlainReferenceStepByStep) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, KrlsTrackerReferenceTest,
     ::testing::Values(
-        ReferenceCase{"GaussianUnpruned", 400, 1.0, {.type = KernelType::kGaussian, .gamma = 2.0}},
+        ReferenceCase{
+            "GaussianUnpruned", 400, 1.0, {.type = KernelType::kGaussian, .gamma = 2.0}},
         ReferenceCase{"GaussianPruned", 20, 1.0, {.type = KernelType::kGaussian, .gamma = 2.0}},
-        ReferenceCase{"GaussianForgetting", 20, 0.98,
-                      {.type = KernelType::kGaussian, .gamma = 2.0}},
-        ReferenceCase{"LaplacianPruned", 15, 0.995,
-                      {.type = KernelType::kLaplacian, .gamma = 1.0}},
+        ReferenceCase{
+            "GaussianForgetting", 20, 0.98, {.type = KernelType::kGaussian, .gamma = 2.0}},
+        ReferenceCase{
+            "LaplacianPruned", 15, 0.995, {.type = KernelType::kLaplacian, .gamma = 1.0}},
         ReferenceCase{"HeatPruned", 10, 1.0, {.type = KernelType::kHeat, .t = 0.25}},
-        ReferenceCase{"PolynomialPruned", 12, 1.0,
+        ReferenceCase{"PolynomialPruned",
+                      12,
+                      1.0,
                       {.type = KernelType::kPolynomial, .gamma = 1.0, .c = 1.0, .degree = 3}},
         ReferenceCase{"OneBasis", 1, 0.99, {.type = KernelType::kGaussian, .gamma = 2.0}}),
     [](const ::testing::TestParamInfo<ReferenceCase>& info) { return info.param.name; });
@@ -178,7 +183,8 @@ TEST(KrlsTrackerTest, EqualsTheGaussianProcessPosteriorWithoutPruning) {
   const Stream tests = MakeStream(Labels::kRegression, 20, 8);
   for (size_t t = 0; t < tests.y.size(); ++t) {
     Eigen::VectorXd k(n);
-    for (size_t i = 0; i < n; ++i) k(i) = ReferenceKernel(config.kernel, stream.row(i), tests.row(t));
+    for (size_t i = 0; i < n; ++i)
+      k(i) = ReferenceKernel(config.kernel, stream.row(i), tests.row(t));
     const double mean = k.dot(llt.solve(y));
     const double kxx = ReferenceKernel(config.kernel, tests.row(t), tests.row(t));
     const double variance = signal_power * (noise + kxx + jitter - k.dot(llt.solve(k)));
@@ -199,7 +205,8 @@ TEST(KrlsTrackerTest, RestoredStateContinuesBitIdentically) {
     std::unique_ptr<Model> model = MustCreate(config);
     ASSERT_NE(model, nullptr);
     const Stream stream = MakeStream(Labels::kRegression, 200, 11);
-    for (size_t t = 0; t < 120; ++t) ASSERT_TRUE(model->Observe(stream.row(t), stream.y[t]).ok());
+    for (size_t t = 0; t < 120; ++t)
+      ASSERT_TRUE(model->Observe(stream.row(t), stream.y[t]).ok());
     absl::StatusOr<std::unique_ptr<Model>> restored = ModelFromState(model->ExportState());
     ASSERT_TRUE(restored.ok()) << restored.status();
     EXPECT_EQ((*restored)->ExportState(), model->ExportState());
@@ -245,7 +252,8 @@ TEST(KrlsTrackerTest, InconsistentStatesAreRefused) {
   const Corruption corruptions[] = {
       {"a basis too few", [](ModelState& s) { s.support.resize(s.support.size() - 3); },
        "posterior means"},
-      {"a NaN in Q", [](ModelState& s) { s.inverse_kernel[4] = std::nan(""); }, "inverse_kernel"},
+      {"a NaN in Q", [](ModelState& s) { s.inverse_kernel[4] = std::nan(""); },
+       "inverse_kernel"},
       {"Q not positive definite", [](ModelState& s) { s.inverse_kernel[0] = -1.0; },
        "not positive definite"},
       {"negative variance", [](ModelState& s) { s.posterior_covariance[2] = -1.0; },
@@ -258,10 +266,14 @@ TEST(KrlsTrackerTest, InconsistentStatesAreRefused) {
        "another model kind"},
       {"more pruned than steps", [](ModelState& s) { s.terms_removed = s.steps + 1; },
        "pruned"},
-      {"bases without steps", [](ModelState& s) { s.steps = 0; s.mistakes = 0; },
+      {"bases without steps",
+       [](ModelState& s) {
+         s.steps = 0;
+         s.mistakes = 0;
+       },
        "bases after 0 steps"},
-      {"more bases than max_basis",
-       [](ModelState& s) { s.config.krls_tracker.max_basis = 2; }, "more than max_basis"},
+      {"more bases than max_basis", [](ModelState& s) { s.config.krls_tracker.max_basis = 2; },
+       "more than max_basis"},
   };
   for (const Corruption& c : corruptions) {
     ModelState bad = good;
@@ -269,6 +281,29 @@ TEST(KrlsTrackerTest, InconsistentStatesAreRefused) {
     absl::StatusOr<std::unique_ptr<Model>> restored = ModelFromState(bad);
     EXPECT_EQ(restored.status().code(), absl::StatusCode::kInvalidArgument) << c.name;
     EXPECT_THAT(restored.status().message(), HasSubstr(c.message)) << c.name;
+  }
+}
+
+// A state of another kind that carries a tracker's fields is refused, not silently
+// restored without them.
+TEST(KrlsTrackerTest, OtherKindsRefuseAStateWithTrackerFields) {
+  ModelConfig norma = TrackerConfig(10);
+  norma.krls_tracker = {};
+  norma.learning_rate = {.eta0 = 0.1};
+  norma.budget.max_terms = 10;
+  ModelConfig features = norma;
+  features.budget = {};
+  features.random_features = {.dimension = 8, .seed = 1};
+  for (const ModelConfig& config : {norma, features}) {
+    std::unique_ptr<Model> model = MustCreate(config);
+    ASSERT_NE(model, nullptr);
+    ASSERT_TRUE(model->Observe(std::vector<double>{0.1, 0.2, 0.3}, 0.5).ok());
+    ModelState state = model->ExportState();
+    ASSERT_TRUE(ModelFromState(state).ok());
+    state.signal_power_denominator = 1.0;
+    absl::StatusOr<std::unique_ptr<Model>> restored = ModelFromState(state);
+    EXPECT_EQ(restored.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(restored.status().message(), HasSubstr("KRLS tracker"));
   }
 }
 
@@ -285,13 +320,15 @@ TEST(KrlsTrackerTest, ConfigsItCannotRunAreRefusedNamingTheField) {
       {"averaged", [](ModelConfig& c) { c.averaged = true; }},
       {"random_features", [](ModelConfig& c) { c.random_features.dimension = 10; }},
       {"squared loss", [](ModelConfig& c) { c.loss.type = LossType::kHinge; }},
-      {"krls_tracker.noise_variance", [](ModelConfig& c) { c.krls_tracker.noise_variance = 0; }},
+      {"krls_tracker.noise_variance",
+       [](ModelConfig& c) { c.krls_tracker.noise_variance = 0; }},
       {"krls_tracker.noise_variance",
        [](ModelConfig& c) { c.krls_tracker.noise_variance = std::nan(""); }},
       {"krls_tracker.forgetting", [](ModelConfig& c) { c.krls_tracker.forgetting = 0; }},
       {"krls_tracker.forgetting", [](ModelConfig& c) { c.krls_tracker.forgetting = 1.5; }},
       {"krls_tracker.jitter", [](ModelConfig& c) { c.krls_tracker.jitter = -1; }},
-      {"krls_tracker.max_basis", [](ModelConfig& c) { c.krls_tracker.max_basis = kMaxBasis + 1; }},
+      {"krls_tracker.max_basis",
+       [](ModelConfig& c) { c.krls_tracker.max_basis = kMaxBasis + 1; }},
   };
   for (const Case& c : cases) {
     ModelConfig config = TrackerConfig(10);
@@ -318,8 +355,8 @@ TEST(KrlsTrackerTest, ConfigsItCannotRunAreRefusedNamingTheField) {
 // x out. (Which of the two happens is decided by rounding, so no reference can follow it
 // step by step.) The tracker stays finite and positive definite and fits the target.
 TEST(KrlsTrackerTest, ALowRankKernelStaysFiniteAndPositiveDefinite) {
-  const ModelConfig config =
-      TrackerConfig(30, 1.0, {.type = KernelType::kPolynomial, .gamma = 1.0, .c = 1.0, .degree = 2});
+  const ModelConfig config = TrackerConfig(
+      30, 1.0, {.type = KernelType::kPolynomial, .gamma = 1.0, .c = 1.0, .degree = 2});
   std::unique_ptr<Model> model = MustCreate(config);
   ASSERT_NE(model, nullptr);
   const Stream stream = MakeStream(Labels::kRegression, 3000, 17);
@@ -379,6 +416,44 @@ TEST(KrlsTrackerTest, RegretWindowAndMemoryStayWithinTheirBounds) {
   EXPECT_GT(WorstCaseMemoryBytes(bigger), 50 * WorstCaseMemoryBytes(small));
 }
 
+// Inputs and noise at the edges of what doubles hold: a linear kernel on inputs up to
+// 1e150 (k(x, x) overflows, sigma_f^2 squared would), and a noise variance far below
+// rounding of k(x, x) (1 - sigma_f^2 / sigma_y^2 cancels). Every step either succeeds,
+// leaving a finite state that restores, or is refused whole.
+TEST(KrlsTrackerTest, EveryStateAStepReachesRestoresOrTheStepChangesNothing) {
+  const double inputs[] = {1, 1e80, -3, 1e150, 2.5, 1e-300, 7, 1e5, -1e5, 1e5, 4e4};
+  for (const double noise : {1e-6, 1e-17}) {
+    for (const double forgetting : {1.0, 0.9}) {
+      SCOPED_TRACE(absl::StrCat("noise ", noise, ", forgetting ", forgetting));
+      ModelConfig config;
+      config.dim = 1;
+      config.kernel = {.type = KernelType::kLinear, .c = 1.0};
+      config.loss = {.type = LossType::kSquared};
+      config.krls_tracker = {.max_basis = 3, .noise_variance = noise, .forgetting = forgetting};
+      std::unique_ptr<Model> model = MustCreate(config);
+      ASSERT_NE(model, nullptr);
+      size_t applied = 0;
+      for (int round = 0; round < 3; ++round) {
+        for (const double x : inputs) {
+          const ModelState before = model->ExportState();
+          absl::StatusOr<Observation> o = model->Observe(absl::MakeConstSpan(&x, 1), 0.5 * x);
+          if (!o.ok()) {
+            EXPECT_EQ(o.status().code(), absl::StatusCode::kFailedPrecondition) << x;
+            ASSERT_EQ(model->ExportState(), before) << "a refused step changed the model";
+            continue;
+          }
+          ++applied;
+          ASSERT_TRUE(std::isfinite(o->prediction)) << x;
+          absl::StatusOr<std::unique_ptr<Model>> restored =
+              ModelFromState(model->ExportState());
+          ASSERT_TRUE(restored.ok()) << "after x = " << x << ": " << restored.status();
+        }
+      }
+      EXPECT_GT(applied, 10u);
+    }
+  }
+}
+
 TEST(KrlsTrackerTest, OtherKindsHaveNoPredictiveVariance) {
   ModelConfig config = TrackerConfig(10);
   config.krls_tracker = {};
@@ -389,8 +464,9 @@ TEST(KrlsTrackerTest, OtherKindsHaveNoPredictiveVariance) {
   EXPECT_FALSE(model->has_predictive_variance());
   const std::vector<double> x = {0.1, 0.2, 0.3};
   double mean = 0, variance = 0;
-  EXPECT_EQ(model->PredictBatchWithVariance(InputBatch::Dense(x, 3), absl::MakeSpan(&mean, 1),
-                                            absl::MakeSpan(&variance, 1))
+  EXPECT_EQ(model
+                ->PredictBatchWithVariance(InputBatch::Dense(x, 3), absl::MakeSpan(&mean, 1),
+                                           absl::MakeSpan(&variance, 1))
                 .code(),
             absl::StatusCode::kFailedPrecondition);
 }
@@ -447,10 +523,11 @@ Conditioning Check(const ModelState& state) {
     }
   }
   Conditioning c;
-  c.inverse_residual = (q * k - Eigen::MatrixXd::Identity(m, m)).cwiseAbs().maxCoeff() /
-                       q.cwiseAbs().maxCoeff();
+  c.inverse_residual =
+      (q * k - Eigen::MatrixXd::Identity(m, m)).cwiseAbs().maxCoeff() / q.cwiseAbs().maxCoeff();
   c.inverse_positive_definite = Eigen::LLT<Eigen::MatrixXd>(q).info() == Eigen::Success;
-  const Eigen::VectorXd eigenvalues = Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd>(sigma).eigenvalues();
+  const Eigen::VectorXd eigenvalues =
+      Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd>(sigma).eigenvalues();
   c.covariance_least_eigenvalue = eigenvalues.minCoeff() / eigenvalues.cwiseAbs().maxCoeff();
   return c;
 }
@@ -468,8 +545,8 @@ TEST(KrlsTrackerTest, AMillionStepsNeitherDivergeNorDrift) {
     config.dim = 2;
     config.kernel = {.type = KernelType::kGaussian, .gamma = 1.0};
     config.loss = {.type = LossType::kSquared};
-    config.krls_tracker = {.max_basis = 24, .noise_variance = noise > 0 ? 1e-2 : 1e-6,
-                           .forgetting = 1.0};
+    config.krls_tracker = {
+        .max_basis = 24, .noise_variance = noise > 0 ? 1e-2 : 1e-6, .forgetting = 1.0};
     std::unique_ptr<Model> model = MustCreate(config);
     ASSERT_NE(model, nullptr);
     std::mt19937_64 rng(42);

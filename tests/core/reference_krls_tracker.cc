@@ -107,8 +107,8 @@ double ReferenceKrlsTracker::Observe(absl::Span<const double> x, double y) {
   Matrix sigma_new(m + 1, std::vector<double>(m + 1));
   for (size_t i = 0; i <= m; ++i) {
     for (size_t j = 0; j <= m; ++j) {
-      const double bordered = i < m && j < m ? sigma_[i][j] : (i == m && j == m ? sf2
-                                                               : (i == m ? h[j] : h[i]));
+      const double bordered =
+          i < m && j < m ? sigma_[i][j] : (i == m && j == m ? sf2 : (i == m ? h[j] : h[i]));
       sigma_new[i][j] = bordered - ph[i] * ph[j] / sy2;
     }
   }

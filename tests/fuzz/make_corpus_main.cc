@@ -480,8 +480,8 @@ void WriteRequests(const fs::path& dir) {
         Observe({{Dense({1e300}), 1e300}, {Dense({-1e300}), 1e300}}));
   // The polynomial kernel with SMALLEST's bit and the squared loss: a KRLS tracker.
   write("observe_dense_dim7_krls_tracker.bin", kObserve | kPolynomial | kSmallest,
-        Observe({{Dense(seven), 0.3}, {Dense({0, 0, 0, 1, 0, 0, 0}), -0.2},
-                 {Dense(seven), 0.31}}));
+        Observe(
+            {{Dense(seven), 0.3}, {Dense({0, 0, 0, 1, 0, 0, 0}), -0.2}, {Dense(seven), 0.31}}));
   write("observe_empty.bin", kObserve, Observe({}));
   // Observe, rejected by conversion or validation.
   write("observe_reject_indices_not_increasing.bin", kObserve,

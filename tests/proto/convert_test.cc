@@ -1064,20 +1064,14 @@ TEST(PeekSnapshotConfigTest, JunkAndOtherVersionsAreDataLossAtOnce) {
 
 TEST(SnapshotBytesTest, ChunkSizeIsOneMebibyte) { EXPECT_EQ(kSnapshotChunkBytes, 1u << 20); }
 
-}  // namespace
-}  // namespace okl
-
-namespace okl {
-namespace {
-
 ModelConfig TrackerConfig(double forgetting) {
   ModelConfig config;
   config.dim = 3;
   config.kernel = {.type = KernelType::kLaplacian, .gamma = 0.6};
   config.loss = {.type = LossType::kSquared};
   config.regret_window = 7;
-  config.krls_tracker = {.max_basis = 9, .noise_variance = 0.02, .forgetting = forgetting,
-                         .jitter = 1e-7};
+  config.krls_tracker = {
+      .max_basis = 9, .noise_variance = 0.02, .forgetting = forgetting, .jitter = 1e-7};
   return config;
 }
 
@@ -1094,7 +1088,9 @@ TEST(ConvertKrlsTrackerTest, ConfigRoundTripsWithoutALearningRateOrBudget) {
 
 TEST(ConvertKrlsTrackerTest, UnsetForgettingAndJitterTakeTheirDefaults) {
   absl::StatusOr<ModelConfig> config = ParseModelConfigText(R"pb(
-    dim: 6 kernel { gaussian { gamma: 0.00048828125 } } loss { squared {} }
+    dim: 6
+    kernel { gaussian { gamma: 0.00048828125 } }
+    loss { squared {} }
     krls_tracker { max_basis: 100 noise_variance: 1e-6 }
   )pb");
   ASSERT_TRUE(config.ok()) << config.status();
@@ -1112,15 +1108,16 @@ TEST(ConvertKrlsTrackerTest, RefusesTheFieldsItReplacesNamingThem) {
       {"offset: true", "offset must be unset for krls_tracker"},
   };
   for (const auto& [field, message] : cases) {
-    absl::StatusOr<ModelConfig> config = ParseModelConfigText(absl::StrCat(
-        "dim: 2 kernel { gaussian { gamma: 1 } } loss { squared {} } ", field,
-        " krls_tracker { max_basis: 5 noise_variance: 0.1 }"));
+    absl::StatusOr<ModelConfig> config = ParseModelConfigText(
+        absl::StrCat("dim: 2 kernel { gaussian { gamma: 1 } } loss { squared {} } ", field,
+                     " krls_tracker { max_basis: 5 noise_variance: 0.1 }"));
     EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument) << field;
     EXPECT_THAT(config.status().message(), HasSubstr(message)) << field;
   }
   absl::StatusOr<ModelConfig> empty = ParseModelConfigText(
       "dim: 2 kernel { gaussian { gamma: 1 } } loss { squared {} } krls_tracker {}");
-  EXPECT_THAT(empty.status().message(), HasSubstr("krls_tracker.max_basis must be in [1, 4096]"));
+  EXPECT_THAT(empty.status().message(),
+              HasSubstr("krls_tracker.max_basis must be in [1, 4096]"));
 }
 
 TEST(ConvertKrlsTrackerTest, SnapshotIsVersion3AndContinuesBitIdentically) {
@@ -1152,6 +1149,27 @@ TEST(ConvertKrlsTrackerTest, SnapshotIsVersion3AndContinuesBitIdentically) {
     }
     EXPECT_EQ((*model)->ExportState(), (*restored)->ExportState());
   }
+}
+
+// A full dictionary with forgetting (three matrices): the snapshot fits MaxSnapshotBytes,
+// which is within its fixed part and one more basis of it (the bound counts M + 1).
+TEST(ConvertKrlsTrackerTest, MaxSnapshotBytesBoundsAFullTracker) {
+  ModelConfig config = TrackerConfig(0.99);
+  config.krls_tracker.max_basis = 60;
+  config.regret_window = 0;
+  absl::StatusOr<std::unique_ptr<Model>> model = CreateModel(config);
+  ASSERT_TRUE(model.ok()) << model.status();
+  for (int t = 0; t < 300; ++t) {
+    const double x[3] = {std::sin(0.3 * t), std::cos(0.17 * t), std::sin(0.05 * t)};
+    ASSERT_TRUE((*model)->Observe(x, std::sin(0.5 * t)).ok());
+  }
+  ASSERT_EQ((*model)->expansion_size(), 60u);
+  const std::string bytes = EncodeOrDie((*model)->ExportState());
+  const size_t bound = MaxSnapshotBytes(config);
+  EXPECT_GT(bytes.size(), 40000u);  // 3 packed triangles of 1,830 doubles and more
+  EXPECT_LE(bytes.size(), bound);
+  const size_t one_basis = sizeof(double) * (3 + 2 + 3 * 61);
+  EXPECT_LE(bound, bytes.size() + 4096 + one_basis);
 }
 
 TEST(ConvertKrlsTrackerTest, StatsCarryTheDictionaryThroughTheSummary) {

@@ -18,9 +18,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <iostream>
 #include <limits>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -1360,8 +1360,8 @@ TEST_F(ServerE2ETest, RandomFeatureConfigsAreCheckedAndNeedNoBudget) {
       {"linear kernel",
        [](v1::ModelConfig& c) { c.mutable_kernel()->mutable_linear()->set_c(1); },
        "gaussian or laplacian"},
-      {"an averaging window",
-       [](v1::ModelConfig& c) { c.set_averaging_window(5); }, "averaging_window"},
+      {"an averaging window", [](v1::ModelConfig& c) { c.set_averaging_window(5); },
+       "averaging_window"},
   };
   ExpectRefused(ref, valid, cases);
   ASSERT_TRUE(IsOk(CreateModel(stub(), ref, valid, &info)));
@@ -1374,8 +1374,7 @@ TEST_F(ServerE2ETest, KrlsTrackerConfigsAreCheckedNamingTheFieldAndNeedNoBudget)
   v1::ModelInfo info;
   const v1::ModelConfig valid = ParseConfig(kKrlsTrackerConfig);
   const std::vector<ConfigChange> cases = {
-      {"a learning rate",
-       [](v1::ModelConfig& c) { c.mutable_learning_rate()->set_eta0(0.5); },
+      {"a learning rate", [](v1::ModelConfig& c) { c.mutable_learning_rate()->set_eta0(0.5); },
        "learning_rate must be unset for krls_tracker"},
       {"a budget", [](v1::ModelConfig& c) { c.mutable_budget()->set_max_terms(10); },
        "budget must be unset for krls_tracker"},
@@ -1417,16 +1416,19 @@ TEST_F(ServerE2ETest, KrlsTrackerPredictReturnsItsPredictiveVariances) {
   v1::ObserveResponse observed;
   ASSERT_TRUE(IsOk(Observe(stub(), ref, stream, &observed)));
   twin->Observe(stream);
-  const std::vector<v1::Vector> probes = MakeProbes(config.dim(), 9, 78);
+  // More inputs than one group of the server's (it reads the model per group): every
+  // group's variances land at their inputs.
+  constexpr int kProbes = 700;
+  const std::vector<v1::Vector> probes = MakeProbes(config.dim(), kProbes, 78);
   v1::PredictResponse response;
   ASSERT_TRUE(IsOk(Predict(stub(), ref, probes, &response)));
-  ASSERT_EQ(response.variances_size(), 9);
+  ASSERT_EQ(response.variances_size(), kProbes);
   std::vector<double> xs;
   for (const v1::Vector& probe : probes) {
     const std::vector<double> x = Densify(probe, config.dim());
     xs.insert(xs.end(), x.begin(), x.end());
   }
-  std::vector<double> means(9), variances(9);
+  std::vector<double> means(kProbes), variances(kProbes);
   ASSERT_TRUE(twin->model()
                   .PredictBatchWithVariance(InputBatch::Dense(xs, config.dim()),
                                             absl::MakeSpan(means), absl::MakeSpan(variances))
