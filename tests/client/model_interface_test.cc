@@ -128,6 +128,52 @@ TEST_F(ModelInterfaceTest, TheSameCodeGivesTheSamePredictionsLocallyAndRemotely)
   }
 }
 
+// A KRLS tracker behind both: the same trace, the same predictive variances to the last
+// bit (of the same model version as the predictions), and its noise estimate; a NORMA
+// model's PredictWithVariance has predictions and no variances.
+TEST_F(ModelInterfaceTest, BothPredictATrackersVariances) {
+  ModelConfig tracker = TestConfig();
+  tracker.learning_rate = {};
+  tracker.lambda = 0;
+  tracker.offset = false;
+  tracker.budget = {};
+  tracker.krls_tracker = {.max_basis = 30, .noise_variance = 1e-3, .forgetting = 0.999};
+  const ModelId id{"acme", "tracker"};
+  const Data data = MakeData(600, kDim, /*seed=*/41);
+  const std::vector<double> probes = MakeProbes(20, kDim, /*seed=*/42);
+  absl::StatusOr<std::unique_ptr<LocalModel>> local = LocalModel::Create(id, tracker);
+  ASSERT_TRUE(local.ok()) << local.status();
+  absl::StatusOr<std::unique_ptr<RemoteModel>> remote =
+      RemoteModel::Create(client(), id, tracker);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  absl::StatusOr<Trace> here = RunApplication(**local, data, probes);
+  ASSERT_TRUE(here.ok()) << here.status();
+  absl::StatusOr<Trace> there = RunApplication(**remote, data, probes);
+  ASSERT_TRUE(there.ok()) << there.status();
+  ExpectSameTrace(*here, *there);
+  EXPECT_EQ(Bits({here->summary.stats.noise_variance}),
+            Bits({there->summary.stats.noise_variance}));
+  EXPECT_GT(here->summary.stats.noise_variance, 0.0);
+
+  absl::StatusOr<PredictResult> a = (*local)->PredictWithVariance(probes);
+  ASSERT_TRUE(a.ok()) << a.status();
+  absl::StatusOr<PredictResult> b = (*remote)->PredictWithVariance(probes);
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(a->variances.size(), 20u);
+  EXPECT_EQ(Bits(a->predictions), Bits(here->probe_predictions));
+  EXPECT_EQ(Bits(a->predictions), Bits(b->predictions));
+  EXPECT_EQ(Bits(a->variances), Bits(b->variances));
+  for (const double variance : a->variances) EXPECT_GT(variance, 0.0);
+
+  absl::StatusOr<std::unique_ptr<LocalModel>> norma =
+      LocalModel::Create({"acme", "norma"}, TestConfig());
+  ASSERT_TRUE(norma.ok()) << norma.status();
+  absl::StatusOr<PredictResult> plain = (*norma)->PredictWithVariance(probes);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->predictions.size(), 20u);
+  EXPECT_TRUE(plain->variances.empty());
+}
+
 TEST_F(ModelInterfaceTest, BothRejectWhatTheModelCannotTake) {
   const ModelId id{"acme", "m"};
   absl::StatusOr<std::unique_ptr<LocalModel>> local = LocalModel::Create(id, TestConfig());

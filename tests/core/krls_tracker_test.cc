@@ -130,7 +130,11 @@ TEST_P(KrlsTrackerReferenceTest, AgreesWithThePlainReferenceStepByStep) {
   EXPECT_EQ(SortedBases(state), expected_bases);
   EXPECT_NEAR(model->stats().signal_power, reference.signal_power(),
               kTolerance * reference.signal_power());
-  if (c.max_basis < 300) EXPECT_GT(reference.pruned(), 0u) << "the case prunes";
+  if (c.max_basis < 300) {
+    // Both ways of pruning are exercised: an old basis, and the new input.
+    EXPECT_GT(reference.inputs_not_kept(), 0u) << "the case keeps some inputs out";
+    EXPECT_GT(reference.pruned(), reference.inputs_not_kept()) << "the case prunes old bases";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

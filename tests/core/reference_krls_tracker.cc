@@ -137,6 +137,7 @@ double ReferenceKrlsTracker::Observe(absl::Span<const double> x, double y) {
     }
     if (r == m) {
       q_ = q_old;
+      ++inputs_not_kept_;
     } else {
       Matrix reduced;
       for (size_t i = 0; i < n; ++i) {

@@ -36,7 +36,10 @@ class ReferenceKrlsTracker {
   std::pair<double, double> Predict(absl::Span<const double> x) const;
 
   const std::vector<std::vector<double>>& dictionary() const { return dict_; }
+  // Bases dropped: all of them, and of those the new inputs not kept (the reduced update,
+  // by the criterion or because the dictionary already represents them).
   uint64_t pruned() const { return pruned_; }
+  uint64_t inputs_not_kept() const { return inputs_not_kept_; }
   double signal_power() const { return dens_ > 0 ? nums_ / dens_ : 1.0; }
 
  private:
@@ -54,6 +57,7 @@ class ReferenceKrlsTracker {
   double nums_ = 0.0;
   double dens_ = 0.0;
   uint64_t pruned_ = 0;
+  uint64_t inputs_not_kept_ = 0;
 };
 
 }  // namespace okl::testing
