@@ -27,8 +27,8 @@
 //   build/release/bench/okl_accuracy_bench                        # the shipped examples
 //   build/release/bench/okl_accuracy_bench --format=markdown      # for README.md
 //   build/release/bench/okl_accuracy_bench --configs=/tmp/lorenz.textproto --format=json
-//   build/release/bench/okl_accuracy_bench --configs=client/examples/lorenz_krls.textproto \
-//       --sizes=30,50,100,200                                     # one row per size
+//   build/release/bench/okl_accuracy_bench --sizes=30,50,100,200
+//       --configs=client/examples/lorenz_krls.textproto           # one row per size
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -56,6 +56,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "bench/report_table.h"
 #include "client/io/data_reader.h"
 #include "client/io/json_writer.h"
 #include "client/replay.h"
@@ -91,6 +92,8 @@ using okl::ModelConfig;
 using okl::Model;
 using okl::Observation;
 using Clock = std::chrono::steady_clock;
+using okl::bench::Grouped;
+using okl::bench::PrintTable;
 
 enum class Task { kClassification, kRegression };
 
@@ -321,17 +324,6 @@ absl::StatusOr<Row> RunConfig(const std::string& name, DataFiles& files, size_t 
 
 // --- Output -------------------------------------------------------------------------
 
-// 1234567 -> "1,234,567" (rounded; non-negative).
-std::string Grouped(double value) {
-  const std::string digits = absl::StrFormat("%.0f", value);
-  std::string grouped;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) grouped.push_back(',');
-    grouped.push_back(digits[i]);
-  }
-  return grouped;
-}
-
 std::string Percent(double fraction) { return absl::StrFormat("%.2f%%", 100 * fraction); }
 
 std::string DataLabel(const Row& row) {
@@ -349,33 +341,6 @@ std::string ModelLabel(const ModelConfig& config) {
   return absl::StrCat("NORMA ",
                       absl::AsciiStrToUpper(okl::BudgetPolicyName(config.budget.policy)),
                       " B=", config.budget.max_terms);
-}
-
-// Prints `cells` (the header first) with padded columns: the first two left-aligned, the
-// rest right-aligned; as a Markdown table if `markdown`.
-void PrintTable(const std::vector<std::vector<std::string>>& cells, bool markdown) {
-  std::vector<size_t> widths(cells[0].size(), 0);
-  for (const auto& line : cells) {
-    for (size_t c = 0; c < line.size(); ++c) widths[c] = std::max(widths[c], line[c].size());
-  }
-  auto print_line = [&](const std::vector<std::string>& line) {
-    std::string text = markdown ? "| " : "";
-    for (size_t c = 0; c < line.size(); ++c) {
-      const int width = static_cast<int>(widths[c]);
-      absl::StrAppend(&text, c < 2 ? absl::StrFormat("%-*s", width, line[c])
-                                   : absl::StrFormat("%*s", width, line[c]));
-      if (c + 1 < line.size()) absl::StrAppend(&text, markdown ? " | " : "  ");
-    }
-    std::printf("%s%s\n", text.c_str(), markdown ? " |" : "");
-  };
-  print_line(cells[0]);
-  std::vector<std::string> rule;
-  for (size_t c = 0; c < widths.size(); ++c) {
-    rule.push_back(markdown ? std::string(widths[c] - 1, '-') + (c < 2 ? "-" : ":")
-                            : std::string(widths[c], '-'));
-  }
-  print_line(rule);
-  for (size_t r = 1; r < cells.size(); ++r) print_line(cells[r]);
 }
 
 void PrintTables(const std::vector<Row>& rows, bool markdown) {
@@ -418,9 +383,9 @@ void PrintTables(const std::vector<Row>& rows, bool markdown) {
     }
   }
   const bool both = classification.size() > 1 && regression.size() > 1;
-  if (classification.size() > 1) PrintTable(classification, markdown);
+  if (classification.size() > 1) PrintTable(classification, 2, markdown, stdout);
   if (both) std::printf("\n");
-  if (regression.size() > 1) PrintTable(regression, markdown);
+  if (regression.size() > 1) PrintTable(regression, 3, markdown, stdout);
 }
 
 void PrintJson(const std::vector<Row>& rows) {

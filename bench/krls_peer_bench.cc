@@ -61,6 +61,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "bench/report_table.h"
 #include "client/io/data_reader.h"
 #include "client/io/json_writer.h"
 #include "core/config.h"
@@ -104,6 +105,8 @@ ABSL_FLAG(std::string, format, "table",
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using okl::bench::Grouped;
+using okl::bench::PrintTable;
 using DlibSample = dlib::matrix<double, 0, 1>;
 using DlibKernel = dlib::radial_basis_kernel<DlibSample>;
 using DlibKrls = dlib::krls<DlibKernel>;
@@ -344,58 +347,6 @@ std::string SettingLabel(const Row& row) {
                                       : absl::StrFormat("tolerance=%g", row.setting);
 }
 
-// 1234567 -> "1,234,567" (rounded; non-negative).
-std::string Grouped(double value) {
-  const std::string digits = absl::StrFormat("%.0f", value);
-  std::string grouped;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) grouped.push_back(',');
-    grouped.push_back(digits[i]);
-  }
-  return grouped;
-}
-
-// The columns `text` takes on a terminal: its UTF-8 code points ("µs" is 2, not 3).
-size_t DisplayWidth(absl::string_view text) {
-  return static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char c) {
-    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-  }));
-}
-
-// `text` padded with spaces to `width` columns, on the right if `left`, else on the left.
-std::string Padded(const std::string& text, size_t width, bool left) {
-  const std::string padding(width - std::min(width, DisplayWidth(text)), ' ');
-  return left ? text + padding : padding + text;
-}
-
-// Prints `cells` (the header first) with padded columns, the first `left` left-aligned and
-// the rest right-aligned; as a Markdown table if `markdown`.
-void PrintTable(const std::vector<std::vector<std::string>>& cells, size_t left,
-                bool markdown) {
-  std::vector<size_t> widths(cells[0].size(), 0);
-  for (const auto& line : cells) {
-    for (size_t c = 0; c < line.size(); ++c) {
-      widths[c] = std::max(widths[c], DisplayWidth(line[c]));
-    }
-  }
-  auto print_line = [&](const std::vector<std::string>& line) {
-    std::string text = markdown ? "| " : "";
-    for (size_t c = 0; c < line.size(); ++c) {
-      absl::StrAppend(&text, Padded(line[c], widths[c], c < left));
-      if (c + 1 < line.size()) absl::StrAppend(&text, markdown ? " | " : "  ");
-    }
-    std::printf("%s%s\n", text.c_str(), markdown ? " |" : "");
-  };
-  print_line(cells[0]);
-  std::vector<std::string> rule;
-  for (size_t c = 0; c < widths.size(); ++c) {
-    rule.push_back(markdown ? std::string(widths[c] - 1, '-') + (c < left ? "-" : ":")
-                            : std::string(widths[c], '-'));
-  }
-  print_line(rule);
-  for (size_t r = 1; r < cells.size(); ++r) print_line(cells[r]);
-}
-
 void PrintRows(const std::vector<Row>& rows, bool markdown) {
   const size_t steady = rows.empty() ? 0 : rows[0].steady_steps;
   std::vector<std::vector<std::string>> cells = {
@@ -413,7 +364,7 @@ void PrintRows(const std::vector<Row>& rows, bool markdown) {
          absl::StrFormat("%.1f", row.us_per_step),
          row.us_per_update.has_value() ? absl::StrFormat("%.1f", *row.us_per_update) : "-"});
   }
-  PrintTable(cells, 3, markdown);
+  PrintTable(cells, 3, markdown, stdout);
 }
 
 void PrintJson(const std::vector<Row>& rows) {
