@@ -6,6 +6,7 @@
 #include <limits>
 #include <utility>
 
+#include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 
@@ -16,6 +17,12 @@ double Dot(const double* a, const double* b, size_t n) {
   double sum = 0.0;
   for (size_t i = 0; i < n; ++i) sum += a[i] * b[i];
   return sum;
+}
+
+double MaxAbs(const double* values, size_t n) {
+  double largest = 0.0;
+  for (size_t i = 0; i < n; ++i) largest = std::max(largest, std::abs(values[i]));
+  return largest;
 }
 
 bool AllFinite(const double* values, size_t n) {
@@ -229,7 +236,10 @@ absl::StatusOr<Observation> KrlsTrackerModel::Step(absl::Span<const double> x, d
       AllFinite(k_.data(), m) && AllFinite(q_.data(), m) && AllFinite(h_.data(), m) &&
       AllFinite(next_mean_.data(), m + 1) && AllFinite(q_next_mean_.data(), m) &&
       ScaleForCovariance(m, inverse_y_variance) &&
-      (reduced || InverseStaysPositive(m, inverse_gamma2, pruned));
+      (reduced || InverseStaysPositive(m, inverse_gamma2, pruned)) &&
+      UpdateStaysFinite(m, reduced, pruned, inverse_gamma2, t,
+                        std::max(MaxAbs(h_.data(), m), function_variance) *
+                            (noise_variance_ * inverse_y_variance));
   OKL_RETURN_IF_ERROR(CheckStepFinite(step, update_valid));
 
   // Commit. Every matrix entry (i, j) is computed by the same expression as (j, i), whose
@@ -343,6 +353,40 @@ bool KrlsTrackerModel::InverseStaysPositive(size_t m, double inverse_gamma2, siz
     if (!std::isfinite(diagonal) || !(diagonal > 0)) return false;
   }
   return true;
+}
+
+double KrlsTrackerModel::MatrixMaxAbs(const AlignedVector& matrix, size_t n) const {
+  using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic>;
+  const Eigen::Map<const Matrix, 0, Eigen::OuterStride<>> block(
+      matrix.data(), static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(n),
+      Eigen::OuterStride<>(static_cast<Eigen::Index>(stride_)));
+  return block.cwiseAbs().maxCoeff();
+}
+
+bool KrlsTrackerModel::UpdateStaysFinite(size_t m, bool reduced, size_t pruned,
+                                         double inverse_gamma2, double t,
+                                         double border_bound) const {
+  // Each bound adds the largest magnitudes of the terms an entry is made of; under
+  // DBL_MAX / 16 no sum of them can overflow. States a step reaches are far inside them;
+  // a restored state with extreme (finite) values is what they are for.
+  constexpr double kLimit = std::numeric_limits<double>::max() / 16;
+  const double g = MaxAbs(scaled_h_.data(), m);
+  double covariance = MatrixMaxAbs(posterior_covariance_, m) + g * g;
+  if (keeps_kernel_matrix_) covariance += MatrixMaxAbs(kernel_matrix_, m);
+  if (!(covariance <= kLimit)) return false;
+  if (reduced) return true;  // Q is unchanged; the coefficients are Q mu', checked finite
+  if (!(border_bound <= kLimit)) return false;
+  const double q = std::max(1.0, MaxAbs(q_.data(), m));  // p = [q; -1]
+  double inverse = MatrixMaxAbs(inverse_kernel_, m) + q * q * inverse_gamma2;
+  double coefficients = MaxAbs(q_next_mean_.data(), m) + q * std::abs(t);
+  const size_t none = std::numeric_limits<size_t>::max();
+  if (pruned != none) {
+    const double a = MaxAbs(pruned_column_.data(), m + 1);
+    const double inverse_pivot = 1 / pruned_column_[pruned];
+    inverse += a * a * inverse_pivot;
+    coefficients += a * coefficients * inverse_pivot;
+  }
+  return inverse <= kLimit && coefficients <= kLimit;
 }
 
 void KrlsTrackerModel::ConditionOldCovariance(size_t m) {

@@ -128,6 +128,13 @@ class KrlsTrackerModel : public Model {
   // if `pruned` names a basis, its downdate by that basis's column, which it leaves in
   // pruned_column_ for the update. Sets q_[m] = -1 (p's last entry).
   bool InverseStaysPositive(size_t m, double inverse_gamma2, size_t pruned);
+  // The largest |entry| of the leading n x n block of a matrix.
+  double MatrixMaxAbs(const AlignedVector& matrix, size_t n) const;
+  // True if every entry the step writes stays finite, by bounds from the largest entries
+  // of the matrices and vectors it combines (`border_bound`: the new covariance border's).
+  // Needed for a restored state, which may hold any finite values.
+  bool UpdateStaysFinite(size_t m, bool reduced, size_t pruned, double inverse_gamma2, double t,
+                         double border_bound) const;
   // Sigma <- (lambda Sigma + (1 - lambda) K) - h h' / sigma_y^2 over the first m bases:
   // the back-off to the prior and the conditioning on y, in one pass.
   void ConditionOldCovariance(size_t m);
