@@ -79,7 +79,7 @@ class ModelHost {
     uint32_t max_terms = 1000000;
     // Largest krls_tracker.max_basis accepted: a tracker holds two or three
     // (max_basis + 1)^2 matrices and a step costs O(max_basis^2) (1000: 16-24 MB and about
-    // 0.6 ms a step; 500: 143 us).
+    // 1 ms a step; 500: 248 us).
     uint32_t max_basis = 1000;
     ResourceQuotas::Limits quotas;
     // The store's directory; empty: in memory only.
