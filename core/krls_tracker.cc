@@ -526,7 +526,7 @@ absl::StatusOr<std::unique_ptr<KrlsTrackerModel>> KrlsTrackerModel::FromState(
       !state.average_previous.empty() || !state.retired_support.empty() ||
       !state.retired_sums.empty() || !state.retired_previous_sums.empty() ||
       !state.retired_at.empty() || !state.weights.empty() || !state.weight_sums.empty() ||
-      !state.sparse_support.ends.empty() || !state.retired_sparse_support.ends.empty() ||
+      !state.sparse_support.empty() || !state.retired_sparse_support.empty() ||
       state.scale != 1.0 || state.average_sum != 0 || state.average_offset_sum != 0 ||
       state.average_block_start != 0 || state.average_previous_start != 0 ||
       state.average_previous_offset_sum != 0 || state.offset != 0) {

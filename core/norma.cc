@@ -135,9 +135,7 @@ absl::StatusOr<std::unique_ptr<NormaModel>> NormaModel::FromState(const ModelSta
   } else if (state.support.size() != n * config.dim) {
     return inconsistent(absl::StrCat("support holds ", state.support.size(),
                                      " values, expected ", n, " terms x dim ", config.dim));
-  } else if (state.sparse_support.size() > 0 || !state.sparse_support.indices.empty() ||
-             state.retired_sparse_support.size() > 0 ||
-             !state.retired_sparse_support.indices.empty()) {
+  } else if (!state.sparse_support.empty() || !state.retired_sparse_support.empty()) {
     return inconsistent("a dense-storage model has no sparse_support");
   }
   if (state.added_at.size() != n) {

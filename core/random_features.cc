@@ -285,7 +285,8 @@ absl::StatusOr<std::unique_ptr<RandomFeatureModel>> RandomFeatureModel::FromStat
       !state.average_base.empty() || !state.average_mark.empty() ||
       !state.average_previous.empty() || !state.retired_support.empty() ||
       !state.retired_sums.empty() || !state.retired_previous_sums.empty() ||
-      !state.retired_at.empty()) {
+      !state.retired_at.empty() || !state.sparse_support.empty() ||
+      !state.retired_sparse_support.empty()) {
     return inconsistent(
         "a random-feature model has no expansion terms, but the state lists some");
   }

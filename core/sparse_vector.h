@@ -34,6 +34,10 @@ struct SparseRows {
   std::vector<uint64_t> ends;
 
   size_t size() const { return ends.size(); }
+  // No rows and no entries: a state's rows are absent only when all three arrays are
+  // (a state that sets any of them is not one a dense model restores and exports alike:
+  // tests/fuzz/regressions/snapshot/*_stray_sparse_support_*.snap).
+  bool empty() const { return ends.empty() && indices.empty() && values.empty(); }
   SparseVectorView Row(size_t r) const {
     const size_t start = r == 0 ? 0 : ends[r - 1];
     return {.indices = absl::MakeConstSpan(indices).subspan(start, ends[r] - start),

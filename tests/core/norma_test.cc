@@ -851,6 +851,11 @@ TEST(NormaModelTest, FromStateRejectsInconsistentStates) {
        [](ModelState& s) { s.config.budget.max_terms = s.coefficients.size() - 1; }},
       {"invalid config", [](ModelState& s) { s.config.kernel.gamma = -1.0; }},
       {"dimension changed", [](ModelState& s) { s.config.dim = 2; }},
+      // Sparse rows in a dense-storage state, any one of their three arrays alone.
+      {"sparse_support values", [](ModelState& s) { s.sparse_support.values = {1.0}; }},
+      {"sparse_support indices", [](ModelState& s) { s.sparse_support.indices = {0}; }},
+      {"retired_sparse_support values",
+       [](ModelState& s) { s.retired_sparse_support.values = {1.0}; }},
   };
   for (const Mutation& m : mutations) {
     SCOPED_TRACE(m.description);
