@@ -80,6 +80,10 @@ ABSL_FLAG(bool, averaged_too, false,
           "of the current model f_{T+1}");
 ABSL_FLAG(int64_t, max_rows, 0, "use at most N rows of each data file (0: all)");
 ABSL_FLAG(int64_t, chunk, 256, "examples per ObserveBatch call");
+ABSL_FLAG(bool, candidates_alone, false,
+          "for a selection (config.select), also run each of its candidates alone on the "
+          "same data (a default set's as the selection scaled them): one row each, named "
+          "CONFIG#i, so the best single candidate in hindsight stands beside the selection");
 ABSL_FLAG(std::string, sizes, "",
           "comma-separated model sizes: run each config once per size, with its "
           "budget.max_terms, random_features.dimension or krls_tracker.max_basis set to it "
@@ -128,6 +132,9 @@ struct Row {
   double steady_mse = 0.0;                      // the same over the last kSteadySteps
   size_t terms = 0;
   size_t model_bytes = 0;
+  // A selection's: its candidates' configs and its champion at the end.
+  std::vector<ModelConfig> candidates;
+  uint32_t champion = 0;
   double train_seconds = 0.0;
   double test_seconds = 0.0;
 };
@@ -249,8 +256,10 @@ ModelConfig Resized(ModelConfig config, uint32_t size) {
   return config;
 }
 
-// Runs the config file `name` on its data set, at `size` if given. Errors name the files
-// they concern.
+// Runs row.config on row.data's data set. Errors name the files they concern.
+absl::StatusOr<Row> Evaluate(Row row, DataFiles& files, size_t chunk, bool averaged_too);
+
+// Runs the config file `name` on its data set, at `size` if given.
 absl::StatusOr<Row> RunConfig(const std::string& name, DataFiles& files, size_t chunk,
                               bool averaged_too, std::optional<uint32_t> size) {
   Row row;
@@ -268,6 +277,11 @@ absl::StatusOr<Row> RunConfig(const std::string& name, DataFiles& files, size_t 
     OKL_RETURN_IF_ERROR(
         Prefixed(absl::StrCat(name, " at size ", *size), okl::ValidateConfig(row.config)));
   }
+  return Evaluate(std::move(row), files, chunk, averaged_too);
+}
+
+absl::StatusOr<Row> Evaluate(Row row, DataFiles& files, size_t chunk, bool averaged_too) {
+  const std::string& name = row.config_name;
   const Task task = row.data->task;
   absl::StatusOr<const Dataset*> train_data =
       files.Get(task, row.data->train_file, row.config.dim);
@@ -284,6 +298,13 @@ absl::StatusOr<Row> RunConfig(const std::string& name, DataFiles& files, size_t 
   row.train_rows = train.size();
   row.terms = model->expansion_size();
   row.model_bytes = model->MemoryBytes();
+  if (row.config.select_kind()) {
+    const okl::ModelStats stats = model->stats();
+    for (const okl::CandidateStats& candidate : stats.candidates) {
+      row.candidates.push_back(candidate.config);
+    }
+    row.champion = stats.champion;
+  }
 
   std::vector<double> predictions;
   predictions.reserve(observations.size());
@@ -331,8 +352,18 @@ std::string DataLabel(const Row& row) {
   return absl::StrCat(row.data->prefix, " (L=", row.config.dim, ")");
 }
 
-// The config's kind and size: "KRLS-T M=100", "NORMA OLDEST B=512", "RFF D=1000".
+// The config's kind and size: "KRLS-T M=100", "NORMA OLDEST B=512", "RFF D=1000"; a
+// selection's candidates and its champion at the end.
+std::string ModelLabel(const ModelConfig& config);
+
+std::string ModelLabel(const Row& row) {
+  if (!row.config.select_kind() || row.candidates.empty()) return ModelLabel(row.config);
+  return absl::StrCat("select of ", row.candidates.size(), ": #", row.champion, " ",
+                      ModelLabel(row.candidates[row.champion]));
+}
+
 std::string ModelLabel(const ModelConfig& config) {
+  if (config.select_kind()) return "select";
   if (config.krls_tracker_kind())
     return absl::StrCat("KRLS-T M=", config.krls_tracker.max_basis);
   if (config.random_features.dimension > 0) {
@@ -348,7 +379,7 @@ void PrintTables(const std::vector<Row>& rows, bool markdown) {
     return row.current_test_accuracy.has_value();
   });
   std::vector<std::vector<std::string>> classification = {
-      {"config", "data", "steps", "prequential acc", "test acc"}};
+      {"config", "data", "model", "steps", "prequential acc", "test acc"}};
   if (any_current) classification[0].push_back("test acc (current)");
   for (const char* column : {"terms", "model bytes", "train ex/s", "test pred/s"}) {
     classification[0].push_back(column);
@@ -358,7 +389,10 @@ void PrintTables(const std::vector<Row>& rows, bool markdown) {
                                                        "terms", "model bytes", "us/step"}};
   for (const Row& row : rows) {
     if (row.data->task == Task::kClassification) {
-      std::vector<std::string> line = {row.config_name, DataLabel(row), Grouped(row.train_rows),
+      std::vector<std::string> line = {row.config_name,
+                                       DataLabel(row),
+                                       ModelLabel(row),
+                                       Grouped(row.train_rows),
                                        Percent(row.prequential_accuracy),
                                        Percent(row.test_accuracy)};
       if (any_current) {
@@ -372,7 +406,7 @@ void PrintTables(const std::vector<Row>& rows, bool markdown) {
       }
       classification.push_back(std::move(line));
     } else {
-      regression.push_back({row.config_name, DataLabel(row), ModelLabel(row.config),
+      regression.push_back({row.config_name, DataLabel(row), ModelLabel(row),
                             Grouped(row.train_rows), absl::StrFormat("%.3g", row.steady_mse),
                             absl::StrFormat("%.1f", 10 * std::log10(row.steady_mse)),
                             absl::StrFormat("%.3g", row.mse),
@@ -383,7 +417,7 @@ void PrintTables(const std::vector<Row>& rows, bool markdown) {
     }
   }
   const bool both = classification.size() > 1 && regression.size() > 1;
-  if (classification.size() > 1) PrintTable(classification, 2, markdown, stdout);
+  if (classification.size() > 1) PrintTable(classification, 3, markdown, stdout);
   if (both) std::printf("\n");
   if (regression.size() > 1) PrintTable(regression, 3, markdown, stdout);
 }
@@ -396,7 +430,7 @@ void PrintJson(const std::vector<Row>& rows) {
         .AddString("task",
                    row.data->task == Task::kClassification ? "classification" : "regression")
         .AddUint("dim", row.config.dim)
-        .AddString("model", ModelLabel(row.config))
+        .AddString("model", ModelLabel(row))
         .AddUint("steps", row.train_rows);
     if (row.data->task == Task::kClassification) {
       json.AddDouble("prequential_accuracy", row.prequential_accuracy)
@@ -457,10 +491,21 @@ absl::Status Run() {
   std::vector<Row> rows;
   for (const std::string& name : names) {
     for (const std::optional<uint32_t> size : sizes) {
+      const size_t chunk = static_cast<size_t>(absl::GetFlag(FLAGS_chunk));
       OKL_ASSIGN_OR_RETURN(
-          Row row, RunConfig(name, files, static_cast<size_t>(absl::GetFlag(FLAGS_chunk)),
-                             absl::GetFlag(FLAGS_averaged_too), size));
+          Row row, RunConfig(name, files, chunk, absl::GetFlag(FLAGS_averaged_too), size));
+      const std::vector<ModelConfig> candidates = row.candidates;
+      const DataSpec* data = row.data;
       rows.push_back(std::move(row));
+      if (!absl::GetFlag(FLAGS_candidates_alone)) continue;
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        Row alone;
+        alone.config_name = absl::StrCat(name, "#", i);
+        alone.data = data;
+        alone.config = candidates[i];
+        OKL_ASSIGN_OR_RETURN(alone, Evaluate(std::move(alone), files, chunk, false));
+        rows.push_back(std::move(alone));
+      }
     }
   }
   if (format == "json") {

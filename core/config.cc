@@ -282,9 +282,92 @@ absl::Status ValidateSparseStorage(const ModelConfig& config) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateSelect(const ModelConfig& config) {
+  const SelectConfig& select = config.select;
+  if (!config.select_kind()) {
+    if (select != SelectConfig{}) {
+      return absl::InvalidArgumentError(
+          "select.enabled is false but select's other fields are set: set enabled, or "
+          "remove select");
+    }
+    return absl::OkStatus();
+  }
+  // The outer config of a selection holds the stream's shape (dim, loss) only: every
+  // candidate has its own kernel, step and budget, and a value here would be ignored.
+  const ModelConfig defaults;
+  const std::pair<absl::string_view, bool> own_fields[] = {
+      {"kernel", config.kernel != defaults.kernel},
+      {"learning_rate", config.learning_rate != defaults.learning_rate},
+      {"lambda", config.lambda != defaults.lambda},
+      {"offset", config.offset != defaults.offset},
+      {"budget", config.budget != defaults.budget},
+      {"averaged", config.averaged != defaults.averaged},
+      {"averaging_window", config.averaging_window != defaults.averaging_window},
+      {"regret_window", config.regret_window != defaults.regret_window},
+      {"random_features", config.random_features != defaults.random_features},
+      {"sparse", config.sparse != defaults.sparse},
+      {"krls_tracker", config.krls_tracker != defaults.krls_tracker},
+  };
+  for (const auto& [field, set] : own_fields) {
+    if (set) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field,
+          " must be left unset beside select: each candidate has its own (set it in "
+          "select.candidates; a selection tracks no regret window)"));
+    }
+  }
+  if (select.live > kMaxLiveCandidates) {
+    return absl::InvalidArgumentError(absl::StrCat("select.live must be at most ",
+                                                   kMaxLiveCandidates, " (0: up to 8), got ",
+                                                   select.live));
+  }
+  if (select.candidates.size() > kMaxCandidates) {
+    return absl::InvalidArgumentError(absl::StrCat("select.candidates may list at most ",
+                                                   kMaxCandidates, " configs, got ",
+                                                   select.candidates.size()));
+  }
+  for (size_t i = 0; i < select.candidates.size(); ++i) {
+    const ModelConfig& candidate = select.candidates[i];
+    const std::string name = absl::StrCat("select.candidates[", i, "]");
+    if (candidate.select_kind() || candidate.select != SelectConfig{}) {
+      return absl::InvalidArgumentError(name + " sets select: a candidate cannot select");
+    }
+    if (candidate.dim != config.dim) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ".dim is ", candidate.dim, " but the model's dim is ", config.dim,
+                       ": leave it unset (it inherits dim) or make them equal"));
+    }
+    if (candidate.loss != config.loss) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ".loss differs from the model's loss (", LossTypeName(config.loss.type),
+          "): candidates are compared on one loss; leave it unset (it inherits the loss)"));
+    }
+    if (candidate.sparse_storage() || candidate.regret_window != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " sets ", candidate.sparse_storage() ? "sparse" : "regret_window",
+                       ": a candidate has dense storage and no regret window; remove it"));
+    }
+    const absl::Status status = ValidateConfig(candidate);
+    if (!status.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": ", status.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateConfig(const ModelConfig& config) {
+  if (config.select_kind()) {
+    if (config.dim < 1 || config.dim > kMaxDimension) {
+      return absl::InvalidArgumentError(absl::StrCat("dim must be in [1, ", kMaxDimension,
+                                                     "] with select, got ", config.dim));
+    }
+    OKL_RETURN_IF_ERROR(CheckAllFinite(config));
+    OKL_RETURN_IF_ERROR(ValidateLoss(config.loss));
+    return ValidateSelect(config);
+  }
+  OKL_RETURN_IF_ERROR(ValidateSelect(config));
   const uint32_t max_dim = config.sparse_storage() ? kMaxSparseDimension : kMaxDimension;
   if (config.dim < 1 || config.dim > max_dim) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -157,6 +158,28 @@ struct KrlsTrackerConfig {
   friend bool operator==(const KrlsTrackerConfig&, const KrlsTrackerConfig&) = default;
 };
 
+struct ModelConfig;
+
+// Online model selection (core/select.h): several candidate models learn from the same
+// stream, and predictions come from the champion, the candidate whose progressive loss
+// (each example's loss before the candidate learns it) is lowest by a sequential test.
+// Chosen by enabled; the outer config then holds only dim, the loss and this (every other
+// field at its default). Each candidate is a complete config of any kind but select, with
+// the outer dim and loss and dense storage. No candidates: okl's default set, scaled to
+// the data (core/select.h, DefaultCandidates).
+inline constexpr uint32_t kMaxCandidates = 64;
+inline constexpr uint32_t kMaxLiveCandidates = 16;
+struct SelectConfig {
+  bool enabled = false;
+  // How many candidates learn at once, 1..kMaxLiveCandidates; 0: all of them, at most 8.
+  // The others wait, in order, for a live one that is significantly worse than the
+  // champion to be retired.
+  uint32_t live = 0;
+  std::vector<ModelConfig> candidates;
+
+  friend bool operator==(const SelectConfig&, const SelectConfig&) = default;
+};
+
 struct ModelConfig {
   uint32_t dim = 0;
   KernelConfig kernel;
@@ -174,9 +197,11 @@ struct ModelConfig {
   RandomFeaturesConfig random_features;
   SparseStorageConfig sparse;
   KrlsTrackerConfig krls_tracker;
+  SelectConfig select;
 
   bool sparse_storage() const { return sparse.max_nonzeros > 0; }
   bool krls_tracker_kind() const { return krls_tracker.max_basis > 0; }
+  bool select_kind() const { return select.enabled; }
 
   friend bool operator==(const ModelConfig&, const ModelConfig&) = default;
 };

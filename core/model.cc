@@ -10,11 +10,13 @@
 #include "core/krls_tracker.h"
 #include "core/norma.h"
 #include "core/random_features.h"
+#include "core/select.h"
 #include "core/status_macros.h"
 
 namespace okl {
 
 size_t WorstCaseMemoryBytes(const ModelConfig& config) {
+  if (config.select_kind()) return SelectModel::WorstCaseMemoryBytes(config);
   if (config.krls_tracker_kind()) return KrlsTrackerModel::WorstCaseMemoryBytes(config);
   return config.random_features.dimension > 0
              ? RandomFeatureModel::WorstCaseMemoryBytes(config)
@@ -22,6 +24,8 @@ size_t WorstCaseMemoryBytes(const ModelConfig& config) {
 }
 
 std::optional<ModelCapacity> LargestState(const ModelConfig& config) {
+  // A selection's capacity is its candidates' (SelectModel).
+  if (config.select_kind()) return std::nullopt;
   if (config.krls_tracker_kind()) {
     return ModelCapacity{.bases = uint64_t{config.krls_tracker.max_basis} + 1};
   }
@@ -34,6 +38,7 @@ std::optional<ModelCapacity> LargestState(const ModelConfig& config) {
 }
 
 double WorstCaseWorkPerExample(const ModelConfig& config) {
+  if (config.select_kind()) return SelectModel::WorstCaseWorkPerExample(config);
   const std::optional<ModelCapacity> capacity = LargestState(config);
   if (!capacity.has_value()) return std::numeric_limits<double>::infinity();
   const double dim = config.dim;
@@ -47,12 +52,20 @@ double WorstCaseWorkPerExample(const ModelConfig& config) {
 }
 
 absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelConfig& config) {
+  if (config.select_kind()) return SelectModel::Create(config);
   if (config.krls_tracker_kind()) return KrlsTrackerModel::Create(config);
   if (config.random_features.dimension > 0) return RandomFeatureModel::Create(config);
   return NormaModel::Create(config);
 }
 
 absl::StatusOr<std::unique_ptr<Model>> ModelFromState(const ModelState& state) {
+  if (state.config.select_kind()) return SelectModel::FromState(state);
+  if (!state.candidate_states.empty() || !state.candidates.empty() || state.champion != 0 ||
+      state.champion_changes != 0 || state.input_scale != 0 || !state.warmup_inputs.empty() ||
+      !state.warmup_labels.empty()) {
+    return absl::InvalidArgumentError(
+        "inconsistent model state: a model that does not select sets a selection's fields");
+  }
   if (state.config.krls_tracker_kind()) return KrlsTrackerModel::FromState(state);
   if (state.config.random_features.dimension > 0) return RandomFeatureModel::FromState(state);
   return NormaModel::FromState(state);
@@ -120,17 +133,13 @@ Observation Model::CommitStepScalars(const StepScalars& step, SparseVectorView x
 }
 
 ModelStats Model::ScalarStats() const {
-  return ModelStats{
-      .steps = steps_,
-      .expansion_size = 0,
-      .cumulative_loss = cumulative_loss_,
-      .mistakes = mistakes_,
-      .terms_removed = 0,
-      .offset = offset_,
-      .margin = margin_,
-      .truncation_error_bound = std::nullopt,
-      .regret = std::nullopt,
-  };
+  ModelStats stats;
+  stats.steps = steps_;
+  stats.cumulative_loss = cumulative_loss_;
+  stats.mistakes = mistakes_;
+  stats.offset = offset_;
+  stats.margin = margin_;
+  return stats;
 }
 
 bool Model::HasTrackerFields(const ModelState& state) {

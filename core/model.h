@@ -50,6 +50,45 @@ struct Observation {
   double loss = 0.0;        // loss(y_t, p_t)
 };
 
+// Where a candidate of a selection (core/select.h) stands.
+enum class CandidateStatus {
+  kWaiting,  // not started: waits for a live candidate to be retired
+  kLive,     // learning from every example
+  kRetired,  // stopped for good (significantly worse than the champion, or diverged)
+};
+
+// What a selection keeps about each candidate (in its state and its stats).
+struct CandidateRecord {
+  CandidateStatus status = CandidateStatus::kWaiting;
+  uint64_t steps = 0;            // examples it learned
+  double cumulative_loss = 0.0;  // the sum of its progressive losses
+  uint64_t started_at = 0;       // the selection's step it became live at (0: never)
+  // Sums over its progressive losses l_t, discounted by beta = 1 - 1/1000 per step:
+  // weight = sum beta^(T-t), loss_sum = sum beta^(T-t) l_t (recent_loss = ratio).
+  double weight = 0.0;
+  double loss_sum = 0.0;
+  // The paired comparison with the champion, since the later of its start and the
+  // champion's promotion: the same discounted sums of s_t = sign(l_t - l_t(champion))
+  // (core/select.h).
+  double paired_weight = 0.0;
+  double difference_sum = 0.0;
+  double difference_square_sum = 0.0;
+
+  double recent_loss() const { return weight > 0 ? loss_sum / weight : 0.0; }
+  friend bool operator==(const CandidateRecord&, const CandidateRecord&) = default;
+};
+
+// One candidate of a selection as its stats show it: its config (a default set's as
+// scaled to the data) and its record.
+struct CandidateStats {
+  ModelConfig config;
+  CandidateStatus status = CandidateStatus::kWaiting;
+  uint64_t steps = 0;
+  double cumulative_loss = 0.0;
+  double recent_loss = 0.0;  // CandidateRecord::recent_loss()
+  uint64_t started_at = 0;
+};
+
 struct ModelStats {
   uint64_t steps = 0;
   uint32_t expansion_size = 0;  // terms; a random-feature model's D
@@ -73,6 +112,12 @@ struct ModelStats {
   // without regret tracking and until the first computation. No model sets it: ModelEntry
   // does, from its RegretScheduler's results.
   std::optional<RegretResult> regret;
+  // A selection (config.select): every candidate, in order (empty while a default set
+  // waits for the examples it is scaled by), the champion's index, and how many times a
+  // challenger replaced the champion. expansion_size is then the champion's.
+  std::vector<CandidateStats> candidates;
+  uint32_t champion = 0;
+  uint64_t champion_changes = 0;
 };
 
 // The complete state of a model: ModelFromState(model.ExportState()) continues
@@ -137,6 +182,18 @@ struct ModelState {
   std::vector<double> kernel_matrix;
   double signal_power_numerator = 0.0;
   double signal_power_denominator = 0.0;
+  // A selection (config.select; core/select.h): the states of its live candidates in
+  // candidate order, every candidate's record, the champion's index and its changes.
+  // A default set (no config.select.candidates) is scaled by input_scale, the median
+  // squared distance between the first examples (0 until they are in): warmup_inputs
+  // (dim per example) and warmup_labels hold those examples until then.
+  std::vector<ModelState> candidate_states;
+  std::vector<CandidateRecord> candidates;
+  uint32_t champion = 0;
+  uint64_t champion_changes = 0;
+  double input_scale = 0.0;
+  std::vector<double> warmup_inputs;
+  std::vector<double> warmup_labels;
 
   friend bool operator==(const ModelState&, const ModelState&) = default;
 };

@@ -5,15 +5,17 @@
 #include <algorithm>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/select.h"
 #include "core/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
-#include "google/protobuf/wire_format_lite.h"
 #include "google/protobuf/text_format.h"
+#include "google/protobuf/wire_format_lite.h"
 
 namespace okl {
 namespace {
@@ -264,9 +266,60 @@ class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
   std::string message_;
 };
 
+// A selection's config: dim, the loss and the candidates, each completed with the outer
+// dim and loss where it leaves them unset.
+absl::StatusOr<ModelConfig> SelectFromProto(const v1::ModelConfig& proto) {
+  const std::pair<absl::string_view, bool> own_fields[] = {
+      {"kernel", proto.has_kernel()}, {"learning_rate", proto.has_learning_rate()},
+      {"budget", proto.has_budget()}, {"random_features", proto.has_random_features()},
+      {"sparse", proto.has_sparse()}, {"krls_tracker", proto.has_krls_tracker()},
+  };
+  for (const auto& [field, set] : own_fields) {
+    if (set) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field,
+          " must be left unset beside select: each candidate has its own (set it in "
+          "select.candidates)"));
+    }
+  }
+  ModelConfig config;
+  config.dim = proto.dim();
+  OKL_ASSIGN_OR_RETURN(config.loss, LossFromProto(proto.loss()));
+  config.lambda = proto.lambda();
+  config.offset = proto.offset();
+  config.averaged = proto.averaged();
+  config.averaging_window = proto.averaging_window();
+  config.regret_window = proto.regret_window();
+  config.select.enabled = true;
+  config.select.live = proto.select().live();
+  if (proto.select().candidates_size() > static_cast<int>(kMaxCandidates)) {
+    return absl::InvalidArgumentError(absl::StrCat("select.candidates may list at most ",
+                                                   kMaxCandidates, " configs, got ",
+                                                   proto.select().candidates_size()));
+  }
+  for (int i = 0; i < proto.select().candidates_size(); ++i) {
+    const std::string name = absl::StrCat("select.candidates[", i, "]");
+    v1::ModelConfig candidate = proto.select().candidates(i);
+    // Checked before converting: a candidate's own candidates would nest without end.
+    if (candidate.has_select()) {
+      return absl::InvalidArgumentError(name + " sets select: a candidate cannot select");
+    }
+    if (candidate.dim() == 0) candidate.set_dim(proto.dim());
+    if (!candidate.has_loss()) *candidate.mutable_loss() = proto.loss();
+    absl::StatusOr<ModelConfig> converted = FromProto(candidate);
+    if (!converted.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": ", converted.status().message()));
+    }
+    config.select.candidates.push_back(*std::move(converted));
+  }
+  OKL_RETURN_IF_ERROR(ValidateConfig(config));
+  return config;
+}
+
 }  // namespace
 
 absl::StatusOr<ModelConfig> FromProto(const v1::ModelConfig& proto) {
+  if (proto.has_select()) return SelectFromProto(proto);
   ModelConfig config;
   config.dim = proto.dim();
   OKL_ASSIGN_OR_RETURN(config.kernel, KernelFromProto(proto.kernel()));
@@ -292,6 +345,16 @@ absl::StatusOr<ModelConfig> FromProto(const v1::ModelConfig& proto) {
 v1::ModelConfig ToProto(const ModelConfig& config) {
   v1::ModelConfig proto;
   proto.set_dim(config.dim);
+  if (config.select_kind()) {
+    // A selection has no kernel, step or budget of its own: FromProto refuses them.
+    *proto.mutable_loss() = LossToProto(config.loss);
+    v1::Select* select = proto.mutable_select();
+    select->set_live(config.select.live);
+    for (const ModelConfig& candidate : config.select.candidates) {
+      *select->add_candidates() = ToProto(candidate);
+    }
+    return proto;
+  }
   *proto.mutable_kernel() = KernelToProto(config.kernel);
   *proto.mutable_loss() = LossToProto(config.loss);
   if (config.krls_tracker_kind()) {
@@ -358,14 +421,43 @@ SparseRows SparseRowsFromProto(const Repeated<uint64_t>& ends,
   return rows;
 }
 
+v1::CandidateStatus CandidateStatusToProto(CandidateStatus status) {
+  switch (status) {
+    case CandidateStatus::kWaiting:
+      return v1::WAITING;
+    case CandidateStatus::kLive:
+      return v1::LIVE;
+    case CandidateStatus::kRetired:
+      return v1::RETIRED;
+  }
+  return v1::CANDIDATE_STATUS_UNSPECIFIED;
+}
+
+absl::StatusOr<CandidateStatus> CandidateStatusFromProto(v1::CandidateStatus status) {
+  switch (status) {
+    case v1::WAITING:
+      return CandidateStatus::kWaiting;
+    case v1::LIVE:
+      return CandidateStatus::kLive;
+    case v1::RETIRED:
+      return CandidateStatus::kRetired;
+    default:
+      break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("candidate status ", static_cast<int>(status),
+                                                 " is not WAITING, LIVE or RETIRED"));
+}
+
 }  // namespace
 
 v1::ModelSnapshot ToProto(const ModelState& state) {
   v1::ModelSnapshot proto;
   // The oldest version that holds the state, so a server of the version before reads
   // every snapshot it could.
-  proto.set_format_version(state.config.krls_tracker_kind() ? kSnapshotFormatVersion
-                                                             : kExpansionSnapshotFormatVersion);
+  proto.set_format_version(state.config.select_kind() ? kSnapshotFormatVersion
+                           : state.config.krls_tracker_kind()
+                               ? kTrackerSnapshotFormatVersion
+                               : kExpansionSnapshotFormatVersion);
   *proto.mutable_config() = ToProto(state.config);
   proto.mutable_support()->Assign(state.support.begin(), state.support.end());
   proto.mutable_coefficients()->Assign(state.coefficients.begin(), state.coefficients.end());
@@ -412,6 +504,26 @@ v1::ModelSnapshot ToProto(const ModelState& state) {
   proto.mutable_window_labels()->Assign(window.ys.begin(), window.ys.end());
   proto.mutable_window_online_losses()->Assign(window.online_losses.begin(),
                                                window.online_losses.end());
+  for (const ModelState& candidate : state.candidate_states) {
+    *proto.add_candidate_states() = ToProto(candidate);
+  }
+  for (const CandidateRecord& record : state.candidates) {
+    v1::CandidateRecord* out = proto.add_candidates();
+    out->set_status(CandidateStatusToProto(record.status));
+    out->set_steps(record.steps);
+    out->set_cumulative_loss(record.cumulative_loss);
+    out->set_started_at(record.started_at);
+    out->set_weight(record.weight);
+    out->set_loss_sum(record.loss_sum);
+    out->set_paired_weight(record.paired_weight);
+    out->set_difference_sum(record.difference_sum);
+    out->set_difference_square_sum(record.difference_square_sum);
+  }
+  proto.set_champion(state.champion);
+  proto.set_champion_changes(state.champion_changes);
+  proto.set_input_scale(state.input_scale);
+  proto.mutable_warmup_inputs()->Assign(state.warmup_inputs.begin(), state.warmup_inputs.end());
+  proto.mutable_warmup_labels()->Assign(state.warmup_labels.begin(), state.warmup_labels.end());
   return proto;
 }
 
@@ -483,6 +595,32 @@ absl::StatusOr<ModelState> FromProto(const v1::ModelSnapshot& proto) {
   window.online_losses.assign(proto.window_online_losses().begin(),
                               proto.window_online_losses().end());
   window.last_step = window.ys.empty() ? 0 : state.steps;
+  for (const v1::ModelSnapshot& candidate : proto.candidate_states()) {
+    absl::StatusOr<ModelState> candidate_state = FromProto(candidate);
+    if (!candidate_state.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("candidate state: ", candidate_state.status().message()));
+    }
+    state.candidate_states.push_back(*std::move(candidate_state));
+  }
+  for (const v1::CandidateRecord& in : proto.candidates()) {
+    CandidateRecord record;
+    OKL_ASSIGN_OR_RETURN(record.status, CandidateStatusFromProto(in.status()));
+    record.steps = in.steps();
+    record.cumulative_loss = in.cumulative_loss();
+    record.started_at = in.started_at();
+    record.weight = in.weight();
+    record.loss_sum = in.loss_sum();
+    record.paired_weight = in.paired_weight();
+    record.difference_sum = in.difference_sum();
+    record.difference_square_sum = in.difference_square_sum();
+    state.candidates.push_back(record);
+  }
+  state.champion = proto.champion();
+  state.champion_changes = proto.champion_changes();
+  state.input_scale = proto.input_scale();
+  state.warmup_inputs.assign(proto.warmup_inputs().begin(), proto.warmup_inputs().end());
+  state.warmup_labels.assign(proto.warmup_labels().begin(), proto.warmup_labels().end());
   return state;
 }
 
@@ -517,6 +655,17 @@ v1::ModelStats ToProto(const ModelStats& stats, LossType loss) {
   proto.set_terms_removed(stats.terms_removed);
   proto.set_noise_variance(stats.noise_variance);
   proto.set_signal_power(stats.signal_power);
+  for (const CandidateStats& candidate : stats.candidates) {
+    v1::Candidate* out = proto.add_candidates();
+    *out->mutable_config() = ToProto(candidate.config);
+    out->set_status(CandidateStatusToProto(candidate.status));
+    out->set_steps(candidate.steps);
+    out->set_cumulative_loss(candidate.cumulative_loss);
+    out->set_recent_loss(candidate.recent_loss);
+    out->set_started_at(candidate.started_at);
+  }
+  proto.set_champion(stats.champion);
+  proto.set_champion_changes(stats.champion_changes);
   return proto;
 }
 
@@ -530,6 +679,20 @@ ModelStats FromProto(const v1::ModelStats& proto, LossType loss) {
   stats.offset = proto.offset();
   stats.noise_variance = proto.noise_variance();
   stats.signal_power = proto.signal_power();
+  for (const v1::Candidate& in : proto.candidates()) {
+    // What a server sent: a config it ran and a status it wrote (else the defaults).
+    CandidateStats candidate;
+    candidate.config = FromProto(in.config()).value_or(ModelConfig{});
+    candidate.status =
+        CandidateStatusFromProto(in.status()).value_or(CandidateStatus::kWaiting);
+    candidate.steps = in.steps();
+    candidate.cumulative_loss = in.cumulative_loss();
+    candidate.recent_loss = in.recent_loss();
+    candidate.started_at = in.started_at();
+    stats.candidates.push_back(std::move(candidate));
+  }
+  stats.champion = proto.champion();
+  stats.champion_changes = proto.champion_changes();
   switch (MarginKindOf(loss)) {
     case MarginKind::kRho:
       stats.margin = proto.rho();
@@ -881,6 +1044,27 @@ size_t MaxSnapshotBytes(const ModelConfig& config) {
   // The packed fields' tags and lengths, the scalars, the config and the checksum fit in
   // the fixed part.
   constexpr uint64_t kFixedBytes = 4096;
+  if (config.select_kind()) {
+    // The live candidates' nested snapshots (the largest that can be live together, each
+    // with its tag and length), a record per candidate (nine fields of at most 11 bytes,
+    // its tag and length), its config in the outer one, and the warm-up examples.
+    std::vector<size_t> nested;
+    const std::vector<ModelConfig> candidates = CandidateConfigs(config, 1.0);
+    for (const ModelConfig& candidate : candidates) {
+      const size_t bytes = MaxSnapshotBytes(candidate);
+      if (bytes == SIZE_MAX) return SIZE_MAX;
+      nested.push_back(bytes + 16);
+    }
+    std::sort(nested.rbegin(), nested.rend());
+    uint64_t total = kFixedBytes;
+    for (size_t i = 0; i < std::min(nested.size(), LiveCandidates(config)); ++i)
+      total += nested[i];
+    for (const ModelConfig& candidate : candidates) {
+      total += 9 * 11 + 4 + CanonicalConfigBytes(candidate).size() + 4;
+    }
+    total += kScaleExamples * (uint64_t{config.dim} + 1) * sizeof(double);
+    return total;
+  }
   const uint64_t dim = config.dim;
   const uint64_t window_bytes = uint64_t{config.regret_window} * (dim + 2) * sizeof(double);
   const std::optional<ModelCapacity> capacity = LargestState(config);

@@ -47,10 +47,11 @@
 
 namespace okl {
 
-// The newest ModelSnapshot layout: ToProto writes it for a KRLS tracker (version 3 added
-// its fields), kExpansionSnapshotFormatVersion for every other kind, and FromProto reads
-// both.
-inline constexpr uint32_t kSnapshotFormatVersion = 3;
+// The newest ModelSnapshot layout: ToProto writes it for a selection (version 4 added its
+// fields), kTrackerSnapshotFormatVersion for a KRLS tracker (version 3 added its fields),
+// kExpansionSnapshotFormatVersion for every other kind, and FromProto reads them all.
+inline constexpr uint32_t kSnapshotFormatVersion = 4;
+inline constexpr uint32_t kTrackerSnapshotFormatVersion = 3;
 inline constexpr uint32_t kExpansionSnapshotFormatVersion = 2;
 // The oldest version still read: version 1 lacks the averaging window's fields (read as
 // empty and zero) and random features.
@@ -76,8 +77,8 @@ v1::ModelConfig ToProto(const ModelConfig& config);
 // config always equals itself when read back.
 std::string CanonicalConfigBytes(const ModelConfig& config);
 
-// The complete state, with format_version kSnapshotFormatVersion for a KRLS tracker and
-// kExpansionSnapshotFormatVersion for the other kinds.
+// The complete state, with the oldest format_version that holds it (see above); a
+// selection's live candidates are nested snapshots of their own (without checksum).
 v1::ModelSnapshot ToProto(const ModelState& state);
 
 // InvalidArgument if the format version is not one this build reads, the config is

@@ -260,6 +260,16 @@ class ServerMetrics::Impl {
                "A KRLS tracker's estimate of the label noise's variance, in the labels' units "
                "squared: the floor under its predictive variances.",
                MetricType::Gauge);
+    MetricFamily champion_changes =
+        Family("okl_model_champion_changes_total",
+               "A selection's (config.select) champion changes: a challenger's loss "
+               "significantly below the champion's.",
+               MetricType::Counter);
+    MetricFamily candidate_loss =
+        Family("okl_model_candidate_recent_loss",
+               "Each live candidate of a selection: its progressive loss averaged over ~1,000 "
+               "recent steps (label candidate: its index; champion: 1 for the champion).",
+               MetricType::Gauge);
 
     double models = 0;
     double omitted = 0;
@@ -306,6 +316,17 @@ class ServerMetrics::Impl {
       }
       add(&memory, static_cast<double>(summary->memory_bytes));
       if (summary->config.krls_tracker_kind()) add(&noise_variance, stats.noise_variance);
+      if (summary->config.select_kind()) {
+        add(&champion_changes, static_cast<double>(stats.champion_changes));
+        for (size_t i = 0; i < stats.candidates.size(); ++i) {
+          if (stats.candidates[i].status != CandidateStatus::kLive) continue;
+          std::vector<ClientMetric::Label> candidate_labels = labels;
+          candidate_labels.push_back({"candidate", absl::StrCat(i)});
+          candidate_labels.push_back({"champion", i == stats.champion ? "1" : "0"});
+          candidate_loss.metric.push_back(
+              Sample(candidate_loss.type, stats.candidates[i].recent_loss, candidate_labels));
+        }
+      }
     }
 
     families->push_back(Single("okl_models", "Models held.", MetricType::Gauge, models));
@@ -321,7 +342,8 @@ class ServerMetrics::Impl {
                                MetricType::Gauge, bytes));
     for (MetricFamily* family :
          {&expansion_size, &steps, &loss, &mistakes, &regret, &regret_per_example,
-          &regret_staleness, &regret_window, &truncation, &memory, &noise_variance}) {
+          &regret_staleness, &regret_window, &truncation, &memory, &noise_variance,
+          &champion_changes, &candidate_loss}) {
       if (!family->metric.empty()) families->push_back(std::move(*family));
     }
   }

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/select.h"
 #include "core/status_macros.h"
 #include "proto/convert.h"
 #include "server/failpoint.h"
@@ -134,6 +135,28 @@ absl::Status ModelHost::CheckConfig(const ModelConfig& config) const {
         "config.dim ", config.dim, " is over this server's limit of ", max_dim,
         sparse ? " for sparse storage (--max_sparse_dim)"
                : " (--max_dim; sparse storage allows more, see --max_sparse_dim)"));
+  }
+  if (config.select_kind()) {
+    // A selection runs its candidates (a default set's as they will be scaled): each
+    // must fit this server as a model of its own would.
+    const std::vector<ModelConfig> candidates = CandidateConfigs(config, 1.0);
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      const absl::Status status = CheckConfig(candidates[i]);
+      if (!status.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            config.select.candidates.empty() ? "select's default candidate "
+                                             : "select.candidates[",
+            i, config.select.candidates.empty() ? "" : "]", ": ", status.message()));
+      }
+    }
+    if (const size_t bytes = MaxSnapshotBytes(config); bytes > kMaxSnapshotBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a selection of these candidates could outgrow the snapshot size limit: its "
+          "snapshot may take ",
+          bytes, " bytes, over ", kMaxSnapshotBytes,
+          "; lower select.live or the candidates' sizes"));
+    }
+    return absl::OkStatus();
   }
   if (config.krls_tracker.max_basis > options_.max_basis) {
     return absl::InvalidArgumentError(

@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "client/io/json_writer.h"
 #include "core/file.h"
+#include "core/select.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/convert.h"
@@ -80,6 +81,23 @@ std::string StatsJson(const ModelSummary& summary) {
   if (stats.truncation_error_bound.has_value()) {
     json.AddDouble("truncation_error_bound", *stats.truncation_error_bound);
   }
+  if (summary.config.select_kind()) {
+    std::string candidates = "[";
+    for (size_t i = 0; i < stats.candidates.size(); ++i) {
+      const CandidateStats& c = stats.candidates[i];
+      JsonObject candidate;
+      candidate.AddString("status", CandidateStatusName(c.status))
+          .AddUint("steps", c.steps)
+          .AddDouble("cumulative_loss", c.cumulative_loss)
+          .AddDouble("recent_loss", c.recent_loss)
+          .AddUint("started_at", c.started_at)
+          .AddRaw("config", ConfigJson(c.config));
+      absl::StrAppend(&candidates, i == 0 ? "" : ",", candidate.str());
+    }
+    json.AddUint("champion", stats.champion)
+        .AddUint("champion_changes", stats.champion_changes)
+        .AddRaw("candidates", candidates + "]");
+  }
   if (stats.regret.has_value()) {
     JsonObject regret;
     regret.AddDouble("regret", stats.regret->regret)
@@ -105,6 +123,23 @@ std::string KernelShort(const KernelConfig& kernel) {
       return absl::StrFormat("heat(t=%g)", kernel.t);
   }
   return std::string(KernelTypeName(kernel.type));
+}
+
+// A candidate's kind, size, kernel and step in one line, for `okl get`.
+std::string CandidateText(const ModelConfig& config) {
+  if (config.krls_tracker_kind()) {
+    return absl::StrFormat("KRLS-T M=%d %s noise=%g", config.krls_tracker.max_basis,
+                           KernelShort(config.kernel), config.krls_tracker.noise_variance);
+  }
+  const std::string step =
+      absl::StrFormat("%s eta0=%g lambda=%g", ScheduleName(config.learning_rate.schedule),
+                      config.learning_rate.eta0, config.lambda);
+  if (config.random_features.dimension > 0) {
+    return absl::StrFormat("RFF D=%d %s %s", config.random_features.dimension,
+                           KernelShort(config.kernel), step);
+  }
+  return absl::StrFormat("NORMA %s B=%d %s %s", BudgetPolicyName(config.budget.policy),
+                         config.budget.max_terms, KernelShort(config.kernel), step);
 }
 
 }  // namespace
@@ -180,6 +215,23 @@ std::string SummaryText(const ModelSummary& summary) {
   if (stats.truncation_error_bound.has_value()) {
     absl::StrAppendFormat(&text, "truncation bound %.6g\n", *stats.truncation_error_bound);
   }
+  if (summary.config.select_kind()) {
+    if (stats.candidates.empty()) {
+      absl::StrAppendFormat(
+          &text, "candidates       none yet: the default set is built after %d examples\n",
+          kScaleExamples);
+    } else {
+      absl::StrAppendFormat(&text, "champion         #%d (%d changes)\n", stats.champion,
+                            stats.champion_changes);
+      absl::StrAppend(&text, "candidates       #  status   steps  recent loss  model\n");
+      for (size_t i = 0; i < stats.candidates.size(); ++i) {
+        const CandidateStats& c = stats.candidates[i];
+        absl::StrAppendFormat(&text, "                 %-2d %-8s %-6d %-12.6g %s\n", i,
+                              CandidateStatusName(c.status), c.steps, c.recent_loss,
+                              CandidateText(c.config));
+      }
+    }
+  }
   if (stats.regret.has_value()) {
     absl::StrAppendFormat(
         &text,
@@ -242,10 +294,11 @@ absl::Status RunList(const Client& client, absl::string_view tenant, const Outpu
   std::vector<std::vector<std::string>> rows = {
       {"TENANT", "MODEL", "DIM", "KERNEL", "LOSS", "STEPS", "TERMS", "MEAN LOSS"}};
   for (const ModelSummary& m : *models) {
-    rows.push_back({m.tenant, m.model, absl::StrCat(m.config.dim), KernelShort(m.config.kernel),
-                    std::string(LossTypeName(m.config.loss.type)), absl::StrCat(m.stats.steps),
-                    absl::StrCat(m.stats.expansion_size),
-                    absl::StrFormat("%.6g", MeanLoss(m.stats))});
+    rows.push_back(
+        {m.tenant, m.model, absl::StrCat(m.config.dim),
+         m.config.select_kind() ? std::string("select") : KernelShort(m.config.kernel),
+         std::string(LossTypeName(m.config.loss.type)), absl::StrCat(m.stats.steps),
+         absl::StrCat(m.stats.expansion_size), absl::StrFormat("%.6g", MeanLoss(m.stats))});
   }
   std::vector<size_t> widths(rows.front().size(), 0);
   for (const auto& row : rows) {

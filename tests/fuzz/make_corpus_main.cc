@@ -96,6 +96,27 @@ std::string TrainedSnapshot(const ModelConfig& config, int steps, Inputs inputs)
 
 void WriteSnapshots(const fs::path& dir) {
   {
+    // Selections: a default set still warming up (its examples kept), and two listed
+    // candidates of three live, a tracker among them, after a promotion or retirement.
+    ModelConfig config;
+    config.dim = 3;
+    config.select.enabled = true;
+    WriteFile(dir / "select_default_warming_up.snap",
+              TrainedSnapshot(config, 10, Inputs::kDense));
+    ModelConfig slow = BaseConfig(3);
+    slow.learning_rate.eta0 = 0.001;
+    slow.budget.max_terms = 6;
+    ModelConfig fast = slow;
+    fast.learning_rate.eta0 = 0.5;
+    ModelConfig tracker;
+    tracker.dim = 3;
+    tracker.krls_tracker = {.max_basis = 5, .noise_variance = 1e-2};
+    config.select.live = 2;
+    config.select.candidates = {slow, fast, tracker};
+    WriteFile(dir / "select_listed_two_live.snap",
+              TrainedSnapshot(config, 400, Inputs::kDense));
+  }
+  {
     // A KRLS tracker with forgetting (its kernel matrix too) and a regret window, pruned
     // many times over: a dictionary of 4 after 20 steps.
     ModelConfig config;
@@ -298,6 +319,33 @@ constexpr NamedText kConfigTexts[] = {
        loss { squared {} }
        learning_rate { eta0: 0.5 }
        momentum: 0.9
+     )pb"},
+    {"select_default.textproto", "dim: 123 loss { hinge {} } select {}"},
+    {"select_listed.textproto", R"pb(
+       dim: 2
+       loss { squared {} }
+       select {
+         live: 1
+         candidates {
+           kernel { gaussian { gamma: 1 } }
+           learning_rate { eta0: 0.5 }
+         }
+         candidates {
+           kernel { laplacian { gamma: 2 } }
+           krls_tracker { max_basis: 4 noise_variance: 0.1 }
+         }
+       }
+     )pb"},
+    {"reject_select_kernel.textproto", R"pb(
+       dim: 2
+       loss { squared {} }
+       kernel { gaussian { gamma: 1 } }
+       select {}
+     )pb"},
+    {"reject_select_nested.textproto", R"pb(
+       dim: 2
+       loss { squared {} }
+       select { candidates { select {} } }
      )pb"},
     {"reject_syntax_error.textproto", "dim: 2\nkernel { gaussian { gamma: 1 }\nloss {"},
     {"reject_nan_gamma.textproto", R"pb(

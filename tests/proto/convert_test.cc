@@ -1132,7 +1132,7 @@ TEST(ConvertKrlsTrackerTest, SnapshotIsVersion3AndContinuesBitIdentically) {
     const ModelState state = (*model)->ExportState();
     EXPECT_EQ(state.kernel_matrix.empty(), forgetting == 1.0);
     const v1::ModelSnapshot snapshot = ToProto(state);
-    EXPECT_EQ(snapshot.format_version(), kSnapshotFormatVersion);
+    EXPECT_EQ(snapshot.format_version(), kTrackerSnapshotFormatVersion);
     const std::string bytes = EncodeOrDie(state);
     EXPECT_LE(bytes.size(), MaxSnapshotBytes(state.config));
     absl::StatusOr<ModelState> decoded = DecodeSnapshot(bytes);
@@ -1190,6 +1190,120 @@ TEST(ConvertKrlsTrackerTest, StatsCarryTheDictionaryThroughTheSummary) {
   // Another kind has no dictionary on the wire.
   summary.config = BaseConfig();
   EXPECT_EQ(ToProto(summary).stats().dictionary_size(), 0u);
+}
+
+// --- Selection (config.select) ---------------------------------------------------------
+
+TEST(ConvertSelectTest, TheIssuesConfigParsesAndCandidatesInheritDimAndLoss) {
+  absl::StatusOr<ModelConfig> bare =
+      ParseModelConfigText("dim: 123 loss { hinge {} } select {}");
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  EXPECT_TRUE(bare->select_kind());
+  EXPECT_TRUE(bare->select.candidates.empty());
+  EXPECT_EQ(bare->loss.rho, 1.0);
+
+  absl::StatusOr<ModelConfig> listed = ParseModelConfigText(R"pb(
+    dim: 3
+    loss { squared {} }
+    select {
+      live: 1
+      candidates {
+        kernel { gaussian { gamma: 2 } }
+        learning_rate { eta0: 0.5 }
+        budget { max_terms: 10 }
+      }
+      candidates {
+        kernel { gaussian { gamma: 1 } }
+        krls_tracker { max_basis: 20 noise_variance: 0.01 }
+      }
+    }
+  )pb");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->select.candidates.size(), 2u);
+  for (const ModelConfig& candidate : listed->select.candidates) {
+    EXPECT_EQ(candidate.dim, 3u);
+    EXPECT_EQ(candidate.loss.type, LossType::kSquared);
+  }
+  EXPECT_TRUE(listed->select.candidates[1].krls_tracker_kind());
+  // The wire form round-trips, canonical bytes included.
+  for (const ModelConfig& config : {*bare, *listed}) {
+    absl::StatusOr<ModelConfig> back = FromProto(ToProto(config));
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, config);
+    EXPECT_EQ(CanonicalConfigBytes(*back), CanonicalConfigBytes(config));
+  }
+}
+
+TEST(ConvertSelectTest, RefusesOwnFieldsNestingAndBadCandidatesNamingThem) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"dim: 3 loss { squared {} } kernel { gaussian { gamma: 1 } } select {}",
+       "kernel must be left unset beside select"},
+      {"dim: 3 loss { squared {} } learning_rate { eta0: 1 } select {}", "learning_rate"},
+      {"dim: 3 loss { squared {} } lambda: 0.1 select {}", "lambda"},
+      {"dim: 3 loss { squared {} } select { candidates { select {} } }", "cannot select"},
+      {"dim: 3 loss { squared {} } select { candidates { dim: 4 kernel { gaussian { gamma: 1 } "
+       "} "
+       "learning_rate { eta0: 1 } } }",
+       "select.candidates[0].dim"},
+      {"dim: 3 loss { squared {} } select { candidates { kernel { gaussian { gamma: -1 } } "
+       "learning_rate { eta0: 1 } } }",
+       "select.candidates[0]: "},
+      {"dim: 3 loss { squared {} } select { live: 17 }", "select.live"},
+  };
+  for (const auto& [text, message] : cases) {
+    absl::StatusOr<ModelConfig> config = ParseModelConfigText(text);
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_THAT(config.status().message(), HasSubstr(message)) << text;
+  }
+}
+
+TEST(ConvertSelectTest, SnapshotIsVersion4AndContinuesBitIdentically) {
+  absl::StatusOr<ModelConfig> config =
+      ParseModelConfigText("dim: 3 loss { squared {} } select {}");
+  ASSERT_TRUE(config.ok()) << config.status();
+  absl::StatusOr<std::unique_ptr<Model>> model = CreateModel(*config);
+  ASSERT_TRUE(model.ok()) << model.status();
+  int t = 0;
+  for (const int cut : {10, 200}) {  // warming up, then with its candidates built
+    for (; t < cut; ++t) {
+      const double x[3] = {std::sin(0.3 * t), std::cos(0.2 * t), 0.01 * t};
+      ASSERT_TRUE((*model)->Observe(x, std::sin(0.5 * t)).ok());
+    }
+    const ModelState state = (*model)->ExportState();
+    EXPECT_EQ(ToProto(state).format_version(), kSnapshotFormatVersion);
+    const std::string bytes = EncodeOrDie(state);
+    EXPECT_LE(bytes.size(), MaxSnapshotBytes(state.config));
+    absl::StatusOr<ModelState> decoded = DecodeSnapshot(bytes);
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    EXPECT_EQ(*decoded, state);
+    absl::StatusOr<std::unique_ptr<Model>> restored = ModelFromState(*decoded);
+    ASSERT_TRUE(restored.ok()) << restored.status();
+    for (int s = t; s < t + 30; ++s) {
+      const double x[3] = {std::sin(0.3 * s), std::cos(0.2 * s), 0.01 * s};
+      absl::StatusOr<Observation> a = (*model)->Observe(x, std::sin(0.5 * s));
+      absl::StatusOr<Observation> b = (*restored)->Observe(x, std::sin(0.5 * s));
+      ASSERT_TRUE(a.ok() && b.ok());
+      EXPECT_EQ(std::bit_cast<uint64_t>(a->prediction), std::bit_cast<uint64_t>(b->prediction));
+    }
+    EXPECT_EQ((*model)->ExportState(), (*restored)->ExportState());
+    t += 30;
+  }
+  // The stats list every candidate over the wire.
+  ModelSummary summary;
+  summary.tenant = "t";
+  summary.model = "m";
+  summary.config = *config;
+  summary.stats = (*model)->stats();
+  ASSERT_EQ(summary.stats.candidates.size(), 8u);
+  absl::StatusOr<ModelSummary> back = FromProto(ToProto(summary));
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->stats.candidates.size(), 8u);
+  EXPECT_EQ(back->stats.champion, summary.stats.champion);
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(back->stats.candidates[i].config, summary.stats.candidates[i].config);
+    EXPECT_EQ(back->stats.candidates[i].status, summary.stats.candidates[i].status);
+    EXPECT_EQ(back->stats.candidates[i].recent_loss, summary.stats.candidates[i].recent_loss);
+  }
 }
 
 }  // namespace

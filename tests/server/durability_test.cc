@@ -166,6 +166,32 @@ v1::ModelConfig TrackerConfig() {
   )pb");
 }
 
+// A selection: listed candidates (two of three live, a tracker among them) whose
+// champion and retirements a checkpoint and a replayed log must reproduce.
+v1::ModelConfig SelectConfig() {
+  return ParseConfig(R"pb(
+    dim: 4
+    loss { squared {} }
+    select {
+      live: 2
+      candidates {
+        kernel { gaussian { gamma: 1 } }
+        learning_rate { eta0: 0.002 }
+        budget { max_terms: 20 }
+      }
+      candidates {
+        kernel { gaussian { gamma: 0.7 } }
+        krls_tracker { max_basis: 10 noise_variance: 0.01 }
+      }
+      candidates {
+        kernel { gaussian { gamma: 2 } }
+        learning_rate { eta0: 0.3 }
+        budget { max_terms: 20 policy: MERGE }
+      }
+    }
+  )pb");
+}
+
 // Compares the served model with `twin` to the last bit: its whole state (decoded from
 // Snapshot), its statistics and its predictions at `probes`.
 ::testing::AssertionResult MatchesTwin(Stub& stub, const v1::ModelRef& ref, CoreTwin& twin,
@@ -440,6 +466,7 @@ TEST_P(CrashTest, RestartAfterSigkillHoldsExactlyTheAcknowledgedBatchesAndAWhole
   models.push_back({Ref("acme", "classifier"), ClassificationConfig(), false, 1});
   models.push_back({Ref("zeta", "shared-sparse"), SparseTubeConfig(), true, 2});
   models.push_back({Ref("acme", "tracker"), TrackerConfig(), false, 1});
+  models.push_back({Ref("acme", "selection"), SelectConfig(), false, 1});
   for (CrashModel& model : models) model.ledger = std::make_unique<Ledger>(model.writers);
   const std::vector<v1::Vector> probes4 = MakeProbes(4, 8, param.seed + 100);
   const std::vector<v1::Vector> probes6 = MakeProbes(6, 8, param.seed + 200, /*sparse=*/true);
@@ -828,9 +855,11 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(DurabilityTest, RestartAfterSigtermRestoresIdenticalModelsAndReplaysNothing) {
   TempDir dir("okl_durability_test");
   const std::vector<v1::ModelRef> refs = {Ref("acme", "regression"), Ref("acme", "classifier"),
-                                          Ref("zeta", "sparse"), Ref("acme", "tracker")};
+                                          Ref("zeta", "sparse"), Ref("acme", "tracker"),
+                                          Ref("acme", "selection")};
   const std::vector<v1::ModelConfig> configs = {RegressionConfig(), ClassificationConfig(),
-                                                SparseTubeConfig(), TrackerConfig()};
+                                                SparseTubeConfig(), TrackerConfig(),
+                                                SelectConfig()};
   std::vector<std::unique_ptr<CoreTwin>> twins;
   std::unique_ptr<ServerProcess> server = StartServer(dir.data_dir());
   ASSERT_NE(server, nullptr);
@@ -881,7 +910,7 @@ TEST(DurabilityTest, RestartAfterSigtermRestoresIdenticalModelsAndReplaysNothing
     ASSERT_NE(server, nullptr);
     const std::optional<RestoreReport> report = ParseRestoreReport(server->Log());
     ASSERT_TRUE(report.has_value()) << "no startup line in the log:\n" << server->Log();
-    EXPECT_EQ(report->models, 4);
+    EXPECT_EQ(report->models, static_cast<int>(refs.size()));
     EXPECT_EQ(report->batches, 0) << server->Log();
     EXPECT_EQ(report->examples, 0) << server->Log();
     EXPECT_THAT(server->Log(), HasSubstr("(0 log batches, 0 examples replayed)"));

@@ -201,6 +201,39 @@ constexpr char kKrlsTrackerConfig[] = R"pb(
   krls_tracker { max_basis: 12 noise_variance: 0.01 forgetting: 0.995 }
 )pb";
 
+// Selections: the default set of the squared loss (built after 32 examples, from their
+// median distance), and listed hinge candidates of three kinds, two of them live.
+constexpr char kSelectDefaultConfig[] = R"pb(
+  dim: 3
+  loss { squared {} }
+  select {}
+)pb";
+constexpr char kSelectListedConfig[] = R"pb(
+  dim: 5
+  loss { hinge {} }
+  select {
+    live: 2
+    candidates {
+      kernel { gaussian { gamma: 0.5 } }
+      learning_rate { eta0: 0.01 }
+      lambda: 0.01
+      budget { max_terms: 20 }
+    }
+    candidates {
+      kernel { laplacian { gamma: 0.5 } }
+      learning_rate { eta0: 0.5 }
+      lambda: 0.01
+      random_features { dimension: 32 seed: 3 }
+    }
+    candidates {
+      kernel { gaussian { gamma: 1 } }
+      learning_rate { eta0: 0.5 }
+      lambda: 0.01
+      budget { max_terms: 20 policy: MERGE }
+    }
+  }
+)pb";
+
 // A squared-loss linear model with a huge rate on growing inputs: every step multiplies
 // the prediction by ~eta x^2, so some step overflows (as in tests/core/norma_test.cc).
 constexpr char kDivergingConfig[] = R"pb(
@@ -794,7 +827,9 @@ INSTANTIATE_TEST_SUITE_P(
         EquivalenceCase{"SparseStorageDenseInputs", kSparseHingeConfig, false, 40},
         EquivalenceCase{"SparseStorageAveragedLogistic", kSparseStorageAveragedConfig, true},
         EquivalenceCase{"KrlsTrackerForgetting", kKrlsTrackerConfig, false},
-        EquivalenceCase{"KrlsTrackerSparseInputs", kKrlsTrackerConfig, true}),
+        EquivalenceCase{"KrlsTrackerSparseInputs", kKrlsTrackerConfig, true},
+        EquivalenceCase{"SelectDefaultSet", kSelectDefaultConfig, false},
+        EquivalenceCase{"SelectListedSparseInputs", kSelectListedConfig, true}),
     [](const ::testing::TestParamInfo<EquivalenceCase>& info) { return info.param.name; });
 
 TEST_F(ServerE2ETest, MackeyGlassReplayOverGrpcEqualsTheCoreBitForBit) {
