@@ -226,6 +226,10 @@ absl::StatusOr<Observation> SelectModel::Step(absl::Span<const double> x, double
     // A default set warming up: keep the example, predict 0.
     step.at = loss_.At(y, 0.0, margin_);
     OKL_RETURN_IF_ERROR(CheckStepFinite(step, true));
+    // Room for all the warm-up examples at once: no growth beyond what
+    // WorstCaseMemoryBytes counts.
+    warmup_inputs_.reserve(kScaleExamples * config_.dim);
+    warmup_labels_.reserve(kScaleExamples);
     warmup_inputs_.insert(warmup_inputs_.end(), x.begin(), x.end());
     warmup_labels_.push_back(y);
     if (warmup_labels_.size() == kScaleExamples) {
@@ -503,6 +507,8 @@ absl::StatusOr<std::unique_ptr<SelectModel>> SelectModel::FromState(const ModelS
           model->ValidateExample(absl::MakeConstSpan(state.warmup_inputs).subspan(i * dim, dim),
                                  state.warmup_labels[i]));
     }
+    model->warmup_inputs_.reserve(kScaleExamples * dim);
+    model->warmup_labels_.reserve(kScaleExamples);
     model->warmup_inputs_ = state.warmup_inputs;
     model->warmup_labels_ = state.warmup_labels;
     return model;

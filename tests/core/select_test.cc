@@ -444,9 +444,22 @@ TEST(SelectTest, WorstCasesCountTheLargestLiveCandidates) {
     const Stream stream = MakeStream(
         IsClassificationLoss(c.loss.type) ? Labels::kClassification : Labels::kRegression, 400,
         1);
-    for (size_t t = 0; t < 400; ++t)
+    for (size_t t = 0; t < 400; ++t) {
       ASSERT_TRUE(model->Observe(stream.row(t), stream.y[t]).ok());
-    EXPECT_LE(model->MemoryBytes(), WorstCaseMemoryBytes(c));
+      ASSERT_LE(model->MemoryBytes(), WorstCaseMemoryBytes(c)) << "after " << t + 1;
+    }
+  }
+  // A wide default set warming up: its kept examples stay within the worst case too.
+  ModelConfig wide = Outer(LossType::kHinge);
+  wide.dim = 300;
+  std::unique_ptr<Model> model = MustCreate(wide);
+  ASSERT_NE(model, nullptr);
+  std::vector<double> x(wide.dim);
+  for (size_t t = 0; t < kScaleExamples + 2; ++t) {
+    for (size_t j = 0; j < x.size(); ++j)
+      x[j] = std::sin(0.37 * static_cast<double>(t * 31 + j));
+    ASSERT_TRUE(model->Observe(x, t % 2 == 0 ? 1.0 : -1.0).ok());
+    ASSERT_LE(model->MemoryBytes(), WorstCaseMemoryBytes(wide)) << "after " << t + 1;
   }
 }
 
