@@ -15,11 +15,13 @@
 //            profiler). Rank learners by the steady state: the whole-stream mean is
 //            dominated by the first predictions (on lorenz the first alone, 0 against
 //            34.77, adds 0.12 to it).
-//   lorenz*  the same on data/lorenz.dat.
+//   lorenz*  the same on data/lorenz.dat; santafe* on data/santafe.dat (the Santa Fe laser
+//            series), seattle* on data/seattle_temps.dat (hourly temperatures, 2010).
+//   spam*    as a9a, on data/spam_train.csv then data/spam_test.csv (UCI Spambase, CSV).
 // Every row also has the expansion's terms and bytes (Model::MemoryBytes) at the
 // end and the training examples/s: the wall time of the ObserveBatch calls (--chunk
 // examples each) alone. Without --configs it runs every client/examples/*.textproto
-// whose name starts with a9a, mg30 or lorenz. Exits 1, the error on stderr, if a file
+// whose name starts with one of those. Exits 1, the error on stderr, if a file
 // cannot be read or a model rejects its data (or diverges).
 //
 // Example:
@@ -66,13 +68,14 @@
 #include "core/status_macros.h"
 #include "proto/convert.h"
 
-ABSL_FLAG(std::string, configs, "",
-          "comma-separated config files (text-format okl.v1.ModelConfig); a relative path "
-          "not found from the current directory is looked up in the source tree. Each "
-          "file's name must start with a9a, mg30 or lorenz. Default: every "
-          "client/examples/*.textproto whose name does");
+ABSL_FLAG(
+    std::string, configs, "",
+    "comma-separated config files (text-format okl.v1.ModelConfig); a relative path "
+    "not found from the current directory is looked up in the source tree. Each "
+    "file's name must start with a9a, spam, mg30, lorenz, santafe or seattle. Default: every "
+    "client/examples/*.textproto whose name does");
 ABSL_FLAG(std::string, data_dir, OKL_SOURCE_DIR "/data",
-          "the directory holding a9a_train.txt, a9a_test.txt, mg30.dat and lorenz.dat");
+          "the directory holding the data sets (data/README.md)");
 ABSL_FLAG(std::string, format, "table",
           "table (aligned text), markdown, or json (one object per row)");
 ABSL_FLAG(bool, averaged_too, false,
@@ -100,23 +103,29 @@ using okl::bench::Grouped;
 using okl::bench::PrintTable;
 
 enum class Task { kClassification, kRegression };
+enum class Format { kLibsvm, kCsv, kSeries };
 
 // A series' steady state: its last this many steps (fewer if it is shorter).
 constexpr size_t kSteadySteps = 1000;
 
-// The data set of every config whose file name starts with `prefix`.
+// The data set of every config whose file name starts with `prefix` (data/README.md).
 struct DataSpec {
   absl::string_view prefix;
   Task task;
-  absl::string_view train_file;  // the one pass; LIBSVM for classification, else a series
+  Format format;
+  absl::string_view train_file;  // the one pass
   absl::string_view test_file;   // classification only
 };
 
 constexpr DataSpec kDataSpecs[] = {
-    {"a9a", Task::kClassification, "a9a_train.txt", "a9a_test.txt"},
-    {"mg30", Task::kRegression, "mg30.dat", ""},
-    {"lorenz", Task::kRegression, "lorenz.dat", ""},
+    {"a9a", Task::kClassification, Format::kLibsvm, "a9a_train.txt", "a9a_test.txt"},
+    {"spam", Task::kClassification, Format::kCsv, "spam_train.csv", "spam_test.csv"},
+    {"mg30", Task::kRegression, Format::kSeries, "mg30.dat", ""},
+    {"lorenz", Task::kRegression, Format::kSeries, "lorenz.dat", ""},
+    {"santafe", Task::kRegression, Format::kSeries, "santafe.dat", ""},
+    {"seattle", Task::kRegression, Format::kSeries, "seattle_temps.dat", ""},
 };
+constexpr absl::string_view kDataPrefixes = "a9a, spam, mg30, lorenz, santafe or seattle";
 
 // One config's results: a row of the table.
 struct Row {
@@ -192,13 +201,13 @@ class DataFiles {
  public:
   DataFiles(std::string dir, size_t max_rows) : dir_(std::move(dir)), max_rows_(max_rows) {}
 
-  absl::StatusOr<const Dataset*> Get(Task task, absl::string_view file, uint32_t dim) {
+  absl::StatusOr<const Dataset*> Get(Format format, absl::string_view file, uint32_t dim) {
     const std::string path = (std::filesystem::path(dir_) / std::string(file)).string();
     const std::string key = absl::StrCat(path, "#", dim);
     if (auto it = cache_.find(key); it != cache_.end()) return &it->second;
-    OKL_ASSIGN_OR_RETURN(Dataset data, task == Task::kClassification
-                                           ? okl::ReadLibsvm(path, dim)
-                                           : okl::ReadSeries(path, dim));
+    OKL_ASSIGN_OR_RETURN(Dataset data, format == Format::kLibsvm ? okl::ReadLibsvm(path, dim)
+                                       : format == Format::kCsv  ? okl::ReadCsv(path, dim)
+                                                                 : okl::ReadSeries(path, dim));
     if (max_rows_ > 0 && data.size() > max_rows_) {
       data.y.resize(max_rows_);
       data.x.resize(max_rows_ * data.dim);
@@ -267,7 +276,7 @@ absl::StatusOr<Row> RunConfig(const std::string& name, DataFiles& files, size_t 
   row.data = DataSpecFor(name);
   if (row.data == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
-        name, ": cannot tell its data set: the file name must start with a9a, mg30 or lorenz"));
+        name, ": cannot tell its data set: the file name must start with ", kDataPrefixes));
   }
   OKL_ASSIGN_OR_RETURN(const std::string path, ResolveConfigPath(name));
   OKL_ASSIGN_OR_RETURN(const std::string text, okl::ReadFile(path));
@@ -284,7 +293,7 @@ absl::StatusOr<Row> Evaluate(Row row, DataFiles& files, size_t chunk, bool avera
   const std::string& name = row.config_name;
   const Task task = row.data->task;
   absl::StatusOr<const Dataset*> train_data =
-      files.Get(task, row.data->train_file, row.config.dim);
+      files.Get(row.data->format, row.data->train_file, row.config.dim);
   if (!train_data.ok()) return Prefixed(name, train_data.status());
   const Dataset& train = **train_data;
   OKL_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, okl::CreateModel(row.config));
@@ -326,7 +335,7 @@ absl::StatusOr<Row> Evaluate(Row row, DataFiles& files, size_t chunk, bool avera
   row.prequential_accuracy = Accuracy(predictions, train.y);
 
   absl::StatusOr<const Dataset*> test_data =
-      files.Get(task, row.data->test_file, row.config.dim);
+      files.Get(row.data->format, row.data->test_file, row.config.dim);
   if (!test_data.ok()) return Prefixed(name, test_data.status());
   const Dataset* test = *test_data;
   row.test_rows = test->size();

@@ -22,6 +22,12 @@
 // and the variance, as the server's Predict does. Targets: Observe under 50 us at
 // M = 100 and under 1 ms at M = 500.
 //
+// BM_ObserveSelect times a selection (core/select.h) of okl's default candidates for the
+// hinge loss on a9a-shaped inputs (d 123, 14 ones): 8 live, 100 terms each; and
+// BM_ObserveSelectCandidatesAlone the same 8 models stepped one after another, each
+// alone. Targets: the selection at most 1.2x its candidates alone, and at least 20,000
+// examples/s.
+//
 // Every benchmark is single-threaded and reports real (wall) time per call. The summary
 // uses the fastest repetition of each benchmark: noise from other processes only ever adds
 // time, so the minimum is the best estimate of the code's own cost. On a busy machine
@@ -59,6 +65,7 @@
 #include "core/krls_tracker.h"
 #include "core/norma.h"
 #include "core/random_features.h"
+#include "core/select.h"
 
 namespace okl {
 namespace {
@@ -72,6 +79,14 @@ constexpr int64_t kVariantDimension = 32;
 constexpr int64_t kMergeTerms[] = {100, 1000};
 constexpr int64_t kMergeDimension = 123;
 constexpr double kMergePerOldestTarget = 2.0;
+// okl's default candidates for the hinge loss at a9a's shape (8 live at B = 100), against
+// the same 8 models each stepped alone on the same examples: the selection's overhead.
+constexpr int64_t kSelectTerms = 100;
+constexpr int64_t kSelectDimension = 123;
+constexpr int64_t kSelectNonzeros = 14;
+constexpr double kSelectPerAloneTarget = 1.2;
+constexpr double kSelectExamplesPerSecondTarget = 20000;
+constexpr size_t kSelectPrefill = 2000;
 
 // Timed loops cycle through this many pre-generated inputs, so that they allocate nothing
 // and the model sees fresh points. A power of two: the index wraps with a mask.
@@ -692,6 +707,21 @@ void PrintSummary(const SummaryReporter& reporter, SummaryTime summary_time,
                  bases, kTrackerDimension, *observe, kTrackerObserveTargetNs[k],
                  met ? "PASS" : "MISS", Nanos(predict).c_str());
   }
+  const auto select = time("BM_ObserveSelect", kSelectTerms, kSelectDimension);
+  const auto alone = time("BM_ObserveSelectCandidatesAlone", kSelectTerms, kSelectDimension);
+  if (select && alone) {
+    const double per_second = 1e9 / *select;
+    ++checked;
+    if (per_second >= kSelectExamplesPerSecondTarget) ++passed;
+    std::fprintf(out,
+                 "select {} (hinge, d=%" PRId64 ", 8 live at B=%" PRId64
+                 "): Observe %8.0f ns = %.0f examples/s (target >= %.0f) %s; the candidates "
+                 "alone %8.0f ns; selection/alone %s\n",
+                 kSelectDimension, kSelectTerms, *select, per_second,
+                 kSelectExamplesPerSecondTarget,
+                 Verdict(-per_second, -kSelectExamplesPerSecondTarget), *alone,
+                 Ratio(select, alone, kSelectPerAloneTarget, &passed, &checked).c_str());
+  }
   std::fprintf(out, "%d of %d targets met; load average before %s, after %s (%ld CPUs)\n",
                passed, checked, load_before.c_str(), LoadAverage().c_str(),
                sysconf(_SC_NPROCESSORS_ONLN));
@@ -712,6 +742,75 @@ void PrintSummary(const SummaryReporter& reporter, SummaryTime summary_time,
   const char* simd = "SSE2 (the x86-64 baseline)";
 #endif
   std::fprintf(out, "Eigen vectorises this binary with %s\n", simd);
+}
+
+// --- Selection ---------------------------------------------------------------------
+
+// okl's default candidates for the hinge loss at a9a's shape (8 live at B = 100), against
+// the same 8 models each stepped alone on the same examples: the selection's overhead.
+
+struct Selection {
+  std::unique_ptr<Model> selection;
+  std::vector<std::unique_ptr<Model>> alone;  // its candidates' configs, each its own model
+};
+
+// Built once: the selection and the lone candidates, each after the same kSelectPrefill
+// examples (the budgets full, the default set built).
+Selection* PrefilledSelection(benchmark::State& state) {
+  static Selection* built = [] {
+    auto* s = new Selection;
+    ModelConfig config;
+    config.dim = kSelectDimension;
+    config.loss = {.type = LossType::kHinge};
+    config.select.enabled = true;
+    const Examples& pool = SparsePoolFor(kSelectDimension, kSelectNonzeros);
+    auto prefill = [&pool](Model& model) {
+      for (size_t i = 0; i < kSelectPrefill; ++i) {
+        const size_t k = i & (kPoolSize - 1);
+        if (!model.Observe(PoolInput(pool, kSelectDimension, k), pool.ys[k]).ok()) return false;
+      }
+      return true;
+    };
+    absl::StatusOr<std::unique_ptr<Model>> selection = CreateModel(config);
+    if (!selection.ok() || !prefill(**selection)) return static_cast<Selection*>(nullptr);
+    s->selection = *std::move(selection);
+    for (const CandidateStats& candidate : s->selection->stats().candidates) {
+      absl::StatusOr<std::unique_ptr<Model>> model = CreateModel(candidate.config);
+      if (!model.ok() || !prefill(**model)) return static_cast<Selection*>(nullptr);
+      s->alone.push_back(*std::move(model));
+    }
+    return s;
+  }();
+  if (built == nullptr) state.SkipWithError("the selection could not be built and prefilled");
+  return built;
+}
+
+void BM_ObserveSelect(benchmark::State& state) {
+  Selection* s = PrefilledSelection(state);
+  if (s == nullptr) return;
+  ObserveThePool(state, *s->selection, SparsePoolFor(kSelectDimension, kSelectNonzeros),
+                 kSelectDimension);
+  state.counters["live"] = static_cast<double>(s->alone.size());
+}
+
+void BM_ObserveSelectCandidatesAlone(benchmark::State& state) {
+  Selection* s = PrefilledSelection(state);
+  if (s == nullptr) return;
+  const Examples& pool = SparsePoolFor(kSelectDimension, kSelectNonzeros);
+  size_t i = 0;
+  for (auto _ : state) {
+    const size_t k = i++ & (kPoolSize - 1);
+    for (const std::unique_ptr<Model>& model : s->alone) {
+      absl::StatusOr<Observation> o =
+          model->Observe(PoolInput(pool, kSelectDimension, k), pool.ys[k]);
+      if (!o.ok()) {
+        state.SkipWithError(("Observe: " + o.status().ToString()).c_str());
+        return;
+      }
+      benchmark::DoNotOptimize(o->prediction);
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
 }
 
 void RegisterBenchmarks() {
@@ -753,6 +852,12 @@ void RegisterBenchmarks() {
           ->ComputeStatistics("min", Minimum);
     }
   }
+  // Back to back, so that their ratio compares runs under the same machine load.
+  configure(benchmark::RegisterBenchmark("BM_ObserveSelect", BM_ObserveSelect), kSelectTerms,
+            kSelectDimension);
+  configure(benchmark::RegisterBenchmark("BM_ObserveSelectCandidatesAlone",
+                                         BM_ObserveSelectCandidatesAlone),
+            kSelectTerms, kSelectDimension);
   for (const RandomFeatureShape& shape : kRandomFeatureShapes) {
     for (int64_t features : kRandomFeatureCounts) {
       for (auto* function : {&BM_ObserveRandomFeatures, &BM_PredictRandomFeatures}) {

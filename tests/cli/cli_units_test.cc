@@ -298,6 +298,45 @@ TEST(SummaryTest, JsonHasTheMarginUnderItsNameTheOffsetTermsRemovedAndTheDuality
   EXPECT_THAT(tube, HasSubstr("\"offset\":-0.25"));
 }
 
+// A selection's summary: the champion and each candidate's status, steps, recent loss and
+// model, or, while the default set warms up, that it has no candidates yet.
+TEST(SummaryTest, ASelectionListsItsCandidatesAndChampion) {
+  ModelSummary summary;
+  summary.tenant = "acme";
+  summary.model = "auto";
+  summary.config.dim = 3;
+  summary.config.loss = {.type = LossType::kSquared};
+  summary.config.select.enabled = true;
+  summary.stats.steps = 10;
+  EXPECT_THAT(SummaryText(summary), HasSubstr("none yet: the default set is built after 32"));
+
+  ModelConfig tracker;
+  tracker.dim = 3;
+  tracker.kernel.gamma = 0.5;
+  tracker.krls_tracker = {.max_basis = 200, .noise_variance = 1e-5};
+  ModelConfig norma;
+  norma.dim = 3;
+  norma.budget = {.max_terms = 100, .policy = BudgetPolicy::kMerge};
+  summary.stats.steps = 500;
+  summary.stats.champion = 1;
+  summary.stats.champion_changes = 2;
+  summary.stats.candidates = {
+      {.config = norma, .status = CandidateStatus::kRetired, .steps = 300, .recent_loss = 0.5},
+      {.config = tracker,
+       .status = CandidateStatus::kLive,
+       .steps = 500,
+       .recent_loss = 0.0125,
+       .started_at = 0}};
+  const std::string text = SummaryText(summary);
+  EXPECT_THAT(text, HasSubstr("\nchampion         #1 (2 changes)\n"));
+  EXPECT_THAT(text, HasSubstr("retired  300    0.5          NORMA merge B=100"));
+  EXPECT_THAT(text, HasSubstr("live     500    0.0125       KRLS-T M=200 gaussian(gamma=0.5)"));
+  const std::string json = SummaryJson(summary);
+  EXPECT_THAT(json, HasSubstr("\"champion\":1,\"champion_changes\":2"));
+  EXPECT_THAT(json, HasSubstr("\"status\":\"retired\",\"steps\":300"));
+  EXPECT_THAT(json, HasSubstr("\"recent_loss\":0.0125"));
+}
+
 // What RunTokenNew writes, through a temporary FILE*.
 std::string TokenNewOutput(const Grant& grant, bool json) {
   std::FILE* out = std::tmpfile();
