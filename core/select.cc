@@ -581,6 +581,12 @@ absl::StatusOr<std::unique_ptr<SelectModel>> SelectModel::FromState(const ModelS
     if (!restored.ok()) {
       return inconsistent(absl::StrCat(name, ": ", restored.status().message()));
     }
+    // A candidate's state is always in the current layout (a selection's snapshots are
+    // all format 4): one that a kind reads only as an older layout would not export as
+    // it was restored.
+    if (!((*restored)->ExportState() == candidate_state)) {
+      return inconsistent(name + "'s state is not in the current layout");
+    }
     model->models_[i] = *std::move(restored);
   }
   if (live != state.candidate_states.size()) {

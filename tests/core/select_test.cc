@@ -409,6 +409,7 @@ TEST(SelectTest, InconsistentStatesAreRefused) {
       {"warm-up examples", [](ModelState& s) { s.warmup_labels = {1.0}; }, "warm-up"},
       {"an input scale", [](ModelState& s) { s.input_scale = 2; }, "input_scale"},
       {"weight too large", [](ModelState& s) { s.candidates[1].weight = 5000; }, "weights"},
+
   };
   for (const Corruption& c : corruptions) {
     ModelState bad = good;
@@ -422,6 +423,28 @@ TEST(SelectTest, InconsistentStatesAreRefused) {
   ModelState state = norma->ExportState();
   state.champion_changes = 1;
   EXPECT_EQ(ModelFromState(state).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A candidate's state must be in the current layout: an averaged expansion without its
+// previous block's sums (what format 1 lacked) would restore, and export otherwise.
+TEST(SelectTest, ACandidateStateOfAnOlderLayoutIsRefused) {
+  ModelConfig config = Outer(LossType::kSquared);
+  ModelConfig averaged = Norma(0.3);
+  averaged.averaged = true;
+  averaged.averaging_window = 5;
+  config.select.candidates = {averaged, Norma(0.5)};
+  std::unique_ptr<Model> model = MustCreate(config);
+  ASSERT_NE(model, nullptr);
+  const Stream stream = MakeStream(Labels::kRegression, 40, 4);
+  for (size_t t = 0; t < 40; ++t) ASSERT_TRUE(model->Observe(stream.row(t), stream.y[t]).ok());
+  ModelState state = model->ExportState();
+  ASSERT_TRUE(ModelFromState(state).ok());
+  ASSERT_FALSE(state.candidate_states[0].average_previous.empty());
+  state.candidate_states[0].average_previous.clear();
+  ASSERT_TRUE(ModelFromState(state.candidate_states[0]).ok()) << "a kind reads it as format 1";
+  absl::StatusOr<std::unique_ptr<Model>> restored = ModelFromState(state);
+  EXPECT_EQ(restored.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(restored.status().message(), HasSubstr("not in the current layout"));
 }
 
 TEST(SelectTest, WorstCasesCountTheLargestLiveCandidates) {
