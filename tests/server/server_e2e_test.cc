@@ -1438,6 +1438,40 @@ TEST_F(ServerE2ETest, KrlsTrackerConfigsAreCheckedNamingTheFieldAndNeedNoBudget)
   EXPECT_EQ(info.stats().dictionary_size(), 0u);
 }
 
+// A selection's config is checked as a whole and candidate by candidate against this
+// server's limits, each error naming the candidate; the stats list the candidates.
+TEST_F(ServerE2ETest, SelectConfigsAreCheckedNamingTheCandidate) {
+  const v1::ModelRef ref = Ref("e2e", "select-config");
+  v1::ModelInfo info;
+  const v1::ModelConfig valid = ParseConfig(kSelectListedConfig);
+  const std::vector<ConfigChange> cases = {
+      {"a kernel beside select",
+       [](v1::ModelConfig& c) { c.mutable_kernel()->mutable_gaussian()->set_gamma(1); },
+       "kernel must be left unset beside select"},
+      {"a candidate over --max_terms",
+       [](v1::ModelConfig& c) {
+         c.mutable_select()->mutable_candidates(2)->mutable_budget()->set_max_terms(100000000);
+       },
+       "select.candidates[2]"},
+      {"a candidate without a budget",
+       [](v1::ModelConfig& c) { c.mutable_select()->mutable_candidates(0)->clear_budget(); },
+       "select.candidates[0]: config.budget.max_terms is 0"},
+      {"a candidate of another dim",
+       [](v1::ModelConfig& c) { c.mutable_select()->mutable_candidates(1)->set_dim(4); },
+       "select.candidates[1].dim"},
+      {"a nested selection",
+       [](v1::ModelConfig& c) { c.mutable_select()->mutable_candidates(0)->mutable_select(); },
+       "cannot select"},
+  };
+  ExpectRefused(ref, valid, cases);
+  ASSERT_TRUE(IsOk(CreateModel(stub(), ref, valid, &info)));
+  ASSERT_EQ(info.stats().candidates_size(), 3);
+  EXPECT_EQ(info.stats().candidates(0).status(), v1::LIVE);
+  EXPECT_EQ(info.stats().candidates(2).status(), v1::WAITING);
+  EXPECT_EQ(info.stats().candidates(0).config().dim(), 5u) << "inherited from the outer dim";
+  EXPECT_TRUE(info.stats().candidates(1).config().loss().has_hinge()) << "and the loss";
+}
+
 // A tracker's Predict carries one variance per input, bit for bit core's, of the model
 // version that made the predictions; its stats carry the dictionary, the pruned bases and
 // the estimated noise; other kinds carry no variances.
