@@ -75,6 +75,7 @@ struct CandidateRecord {
   double difference_square_sum = 0.0;
 
   double recent_loss() const { return weight > 0 ? loss_sum / weight : 0.0; }
+  void ResetComparison() { paired_weight = difference_sum = difference_square_sum = 0.0; }
   friend bool operator==(const CandidateRecord&, const CandidateRecord&) = default;
 };
 

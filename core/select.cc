@@ -305,11 +305,7 @@ absl::StatusOr<Observation> SelectModel::StepCandidates(absl::Span<const double>
         best = i;
       }
     }
-    champion_ = static_cast<uint32_t>(best);
-    ++champion_changes_;
-    for (CandidateRecord& record : records_) {
-      record.paired_weight = record.difference_sum = record.difference_square_sum = 0.0;
-    }
+    Crown(best);
   }
   const double champion_loss = observations_[champion_].loss;
   for (size_t i = 0; i < models_.size(); ++i) {
@@ -345,11 +341,7 @@ void SelectModel::Compare() {
     }
   }
   if (best < models_.size()) {
-    champion_ = static_cast<uint32_t>(best);
-    ++champion_changes_;
-    for (CandidateRecord& record : records_) {
-      record.paired_weight = record.difference_sum = record.difference_square_sum = 0.0;
-    }
+    Crown(best);
     return;
   }
   const bool waiting = std::any_of(records_.begin(), records_.end(), [](const auto& record) {
@@ -391,7 +383,13 @@ void SelectModel::Retire(size_t i) {
   models_[i].reset();
   CandidateRecord& record = records_[i];
   record.status = CandidateStatus::kRetired;
-  record.paired_weight = record.difference_sum = record.difference_square_sum = 0.0;
+  record.ResetComparison();
+}
+
+void SelectModel::Crown(size_t i) {
+  champion_ = static_cast<uint32_t>(i);
+  ++champion_changes_;
+  for (CandidateRecord& record : records_) record.ResetComparison();
 }
 
 double SelectModel::PredictUnchecked(absl::Span<const double> x, PredictionMode mode) const {

@@ -123,6 +123,8 @@ class SelectModel : public Model {
   void Compare();
   absl::Status StartNextWaiting();
   void Retire(size_t i);
+  // Candidate i becomes the champion: every comparison with the champion restarts.
+  void Crown(size_t i);
 
   double input_scale_ = 0.0;
   std::vector<double> warmup_inputs_;
