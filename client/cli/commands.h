@@ -125,6 +125,7 @@ struct MoveOptions {
   std::string route_map;
   std::string route_reload;
   std::string route_to;  // the target's address as the router reaches it
+  std::string from;      // the source's address, for what the messages tell to do
 };
 
 // `okl move`: moves every model of `tenant` from the server `from` to the server `to`

@@ -11,9 +11,14 @@
 //   5. delete the models on the source behind the fence, which stays up: requests still
 //      reaching the source (over connections opened before the reload) are refused and
 //      retried, and reach the target.
-// A failure before step 4 deletes what step 3 restored on the target and lifts the
-// source's fence: the tenant stays where it was, whole. A failure in step 5 leaves the
-// tenant moved, with stale copies on the fenced source, and says so.
+// A failure before the map names the target deletes what step 3 restored on the target
+// and lifts the source's fence: the tenant stays where it was, whole. Once the map names
+// the target, a failed reload cannot tell whether the router switched (nginx may have
+// taken the new map before the command failed), so nothing is rolled back: the target
+// holds every model, the source stays fenced with its copies (no write lands on either
+// side twice), and the error says to reload by hand and then delete the source's copies.
+// A failure in step 5 leaves the tenant moved, with stale copies on the fenced source,
+// and says so.
 
 #include <unistd.h>
 
@@ -58,27 +63,33 @@ std::string PinTenant(absl::string_view map, absl::string_view tenant,
   return out;
 }
 
-// Step 4: the router sends the tenant to `address` once this returns OK.
-absl::Status SwitchRoute(const MoveOptions& options, absl::string_view tenant,
-                         absl::string_view address) {
+// Step 4, first half: `route_map` pins the tenant to `address`.
+absl::Status PinInRouteMap(const MoveOptions& options, absl::string_view tenant,
+                           absl::string_view address) {
   std::string map;
   if (::access(options.route_map.c_str(), F_OK) == 0) {
     OKL_ASSIGN_OR_RETURN(map, ReadFile(options.route_map));
   }
-  OKL_RETURN_IF_ERROR(WriteFileAtomically(options.route_map, PinTenant(map, tenant, address)));
-  if (options.route_reload.empty()) return absl::OkStatus();
-  const int exit_status = std::system(options.route_reload.c_str());
-  if (exit_status != 0) {
-    // The map names the target already; the router reads it at its next reload.
-    return absl::UnavailableError(
-        absl::StrCat("the router's reload command (", options.route_reload,
-                     ") failed with status ", exit_status, "; ", options.route_map,
-                     " already pins the tenant to ", address, ": reload the router by hand"));
-  }
-  return absl::OkStatus();
+  return WriteFileAtomically(options.route_map, PinTenant(map, tenant, address));
 }
 
-// Undoes steps 2 and 3 after a failure before the routing switched.
+// Step 4, second half: the router rereads the map. Its failure is not rolled back (see
+// the top of this file), so the message says what is where and what to do.
+absl::Status ReloadRouter(const MoveOptions& options, absl::string_view tenant) {
+  if (options.route_reload.empty()) return absl::OkStatus();
+  const int exit_status = std::system(options.route_reload.c_str());
+  if (exit_status == 0) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      "tenant \"", tenant, "\" is copied to ", options.route_to, " and pinned there in ",
+      options.route_map, ", but the router's reload command (", options.route_reload,
+      ") failed with status ", exit_status,
+      "; the router may still send the tenant to the source, which stays fenced (writes are "
+      "refused and retried) and keeps its copies: reload the router by hand, then delete "
+      "them with okl fence --delete_models --tenant=",
+      tenant, " --server=", options.from));
+}
+
+// Undoes steps 2 and 3 after a failure before the map named the target.
 absl::Status RollBack(const Client& from, const Client& to, absl::string_view tenant,
                       const std::vector<std::string>& restored, absl::Status failure) {
   std::vector<std::string> problems;
@@ -145,9 +156,12 @@ absl::Status RunMove(const Client& from, const Client& to, absl::string_view ten
     steps += copy->stats.steps;
   }
   // 4. Route the tenant to the target.
-  if (absl::Status switched = SwitchRoute(options, tenant, options.route_to); !switched.ok()) {
-    return RollBack(from, to, tenant, restored, switched);
+  if (absl::Status pinned = PinInRouteMap(options, tenant, options.route_to); !pinned.ok()) {
+    return RollBack(
+        from, to, tenant, restored,
+        WithContext(pinned, absl::StrCat("pinning the tenant in ", options.route_map)));
   }
+  OKL_RETURN_IF_ERROR(ReloadRouter(options, tenant));
   const absl::Time routed = absl::Now();
   // 5. Drop the source's copies; its fence stays up.
   if (absl::StatusOr<std::vector<std::string>> dropped = from.FenceTenant(tenant, true, true);

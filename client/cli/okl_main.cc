@@ -751,6 +751,7 @@ int RunMove(const CommandLine& line, const Command& command) {
   options.route_map = absl::GetFlag(FLAGS_route_map);
   options.route_reload = absl::GetFlag(FLAGS_route_reload);
   options.route_to = line.Given("route_to") ? absl::GetFlag(FLAGS_route_to) : to;
+  options.from = from;
   if (from.empty() || to.empty() || options.route_map.empty() || !line.Given("tenant")) {
     return CommandUsageError(command, "move needs --tenant, --from, --to and --route_map");
   }
@@ -965,8 +966,11 @@ const std::vector<Command>& Commands() {
            "and okl's client library retries them), copies each model (Snapshot, Restore),\n"
            "pins the tenant to the target in --route_map and runs --route_reload, then\n"
            "deletes the models on the source, whose fence stays up. A failure before the\n"
-           "routing switched rolls back: the tenant stays on the source, whole. Needs an\n"
-           "admin token (--token) on both servers. --timeout (default 10m) bounds each call.\n"
+           "map names the target rolls back: the tenant stays on the source, whole. If the\n"
+           "reload fails, nothing is rolled back (the router may have switched): the target\n"
+           "holds the tenant, the source stays fenced with its copies; reload by hand, then\n"
+           "okl fence --delete_models on the source. Needs an admin token (--token) on both\n"
+           "servers. --timeout (default 10m) bounds each call.\n"
            "deploy/cluster/local_cluster.sh move TENANT REPLICA runs it for a local cluster.",
        .flags = {"tenant", "from", "to", "route_map", "route_reload", "route_to"},
        .model_ref = false,

@@ -236,7 +236,8 @@ children() {
   for file in /proc/[0-9]*/stat; do
     { line=$(<"$file"); } 2>/dev/null || continue
     read -r -a fields <<<"${line##*) }"  # state, ppid, ...
-    if [[ ${fields[1]} == "$parent" ]]; then
+    # A process that exits while it is read leaves the line empty: not a child.
+    if [[ ${fields[1]:-} == "$parent" ]]; then
       pid=${file#/proc/}
       echo "${pid%/stat}"
     fi

@@ -277,6 +277,43 @@ class OklCliTest(unittest.TestCase):
         self.assertOneErrorLine(err, "okl: UNAVAILABLE: ", "has moved to another replica")
         self.okl("fence", "--tenant=fenced", "--lift", expect=0)
 
+    def test_move_with_a_failed_reload_keeps_the_tenant_on_the_target_and_the_source_fenced(self):
+        # The router may have switched before its reload command failed, so a rollback
+        # (deleting the target's copy) could lose writes acknowledged there: okl move
+        # leaves the tenant moved, the source fenced with its copy, and says what to do.
+        target_dir = self.path("move-target")
+        os.mkdir(target_dir)
+        target = okl_system.OklServer(ARGS.server, target_dir).start()
+        try:
+            self.okl("create", "--tenant=mv", "--model=m", "--dim=2", expect=0)
+            row = self.path("move-row.csv")
+            with open(row, "w") as f:
+                f.write("0.1,0.2,0.3\n0.4,0.5,-0.6\n")
+            self.okl("observe", "--tenant=mv", "--model=m", row, expect=0)
+            route_map = self.path("move.map")
+            code, _, err = self.okl("move", "--tenant=mv", "--from=" + self.server.address,
+                                    "--to=" + target.address, "--route_map=" + route_map,
+                                    "--route_reload=false")
+            self.assertEqual(code, 1)
+            self.assertOneErrorLine(err, "okl: UNAVAILABLE: ", "reload command (false) failed",
+                                    "reload the router by hand", "okl fence --delete_models "
+                                    "--tenant=mv --server=" + self.server.address)
+            self.assertNotIn("rolled back", err)
+            with open(route_map) as f:
+                self.assertEqual(f.read(), '"mv" %s;\n' % target.address)
+            _, out, _ = self.okl("get", "--tenant=mv", "--model=m", "--json",
+                                 "--server=" + target.address, expect=0)
+            self.assertEqual(json.loads(out)["stats"]["steps"], 2)
+            code, _, err = self.okl("observe", "--tenant=mv", "--model=m", "--timeout=1s", row)
+            self.assertEqual(code, 1)
+            self.assertIn("is being moved", err)
+            _, out, _ = self.okl("fence", "--tenant=mv", "--delete_models", expect=0)
+            self.assertIn("(m)", out)
+        finally:
+            self.okl("fence", "--tenant=mv", "--lift")
+            code = target.stop()
+            self.assertEqual(code, 0, target.log())
+
     def test_health_is_quiet_when_serving_and_fails_fast_on_a_dead_port(self):
         code, out, err = self.okl("health")
         self.assertEqual((code, out, err), (0, "", ""))
