@@ -562,6 +562,8 @@ void NormaModel::MergeSmallestTerm(absl::Span<const double> x, double coefficien
   auto coefficient_of = [&](size_t i) {
     return i == new_term ? coefficient : expansion_.coefficient(i);
   };
+  // A partner has m's sign and is not m.
+  auto mergeable = [&](size_t n) { return n != m && a_m != 0 && a_m * coefficient_of(n) > 0; };
 
   // k(x_m, x_n) for every candidate n, the new term last; then the merge loss of each
   // same-sign candidate estimated from the table, and the best upper bound on a loss.
@@ -571,18 +573,22 @@ void NormaModel::MergeSmallestTerm(absl::Span<const double> x, double coefficien
   merge_estimates.assign(size + 1, {.loss = std::numeric_limits<double>::infinity()});
   double best_bound = std::numeric_limits<double>::infinity();
   for (size_t n = 0; n <= size; ++n) {
-    const double a_n = coefficient_of(n);
-    if (n == m || a_m == 0 || !(a_m * a_n > 0)) continue;
+    if (!mergeable(n)) continue;
     merge_estimates[n] =
-        EstimateGaussianMergeLoss(std::abs(a_m), std::abs(a_n), kernel_values[n]);
+        EstimateGaussianMergeLoss(std::abs(a_m), std::abs(coefficient_of(n)), kernel_values[n]);
     best_bound = std::min(best_bound, merge_estimates[n].loss + merge_estimates[n].error);
   }
   // Only the candidates the estimates cannot rule out are merged exactly; the least loss
-  // wins, the lowest candidate index on a tie.
+  // wins, the lowest candidate index on a tie. (With no partner at all the bound is
+  // infinite and rules nothing out: the test of mergeable() keeps m from merging with
+  // itself, which wrote the new term past the end of the expansion and broke the age
+  // order that OLDEST ties and later merges read.)
   size_t partner = new_term + 1;  // none
   GaussianMerge best;
   for (size_t n = 0; n <= size; ++n) {
-    if (merge_estimates[n].loss - merge_estimates[n].error > best_bound) continue;
+    if (!mergeable(n) || merge_estimates[n].loss - merge_estimates[n].error > best_bound) {
+      continue;
+    }
     const GaussianMerge merge = MergeGaussianPair(
         std::abs(a_m), std::abs(coefficient_of(n)), kernel_values[n]);
     if (partner > new_term || merge.loss < best.loss) {

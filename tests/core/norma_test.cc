@@ -1043,6 +1043,44 @@ TEST(NormaModelTest, MergeThatWouldOverflowRemovesTheSmallestTermInstead) {
   EXPECT_TRUE(NormaModel::FromState(after).ok());
 }
 
+// MERGE with no partner: a new term whose sign no stored term shares is dropped. That
+// step once merged the new term with itself, writing it past the end of the expansion
+// and leaving the age order short of a stored term; a later step then took the wrong
+// term as the smallest, and a restored copy (whose age order is rebuilt) disagreed with
+// the model it was copied from (found by the durability test's selection).
+TEST(NormaModelTest, MergeDropsANewTermWithoutAPartnerAndKeepsTheAgeOrder) {
+  ModelState state;
+  state.config.dim = 1;
+  state.config.kernel = {.type = KernelType::kGaussian, .gamma = 1.0};
+  state.config.loss = {.type = LossType::kSquared};
+  state.config.learning_rate = {.schedule = Schedule::kConstant, .eta0 = 0.5};
+  state.config.budget = {.max_terms = 2, .policy = BudgetPolicy::kMerge};
+  state.support = {0.0, 1.0};
+  state.coefficients = {1.0, 0.5};
+  state.added_at = {1, 2};
+  state.steps = 2;
+  absl::StatusOr<std::unique_ptr<NormaModel>> model = NormaModel::FromState(state);
+  ASSERT_TRUE(model.ok()) << model.status();
+  // Far from both terms (f ~ 0): alpha = 0.5 (-0.1 - f) < 0, the smallest, and alone in
+  // its sign.
+  ASSERT_TRUE((*model)->Observe(std::vector<double>{5.0}, -0.1).ok());
+  const ModelState after_drop = (*model)->ExportState();
+  EXPECT_EQ(after_drop.support, state.support);
+  EXPECT_EQ(after_drop.coefficients, state.coefficients);
+  EXPECT_EQ(after_drop.terms_removed, 1u);
+  absl::StatusOr<std::unique_ptr<NormaModel>> copy = NormaModel::FromState(after_drop);
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  // A large positive term: the smallest is now the stored 0.5 at x = 1, which merges into
+  // a partner of its sign, exactly as in the restored copy.
+  for (NormaModel* m : {model->get(), copy->get()}) {
+    ASSERT_TRUE(m->Observe(std::vector<double>{10.0}, 6.0).ok());
+  }
+  const ModelState after_merge = (*model)->ExportState();
+  EXPECT_EQ(after_merge, (*copy)->ExportState());
+  EXPECT_THAT(after_merge.support, ::testing::Not(::testing::Contains(1.0)));
+  EXPECT_EQ(after_merge.terms_removed, 2u);
+}
+
 // An averaged state whose one term's coefficient and summed coefficient are near DBL_MAX
 // (a restored state can hold them). A step that would sum them past DBL_MAX, at a block
 // start (previous = base + a (u - mark)) or at a fold (u over its limit), fails as a

@@ -466,9 +466,7 @@ TEST_P(CrashTest, RestartAfterSigkillHoldsExactlyTheAcknowledgedBatchesAndAWhole
   models.push_back({Ref("acme", "classifier"), ClassificationConfig(), false, 1});
   models.push_back({Ref("zeta", "shared-sparse"), SparseTubeConfig(), true, 2});
   models.push_back({Ref("acme", "tracker"), TrackerConfig(), false, 1});
-  // Not a selection yet: after a SIGKILL with frequent checkpoints its third candidate
-  // (started by a retirement) comes back different from core's (Seed4FrequentCheckpoints;
-  // issue 27's closing note). The graceful restart below covers selections.
+  models.push_back({Ref("acme", "selection"), SelectConfig(), false, 1});
   for (CrashModel& model : models) model.ledger = std::make_unique<Ledger>(model.writers);
   const std::vector<v1::Vector> probes4 = MakeProbes(4, 8, param.seed + 100);
   const std::vector<v1::Vector> probes6 = MakeProbes(6, 8, param.seed + 200, /*sparse=*/true);
