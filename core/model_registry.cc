@@ -147,6 +147,11 @@ absl::Status ModelEntry::PredictBatchWithVariance(const InputBatch& xs, absl::Sp
   return learner_->PredictBatchWithVariance(xs, out, variances);
 }
 
+bool ModelEntry::has_predictive_variance() const {
+  ReaderLock lock(&mu_);
+  return learner_->has_predictive_variance();
+}
+
 absl::StatusOr<ModelSummary> ModelEntry::Summary() const {
   ReaderLock lock(&mu_);
   OKL_RETURN_IF_ERROR(CheckLive());

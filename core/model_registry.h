@@ -131,10 +131,14 @@ class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
   }
 
   // Model::PredictBatchWithVariance under a reader lock: a KRLS tracker's predictions
-  // with their predictive variances.
+  // with their predictive variances (or a selection's whose champion is one).
   absl::Status PredictBatchWithVariance(const InputBatch& xs, absl::Span<double> out,
                                         absl::Span<double> variances) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Model::has_predictive_variance under a reader lock. A selection's answer changes with
+  // its champion, so PredictBatchWithVariance may still fail (FailedPrecondition) after
+  // this said true.
+  bool has_predictive_variance() const ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::StatusOr<ModelSummary> Summary() const ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<ModelState> ExportState() const ABSL_LOCKS_EXCLUDED(mu_);

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/input_batch.h"
 #include "core/status_macros.h"
 
 namespace okl {
@@ -395,6 +396,20 @@ void SelectModel::Crown(size_t i) {
 double SelectModel::PredictUnchecked(absl::Span<const double> x, PredictionMode mode) const {
   if (configs_.empty() || models_[champion_] == nullptr) return 0.0;
   return models_[champion_]->Predict(x, mode).value_or(0.0);
+}
+
+bool SelectModel::has_predictive_variance() const {
+  return !configs_.empty() && models_[champion_] != nullptr &&
+         models_[champion_]->has_predictive_variance();
+}
+
+void SelectModel::PredictWithVarianceUnchecked(absl::Span<const double> x, double* mean,
+                                               double* variance) const {
+  // x is validated and the champion has a variance (PredictBatchWithVariance checked
+  // both), so the champion's own call cannot fail.
+  const absl::Status status = models_[champion_]->PredictBatchWithVariance(
+      InputBatch::Dense(x, config_.dim), absl::MakeSpan(mean, 1), absl::MakeSpan(variance, 1));
+  if (!status.ok()) std::abort();
 }
 
 double SelectModel::SquaredNorm() const {

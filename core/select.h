@@ -102,6 +102,10 @@ class SelectModel : public Model {
   size_t expansion_size() const override;
   size_t MemoryBytes() const override;
 
+  // True while the champion predicts with a variance (a KRLS tracker): Predict's
+  // variances are then the champion's.
+  bool has_predictive_variance() const override;
+
   // The index of the champion among the candidates.
   uint32_t champion() const { return champion_; }
   // The candidates' configs (empty while a default set warms up).
@@ -110,6 +114,8 @@ class SelectModel : public Model {
  protected:
   absl::StatusOr<Observation> Step(absl::Span<const double> x, double y) override;
   double PredictUnchecked(absl::Span<const double> x, PredictionMode mode) const override;
+  void PredictWithVarianceUnchecked(absl::Span<const double> x, double* mean,
+                                    double* variance) const override;
 
  private:
   explicit SelectModel(const ModelConfig& config);

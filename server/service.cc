@@ -590,7 +590,8 @@ absl::Status OklService::DoPredict(const ActiveCall& call, grpc::ServerContextBa
       [&](ModelEntry& model) -> absl::Status {
         const uint32_t dim = model.config().dim;
         const bool novelty = model.config().loss.type == LossType::kNovelty;
-        const bool variance = model.config().krls_tracker_kind();
+        // A tracker's variances, or a selection's while its champion is a tracker.
+        bool variance = model.has_predictive_variance();
         const bool sparse = model.config().sparse_storage();
         if (sparse) {
           OKL_RETURN_IF_ERROR(FromProto(request, dim, &sparse_xs, options_.max_request_bytes));
@@ -622,9 +623,16 @@ absl::Status OklService::DoPredict(const ActiveCall& call, grpc::ServerContextBa
           if (variance) {
             const absl::Span<double> chunk_variances =
                 absl::MakeSpan(response->mutable_variances()->mutable_data() + begin, count);
-            OKL_RETURN_IF_ERROR(model.PredictBatchWithVariance(inputs.Subrange(begin, count),
-                                                               chunk_out, chunk_variances));
-            continue;
+            const absl::Status status = model.PredictBatchWithVariance(
+                inputs.Subrange(begin, count), chunk_out, chunk_variances);
+            if (status.ok()) continue;
+            // A selection's new champion has none: the response carries variances for
+            // every input or for none, so they are dropped.
+            if (!absl::IsFailedPrecondition(status) || !model.config().select_kind()) {
+              return status;
+            }
+            variance = false;
+            response->clear_variances();
           }
           OKL_RETURN_IF_ERROR(model.PredictBatch(inputs.Subrange(begin, count), chunk_out,
                                                  PredictionMode::kConfigured,

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/config.h"
+#include "core/input_batch.h"
 #include "core/model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -215,6 +216,47 @@ TEST(SelectTest, AgreesWithThePlainReference) {
   absl::StatusOr<double> prediction = model->Predict(x);
   ASSERT_TRUE(prediction.ok());
   EXPECT_EQ(*prediction, reference.Predict(x));
+}
+
+// Predict's variances are the champion's while it is a tracker, and there are none
+// while it is not: the slow NORMA starts as champion and the tracker takes over.
+TEST(SelectTest, PredictsWithTheChampionsVarianceWhenItHasOne) {
+  ModelConfig config = Outer(LossType::kSquared);
+  config.select.candidates = {Norma(0.001), Tracker(20)};
+  std::unique_ptr<Model> model = MustCreate(config);
+  std::unique_ptr<Model> tracker = MustCreate(Tracker(20));
+  ASSERT_NE(model, nullptr);
+  ASSERT_NE(tracker, nullptr);
+  const std::vector<double> x = {0.1, -0.2, 0.3};
+  const InputBatch probe = InputBatch::Dense(x, kStreamDim);
+  double mean = 0.0;
+  double variance = 0.0;
+  EXPECT_FALSE(model->has_predictive_variance());
+  EXPECT_EQ(model
+                ->PredictBatchWithVariance(probe, absl::MakeSpan(&mean, 1),
+                                           absl::MakeSpan(&variance, 1))
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  const Stream stream = MakeStream(Labels::kRegression, 1500, 13);
+  for (size_t t = 0; t < stream.y.size(); ++t) {
+    ASSERT_TRUE(model->Observe(stream.row(t), stream.y[t]).ok());
+    ASSERT_TRUE(tracker->Observe(stream.row(t), stream.y[t]).ok());
+  }
+  ASSERT_EQ(model->stats().champion, 1u);
+  EXPECT_TRUE(model->has_predictive_variance());
+  ASSERT_TRUE(model
+                  ->PredictBatchWithVariance(probe, absl::MakeSpan(&mean, 1),
+                                             absl::MakeSpan(&variance, 1))
+                  .ok());
+  double tracker_mean = 0.0;
+  double tracker_variance = 0.0;
+  ASSERT_TRUE(tracker
+                  ->PredictBatchWithVariance(probe, absl::MakeSpan(&tracker_mean, 1),
+                                             absl::MakeSpan(&tracker_variance, 1))
+                  .ok());
+  EXPECT_EQ(mean, tracker_mean);
+  EXPECT_EQ(variance, tracker_variance);
+  EXPECT_GT(variance, 0.0);
 }
 
 // A restored selection continues bit for bit, from every phase: before and after the

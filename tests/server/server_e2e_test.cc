@@ -1472,6 +1472,27 @@ TEST_F(ServerE2ETest, SelectConfigsAreCheckedNamingTheCandidate) {
   EXPECT_TRUE(info.stats().candidates(1).config().loss().has_hinge()) << "and the loss";
 }
 
+// `response` (Predict at `probes`) holds, bit for bit, twin's predictions and predictive
+// variances, one per probe, each positive.
+void ExpectPredictionsAndVariancesOf(CoreTwin& twin, uint32_t dim,
+                                     const std::vector<v1::Vector>& probes,
+                                     const v1::PredictResponse& response) {
+  ASSERT_EQ(response.variances_size(), static_cast<int>(probes.size()));
+  std::vector<double> xs;
+  for (const v1::Vector& probe : probes) {
+    const std::vector<double> x = Densify(probe, dim);
+    xs.insert(xs.end(), x.begin(), x.end());
+  }
+  std::vector<double> means(probes.size()), variances(probes.size());
+  ASSERT_TRUE(twin.model()
+                  .PredictBatchWithVariance(InputBatch::Dense(xs, dim), absl::MakeSpan(means),
+                                            absl::MakeSpan(variances))
+                  .ok());
+  EXPECT_EQ(Bits(response.predictions()), Bits(means));
+  EXPECT_EQ(Bits(response.variances()), Bits(variances));
+  for (const double variance : response.variances()) EXPECT_GT(variance, 0.0);
+}
+
 // A tracker's Predict carries one variance per input, bit for bit core's, of the model
 // version that made the predictions; its stats carry the dictionary, the pruned bases and
 // the estimated noise; other kinds carry no variances.
@@ -1491,20 +1512,7 @@ TEST_F(ServerE2ETest, KrlsTrackerPredictReturnsItsPredictiveVariances) {
   const std::vector<v1::Vector> probes = MakeProbes(config.dim(), kProbes, 78);
   v1::PredictResponse response;
   ASSERT_TRUE(IsOk(Predict(stub(), ref, probes, &response)));
-  ASSERT_EQ(response.variances_size(), kProbes);
-  std::vector<double> xs;
-  for (const v1::Vector& probe : probes) {
-    const std::vector<double> x = Densify(probe, config.dim());
-    xs.insert(xs.end(), x.begin(), x.end());
-  }
-  std::vector<double> means(kProbes), variances(kProbes);
-  ASSERT_TRUE(twin->model()
-                  .PredictBatchWithVariance(InputBatch::Dense(xs, config.dim()),
-                                            absl::MakeSpan(means), absl::MakeSpan(variances))
-                  .ok());
-  EXPECT_EQ(Bits(response.predictions()), Bits(means));
-  EXPECT_EQ(Bits(response.variances()), Bits(variances));
-  for (const double variance : response.variances()) EXPECT_GT(variance, 0.0);
+  ExpectPredictionsAndVariancesOf(*twin, config.dim(), probes, response);
 
   v1::ModelInfo info;
   ASSERT_TRUE(IsOk(GetModel(stub(), ref, &info)));
@@ -1527,6 +1535,28 @@ TEST_F(ServerE2ETest, KrlsTrackerPredictReturnsItsPredictiveVariances) {
   const Trained norma = Train(Ref("e2e", "no-variances"), kRegressionConfig, 20);
   ASSERT_TRUE(IsOk(Predict(stub(), norma.ref, norma.probes, &response)));
   EXPECT_EQ(response.variances_size(), 0);
+}
+
+// A selection predicts with its champion's variances while the champion is a tracker
+// (the squared loss's default set starts with trackers), bit for bit core's, and with
+// none while its default set warms up.
+TEST_F(ServerE2ETest, SelectionPredictsWithItsTrackerChampionsVariances) {
+  const v1::ModelRef ref = Ref("e2e", "select-variances");
+  const v1::ModelConfig config = ParseConfig(kSelectDefaultConfig);
+  ASSERT_TRUE(IsOk(CreateModel(stub(), ref, config)));
+  std::unique_ptr<CoreTwin> twin = CoreTwin::Create(config);
+  ASSERT_NE(twin, nullptr);
+  const std::vector<v1::Vector> probes = MakeProbes(config.dim(), 40, 81);
+  v1::PredictResponse response;
+  ASSERT_TRUE(IsOk(Predict(stub(), ref, probes, &response)));
+  EXPECT_EQ(response.variances_size(), 0) << "no candidates yet";
+  const std::vector<v1::Example> stream = MakeStream(config, 200, 80);
+  v1::ObserveResponse observed;
+  ASSERT_TRUE(IsOk(Observe(stub(), ref, stream, &observed)));
+  twin->Observe(stream);
+  ASSERT_TRUE(twin->model().has_predictive_variance()) << "the champion is a tracker";
+  ASSERT_TRUE(IsOk(Predict(stub(), ref, probes, &response)));
+  ExpectPredictionsAndVariancesOf(*twin, config.dim(), probes, response);
 }
 
 TEST_F(ServerE2ETest, DimensionAboveMaxDimIsRejectedAndCreatesNothing) {
