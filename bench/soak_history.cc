@@ -36,7 +36,7 @@ ModelConfig SoakConfig(int kind) {
   config.dim = kDim;
   config.kernel = {.type = KernelType::kGaussian, .gamma = 0.5};
   switch (kind % kConfigKinds) {
-    case 0:  // the plain case: seed 003's truncation
+    case 0:  // the plain case: NORMA's truncation
       config.loss = {.type = LossType::kSquared};
       config.learning_rate = {.schedule = Schedule::kConstant, .eta0 = 0.3};
       config.lambda = 0.01;

@@ -103,7 +103,7 @@ struct LearningRateConfig {
 };
 
 enum class BudgetPolicy {
-  kOldest,    // drop the oldest term (seed 003's truncation)
+  kOldest,    // drop the oldest term (NORMA's truncation)
   kSmallest,  // drop the term of smallest |alpha|, the newest included; oldest on a tie
   // Merge the term of smallest |alpha| into the same-sign term whose merge loses the least
   // RKHS norm (Wang, Crammer and Vucetic 2012); gaussian kernel only. See core/merge.h.
@@ -188,7 +188,7 @@ struct ModelConfig {
   double lambda = 0.0;  // regulariser; every step shrinks f by (1 - eta_t lambda)
   bool offset = false;  // learn an unregularised offset b
   BudgetConfig budget;
-  bool averaged = false;        // Predict with the averaged hypothesis (seed 002)
+  bool averaged = false;        // Predict with the averaged hypothesis
   // The averaged hypothesis averages the hypotheses of the last W to 2W steps (suffix
   // averaging in blocks of W steps; see NormaModel). 0: W = budget.max_terms with a
   // budget, else every hypothesis since step 1. Read only when averaged.

@@ -90,7 +90,7 @@ class Kernel {
                           const double* row_squared_norms, const SparseQuery& x,
                           double* out) const;
 
-  // sup_x sqrt(k(x, x)) when it is finite (X in seed 003's truncation bound): 1 for the
+  // sup_x sqrt(k(x, x)) when it is finite (X in NORMA's truncation bound): 1 for the
   // gaussian and laplacian kernels, (4 pi t)^(-d/4) for the heat kernel; nullopt for the
   // linear and polynomial kernels, which are unbounded.
   std::optional<double> FeatureNormBound() const;

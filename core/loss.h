@@ -43,7 +43,7 @@ class Loss {
   // nu)) for epsilon-insensitive. Returns `margin` unchanged when !LearnsMargin().
   double NextMargin(double margin, double eta, bool violated) const;
 
-  // sup |d loss / d f| over labels the loss accepts (C in seed 003's truncation bound);
+  // sup |d loss / d f| over labels the loss accepts (C in NORMA's truncation bound);
   // nullopt for the squared loss, whose derivative is unbounded.
   std::optional<double> DerivativeBound() const;
 

@@ -98,7 +98,7 @@ struct ModelStats {
   uint64_t terms_removed = 0;    // by the budget policy and drop_below together
   double offset = 0.0;           // b
   double margin = 0.0;           // rho or epsilon as learned by the nu-trick, else the config's
-  // Seed 003's bound lambda^-1 (1 - eta lambda)^tau C X on the RKHS-norm error of
+  // NORMA's bound (Kivinen, Smola and Williamson 2004) lambda^-1 (1 - eta lambda)^tau C X on the RKHS-norm error of
   // truncating to the newest tau = max_terms terms. Set where it applies: constant rate,
   // lambda > 0, an OLDEST budget without drop_below, a loss with bounded derivative (C)
   // and a bounded kernel (X). 0 until the budget first removes a term.

@@ -5,7 +5,7 @@
 // where p_t are the online (prequential) predictions and g* is the batch comparator, the
 // minimiser in the kernel's RKHS of the regularised risk on the same window,
 //   J(g) = (1/n) sum_i loss(y_i, g(x_i)) + (lambda/2) |g|^2,   n = |W|.
-// By the representer theorem (seed 004) g* = sum_i c_i k(x_i, .). The squared loss has
+// By the representer theorem (Schölkopf, Herbrich and Smola 2001) g* = sum_i c_i k(x_i, .). The squared loss has
 // the closed form (K + n lambda I) c = y, solved by Cholesky. The other losses are solved
 // by stochastic dual coordinate ascent (SDCA) over the same Gram matrix, which certifies
 // its accuracy: it stops once the duality gap J(g) - D(alpha) >= J(g) - J(g*) is at most

@@ -1285,7 +1285,7 @@ void RunUntilFirstRemoval(NormaModel& model) {
   FAIL() << "the budget never removed a term";
 }
 
-TEST(NormaModelTest, TruncationErrorBoundIsZeroUntilTheFirstRemovalThenSeed003Bound) {
+TEST(NormaModelTest, TruncationErrorBoundIsZeroUntilTheFirstRemovalThenNormasBound) {
   auto model = Make(TruncationConfig());
   ASSERT_NE(model, nullptr);
   ASSERT_TRUE(model->stats().truncation_error_bound.has_value());

@@ -3,7 +3,7 @@
 // Tenant isolation against a real okl_server process: what one tenant sends cannot make
 // the server allocate without bound, stall other tenants, or outgrow its quotas; and
 // what the server refuses, it refuses before it allocates or reads, with the code and a
-// message naming the flag. Each test reproduces one of the findings:
+// message naming the flag. Each test reproduces one failure an isolation review found:
 //   a. a 13 KB sparse request that densified to 262 MB (peak RSS 24 MB -> 1.05 GB);
 //   b. a large Restore that stalled every other tenant's calls for 14 s;
 //   c. a NaN in a config field the schedule does not read, which made the stored model
@@ -12,9 +12,9 @@
 //   e. a config whose snapshot can never be written, and a failing checkpoint retried
 //      every 100 ms;
 // and covers the quotas (f), the Restore protocol (g), the ObserveStream response cap (h)
-// and cancellation (i). The acceptance test, another tenant's p99 under a noisy
-// one's load (j), is noisy_neighbour_test.cc: it measures latency, so it runs in
-// optimised builds only; here the large Restore's bounds are loose enough for any build.
+// and cancellation (i). Another tenant's p99 under a noisy one's load (j) is
+// noisy_neighbour_test.cc: it measures latency, so it runs in optimised builds only;
+// here the large Restore's bounds are loose enough for any build.
 // Memory is the server's peak RSS (VmHWM in /proc/<pid>/status),
 // work its CPU time (utime + stime in /proc/<pid>/stat), counts its /metrics.
 //
@@ -431,7 +431,7 @@ TEST_F(BoundedRequestTest, SparseObserveOverMaxRequestBytesIsRefusedBeforeDensif
   v1::ObserveRequest request;
   *request.mutable_ref() = ref_;
   request.mutable_examples()->Add(examples.begin(), examples.end());
-  ASSERT_LT(request.ByteSizeLong(), 16u << 10) << "the issue's request is 13 KB";
+  ASSERT_LT(request.ByteSizeLong(), 16u << 10) << "finding a's request is 13 KB";
   if (Verbose()) std::cerr << "the request is " << request.ByteSizeLong() << " bytes\n";
 
   v1::ObserveResponse response;

@@ -39,7 +39,7 @@ namespace {
 constexpr size_t kMiB = size_t{1} << 20;
 constexpr absl::Duration kMaxP99 = absl::Milliseconds(50);
 
-// B's model: the issue's "small model".
+// B's model: a small one beside A's large one.
 constexpr char kSmallConfig[] = R"pb(
   dim: 16
   kernel { gaussian { gamma: 0.1 } }
