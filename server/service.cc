@@ -377,7 +377,7 @@ OklService::OklService(ModelHost* host, const Authenticator* authenticator, Opti
                         : UsableCpus()) {
   // The small reads run inline, on the queue's thread that received them: handing each to
   // another thread would cost more server CPU than a GetModel's or a small Predict's own
-  // work (README, "Load generator"). Anything that writes to the store, may run long, or
+  // work (docs/benchmarks.md, "Load generator"). Anything that writes to the store, may run long, or
   // would wait for a model's writer runs on offload_pool_, since the queues' threads carry
   // every tenant's calls.
   const auto offload = [](const auto& /*request*/) { return false; };
