@@ -456,45 +456,4 @@ bool IsClassificationLoss(LossType type) {
   return type == LossType::kHinge || type == LossType::kLogistic;
 }
 
-absl::string_view KernelTypeName(KernelType type) {
-  switch (type) {
-    case KernelType::kGaussian: return "gaussian";
-    case KernelType::kLaplacian: return "laplacian";
-    case KernelType::kLinear: return "linear";
-    case KernelType::kPolynomial: return "polynomial";
-    case KernelType::kHeat: return "heat";
-  }
-  return "unknown";
-}
-
-absl::string_view LossTypeName(LossType type) {
-  switch (type) {
-    case LossType::kSquared: return "squared";
-    case LossType::kHinge: return "hinge";
-    case LossType::kEpsilonInsensitive: return "epsilon_insensitive";
-    case LossType::kLogistic: return "logistic";
-    case LossType::kHuber: return "huber";
-    case LossType::kNovelty: return "novelty";
-  }
-  return "unknown";
-}
-
-absl::string_view ScheduleName(Schedule schedule) {
-  switch (schedule) {
-    case Schedule::kConstant: return "constant";
-    case Schedule::kInverseSqrt: return "inverse_sqrt";
-    case Schedule::kPower: return "power";
-  }
-  return "unknown";
-}
-
-absl::string_view BudgetPolicyName(BudgetPolicy policy) {
-  switch (policy) {
-    case BudgetPolicy::kOldest: return "oldest";
-    case BudgetPolicy::kSmallest: return "smallest";
-    case BudgetPolicy::kMerge: return "merge";
-  }
-  return "unknown";
-}
-
 }  // namespace okl

@@ -18,13 +18,16 @@
 #ifndef OKL_CORE_CONFIG_H_
 #define OKL_CORE_CONFIG_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "core/enum_names.h"
 
 namespace okl {
 
@@ -49,6 +52,13 @@ inline constexpr uint32_t kMaxNonZeros = 65536;
 inline constexpr uint32_t kMaxBasis = 4096;
 
 enum class KernelType { kGaussian, kLaplacian, kLinear, kPolynomial, kHeat };
+inline constexpr std::array<EnumName<KernelType>, 5> kKernelTypeNames = {{
+    {KernelType::kGaussian, "gaussian"},
+    {KernelType::kLaplacian, "laplacian"},
+    {KernelType::kLinear, "linear"},
+    {KernelType::kPolynomial, "polynomial"},
+    {KernelType::kHeat, "heat"},
+}};
 
 // Which fields are read depends on `type`:
 //   gaussian   exp(-gamma |x - x'|^2)           gamma > 0
@@ -74,6 +84,14 @@ enum class LossType {
   kHuber,               // 1/2 r^2 for |r| <= delta, else delta (|r| - delta/2); r = f - y
   kNovelty,             // max(0, rho - f), one-class: the label is ignored
 };
+inline constexpr std::array<EnumName<LossType>, 6> kLossTypeNames = {{
+    {LossType::kSquared, "squared"},
+    {LossType::kHinge, "hinge"},
+    {LossType::kEpsilonInsensitive, "epsilon_insensitive"},
+    {LossType::kLogistic, "logistic"},
+    {LossType::kHuber, "huber"},
+    {LossType::kNovelty, "novelty"},
+}};
 
 // `rho` is the margin of hinge and novelty, `epsilon` the tube of epsilon-insensitive,
 // `delta` Huber's threshold. `nu` > 0 turns on NORMA's nu-trick for hinge, novelty and
@@ -93,6 +111,11 @@ enum class Schedule {
   kInverseSqrt,  // eta_t = eta0 / sqrt(t)
   kPower,        // eta_t = eta0 * t^(-theta), 0 < theta <= 1 (Smale and Yao)
 };
+inline constexpr std::array<EnumName<Schedule>, 3> kScheduleNames = {{
+    {Schedule::kConstant, "constant"},
+    {Schedule::kInverseSqrt, "inverse_sqrt"},
+    {Schedule::kPower, "power"},
+}};
 
 struct LearningRateConfig {
   Schedule schedule = Schedule::kConstant;
@@ -109,6 +132,11 @@ enum class BudgetPolicy {
   // RKHS norm (Wang, Crammer and Vucetic 2012); gaussian kernel only. See core/merge.h.
   kMerge,
 };
+inline constexpr std::array<EnumName<BudgetPolicy>, 3> kBudgetPolicyNames = {{
+    {BudgetPolicy::kOldest, "oldest"},
+    {BudgetPolicy::kSmallest, "smallest"},
+    {BudgetPolicy::kMerge, "merge"},
+}};
 
 struct BudgetConfig {
   uint32_t max_terms = 0;  // 0: no budget, the expansion may grow without bound
@@ -229,10 +257,29 @@ double ComparatorLambda(const ModelConfig& config, size_t n);
 // True for the losses whose labels must be -1 or +1 and for which mistakes are counted.
 bool IsClassificationLoss(LossType type);
 
-absl::string_view KernelTypeName(KernelType type);
-absl::string_view LossTypeName(LossType type);
-absl::string_view ScheduleName(Schedule schedule);
-absl::string_view BudgetPolicyName(BudgetPolicy policy);
+// Names and parsers, from the tables beside each enum (core/enum_names.h).
+inline absl::string_view KernelTypeName(KernelType type) {
+  return NameOf(kKernelTypeNames, type);
+}
+inline absl::string_view LossTypeName(LossType type) { return NameOf(kLossTypeNames, type); }
+inline absl::string_view ScheduleName(Schedule schedule) {
+  return NameOf(kScheduleNames, schedule);
+}
+inline absl::string_view BudgetPolicyName(BudgetPolicy policy) {
+  return NameOf(kBudgetPolicyNames, policy);
+}
+inline std::optional<KernelType> ParseKernelType(absl::string_view name) {
+  return ParseName(kKernelTypeNames, name);
+}
+inline std::optional<LossType> ParseLossType(absl::string_view name) {
+  return ParseName(kLossTypeNames, name);
+}
+inline std::optional<Schedule> ParseSchedule(absl::string_view name) {
+  return ParseName(kScheduleNames, name);
+}
+inline std::optional<BudgetPolicy> ParseBudgetPolicy(absl::string_view name) {
+  return ParseName(kBudgetPolicyNames, name);
+}
 
 }  // namespace okl
 

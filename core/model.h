@@ -25,6 +25,7 @@
 #ifndef OKL_CORE_MODEL_H_
 #define OKL_CORE_MODEL_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -56,6 +57,14 @@ enum class CandidateStatus {
   kLive,     // learning from every example
   kRetired,  // stopped for good (significantly worse than the champion, or diverged)
 };
+inline constexpr std::array<EnumName<CandidateStatus>, 3> kCandidateStatusNames = {{
+    {CandidateStatus::kWaiting, "waiting"},
+    {CandidateStatus::kLive, "live"},
+    {CandidateStatus::kRetired, "retired"},
+}};
+inline absl::string_view CandidateStatusName(CandidateStatus status) {
+  return NameOf(kCandidateStatusNames, status);
+}
 
 // What a selection keeps about each candidate (in its state and its stats).
 struct CandidateRecord {

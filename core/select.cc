@@ -151,18 +151,6 @@ std::vector<ModelConfig> CandidateConfigs(const ModelConfig& config, double inpu
   return DefaultCandidates(config, input_scale);
 }
 
-absl::string_view CandidateStatusName(CandidateStatus status) {
-  switch (status) {
-    case CandidateStatus::kWaiting:
-      return "waiting";
-    case CandidateStatus::kLive:
-      return "live";
-    case CandidateStatus::kRetired:
-      return "retired";
-  }
-  return "unknown";
-}
-
 size_t LiveCandidates(const ModelConfig& config) {
   const size_t candidates = CandidateConfigs(config, 1.0).size();
   const size_t live = config.select.live > 0 ? config.select.live : kDefaultLiveCandidates;

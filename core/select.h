@@ -74,9 +74,6 @@ std::vector<ModelConfig> DefaultCandidates(const ModelConfig& config, double inp
 // The candidates of `config`: its list, or the default set at input_scale.
 std::vector<ModelConfig> CandidateConfigs(const ModelConfig& config, double input_scale);
 
-// "waiting", "live" or "retired".
-absl::string_view CandidateStatusName(CandidateStatus status);
-
 // The live candidates at once: select.live, or all of them up to kDefaultLiveCandidates.
 size_t LiveCandidates(const ModelConfig& config);
 

@@ -15,16 +15,18 @@
 
 #include <unistd.h>
 
+#include <array>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -383,48 +385,13 @@ std::optional<Session> StartSession(const CommandLine& line, const Command& comm
 
 int Finish(const absl::Status& status) { return status.ok() ? 0 : Fail(status); }
 
-// Kernel, loss, schedule and policy names as the flags spell them.
-absl::StatusOr<okl::KernelType> ParseKernel(absl::string_view name) {
-  const std::string lower = absl::AsciiStrToLower(name);
-  if (lower == "gaussian") return okl::KernelType::kGaussian;
-  if (lower == "laplacian") return okl::KernelType::kLaplacian;
-  if (lower == "linear") return okl::KernelType::kLinear;
-  if (lower == "polynomial") return okl::KernelType::kPolynomial;
-  if (lower == "heat") return okl::KernelType::kHeat;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--kernel=", name, ": expected gaussian, laplacian, linear, polynomial or heat"));
-}
-
-absl::StatusOr<okl::LossType> ParseLoss(absl::string_view name) {
-  std::string lower = absl::AsciiStrToLower(name);
-  absl::StrReplaceAll({{"-", "_"}}, &lower);
-  if (lower == "squared") return okl::LossType::kSquared;
-  if (lower == "hinge") return okl::LossType::kHinge;
-  if (lower == "epsilon_insensitive") return okl::LossType::kEpsilonInsensitive;
-  if (lower == "logistic") return okl::LossType::kLogistic;
-  if (lower == "huber") return okl::LossType::kHuber;
-  if (lower == "novelty") return okl::LossType::kNovelty;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--loss=", name,
-      ": expected squared, hinge, epsilon_insensitive, logistic, huber or novelty"));
-}
-
-absl::StatusOr<okl::Schedule> ParseSchedule(absl::string_view name) {
-  const std::string lower = absl::AsciiStrToLower(name);
-  if (lower == "constant") return okl::Schedule::kConstant;
-  if (lower == "inverse_sqrt") return okl::Schedule::kInverseSqrt;
-  if (lower == "power") return okl::Schedule::kPower;
+// A --flag's value as one of an enum's names (the table beside the enum in core/config.h).
+template <typename Enum, size_t N>
+absl::StatusOr<Enum> ParseFlagName(absl::string_view flag, absl::string_view value,
+                                   const std::array<okl::EnumName<Enum>, N>& names) {
+  if (std::optional<Enum> parsed = okl::ParseName(names, value)) return *parsed;
   return absl::InvalidArgumentError(
-      absl::StrCat("--schedule=", name, ": expected constant, inverse_sqrt or power"));
-}
-
-absl::StatusOr<okl::BudgetPolicy> ParsePolicy(absl::string_view name) {
-  const std::string lower = absl::AsciiStrToLower(name);
-  if (lower == "oldest") return okl::BudgetPolicy::kOldest;
-  if (lower == "smallest") return okl::BudgetPolicy::kSmallest;
-  if (lower == "merge") return okl::BudgetPolicy::kMerge;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--policy=", name, ": expected oldest, smallest or merge"));
+      absl::StrCat("--", flag, "=", value, ": expected ", okl::NameList(names)));
 }
 
 absl::StatusOr<uint32_t> NonNegative32(absl::string_view name, int64_t value) {
@@ -444,7 +411,8 @@ absl::Status ApplyConfigFlags(const CommandLine& line, bool all, okl::ModelConfi
     config->dim = *dim;
   }
   if (use("kernel")) {
-    absl::StatusOr<okl::KernelType> kernel = ParseKernel(absl::GetFlag(FLAGS_kernel));
+    absl::StatusOr<okl::KernelType> kernel =
+        ParseFlagName("kernel", absl::GetFlag(FLAGS_kernel), okl::kKernelTypeNames);
     if (!kernel.ok()) return kernel.status();
     config->kernel.type = *kernel;
   }
@@ -457,7 +425,8 @@ absl::Status ApplyConfigFlags(const CommandLine& line, bool all, okl::ModelConfi
   }
   if (use("t")) config->kernel.t = absl::GetFlag(FLAGS_t);
   if (use("loss")) {
-    absl::StatusOr<okl::LossType> loss = ParseLoss(absl::GetFlag(FLAGS_loss));
+    absl::StatusOr<okl::LossType> loss =
+        ParseFlagName("loss", absl::GetFlag(FLAGS_loss), okl::kLossTypeNames);
     if (!loss.ok()) return loss.status();
     config->loss.type = *loss;
   }
@@ -467,7 +436,8 @@ absl::Status ApplyConfigFlags(const CommandLine& line, bool all, okl::ModelConfi
   if (use("nu")) config->loss.nu = absl::GetFlag(FLAGS_nu);
   if (use("eta0")) config->learning_rate.eta0 = absl::GetFlag(FLAGS_eta0);
   if (use("schedule")) {
-    absl::StatusOr<okl::Schedule> schedule = ParseSchedule(absl::GetFlag(FLAGS_schedule));
+    absl::StatusOr<okl::Schedule> schedule =
+        ParseFlagName("schedule", absl::GetFlag(FLAGS_schedule), okl::kScheduleNames);
     if (!schedule.ok()) return schedule.status();
     config->learning_rate.schedule = *schedule;
   }
@@ -480,7 +450,8 @@ absl::Status ApplyConfigFlags(const CommandLine& line, bool all, okl::ModelConfi
     config->budget.max_terms = *max_terms;
   }
   if (use("policy")) {
-    absl::StatusOr<okl::BudgetPolicy> policy = ParsePolicy(absl::GetFlag(FLAGS_policy));
+    absl::StatusOr<okl::BudgetPolicy> policy =
+        ParseFlagName("policy", absl::GetFlag(FLAGS_policy), okl::kBudgetPolicyNames);
     if (!policy.ok()) return policy.status();
     config->budget.policy = *policy;
   }

@@ -7,7 +7,6 @@
 #include <functional>
 #include <initializer_list>
 #include <limits>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -358,33 +357,6 @@ TEST(ValidateConfigTest, ClassificationLossesAreHingeAndLogistic) {
   EXPECT_FALSE(IsClassificationLoss(LossType::kEpsilonInsensitive));
   EXPECT_FALSE(IsClassificationLoss(LossType::kHuber));
   EXPECT_FALSE(IsClassificationLoss(LossType::kNovelty));
-}
-
-// Within each enum every value has its own non-empty name (they appear in messages).
-template <typename Enum>
-void ExpectDistinctNonEmptyNames(std::initializer_list<Enum> values,
-                                 absl::string_view (*name)(Enum)) {
-  std::set<std::string> seen;
-  for (Enum value : values) {
-    std::string n(name(value));
-    EXPECT_FALSE(n.empty()) << static_cast<int>(value);
-    EXPECT_TRUE(seen.insert(n).second) << "duplicate name " << n;
-  }
-}
-
-TEST(ValidateConfigTest, EveryEnumValueHasADistinctNonEmptyName) {
-  ExpectDistinctNonEmptyNames<KernelType>(
-      {KernelType::kGaussian, KernelType::kLaplacian, KernelType::kLinear,
-       KernelType::kPolynomial, KernelType::kHeat},
-      &KernelTypeName);
-  ExpectDistinctNonEmptyNames<LossType>(
-      {LossType::kSquared, LossType::kHinge, LossType::kEpsilonInsensitive, LossType::kLogistic,
-       LossType::kHuber, LossType::kNovelty},
-      &LossTypeName);
-  ExpectDistinctNonEmptyNames<Schedule>(
-      {Schedule::kConstant, Schedule::kInverseSqrt, Schedule::kPower}, &ScheduleName);
-  ExpectDistinctNonEmptyNames<BudgetPolicy>({BudgetPolicy::kOldest, BudgetPolicy::kSmallest},
-                                            &BudgetPolicyName);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "core/model_registry.h"
@@ -451,6 +452,65 @@ TEST(ConvertStatsTest, RoundTripsForEveryKindOfMargin) {
       const ModelStats stats = SampleStats(loss, with_bound_and_regret);
       ExpectSameStats(FromProto(ToProto(stats, loss), loss), stats);
     }
+  }
+}
+
+// Every value the wire can carry has a name in core's tables, and the same one: a
+// kernel's or loss's oneof field, a schedule's, policy's or candidate status's enum
+// value (lower case) is the core name of what it converts to, and each table has as
+// many entries as the wire has values.
+TEST(ConvertConfigTest, WireValuesAndCoreNameTablesAgree) {
+  const google::protobuf::OneofDescriptor* kernels =
+      v1::KernelConfig::descriptor()->FindOneofByName("kind");
+  ASSERT_NE(kernels, nullptr);
+  EXPECT_EQ(static_cast<size_t>(kernels->field_count()), kKernelTypeNames.size());
+  const google::protobuf::OneofDescriptor* losses =
+      v1::LossConfig::descriptor()->FindOneofByName("kind");
+  ASSERT_NE(losses, nullptr);
+  EXPECT_EQ(static_cast<size_t>(losses->field_count()), kLossTypeNames.size());
+  EXPECT_EQ(static_cast<size_t>(v1::LearningRate::Schedule_descriptor()->value_count() - 1),
+            kScheduleNames.size());
+  EXPECT_EQ(static_cast<size_t>(v1::Budget::Policy_descriptor()->value_count() - 1),
+            kBudgetPolicyNames.size());
+  EXPECT_EQ(static_cast<size_t>(v1::CandidateStatus_descriptor()->value_count() - 1),
+            kCandidateStatusNames.size());
+  ModelConfig config;
+  config.dim = 1;
+  config.budget.max_terms = 10;
+  for (const auto& [kernel, name] : kKernelTypeNames) {
+    config.kernel.type = kernel;
+    const v1::ModelConfig proto = ToProto(config);
+    const google::protobuf::FieldDescriptor* field =
+        proto.kernel().GetReflection()->GetOneofFieldDescriptor(proto.kernel(), kernels);
+    ASSERT_NE(field, nullptr) << name;
+    EXPECT_EQ(field->name(), name);
+  }
+  for (const auto& [loss, name] : kLossTypeNames) {
+    config.loss.type = loss;
+    const v1::ModelConfig proto = ToProto(config);
+    const google::protobuf::FieldDescriptor* field =
+        proto.loss().GetReflection()->GetOneofFieldDescriptor(proto.loss(), losses);
+    ASSERT_NE(field, nullptr) << name;
+    EXPECT_EQ(field->name(), name);
+  }
+  for (const auto& [schedule, name] : kScheduleNames) {
+    config.learning_rate.schedule = schedule;
+    EXPECT_EQ(absl::AsciiStrToLower(
+                  v1::LearningRate::Schedule_Name(ToProto(config).learning_rate().schedule())),
+              name);
+  }
+  for (const auto& [policy, name] : kBudgetPolicyNames) {
+    config.budget.policy = policy;
+    EXPECT_EQ(absl::AsciiStrToLower(v1::Budget::Policy_Name(ToProto(config).budget().policy())),
+              name);
+  }
+  for (const auto& [status, name] : kCandidateStatusNames) {
+    ModelStats stats;
+    stats.candidates.push_back({.status = status});
+    const v1::ModelStats proto = ToProto(stats, LossType::kSquared);
+    ASSERT_EQ(proto.candidates_size(), 1);
+    EXPECT_EQ(absl::AsciiStrToLower(v1::CandidateStatus_Name(proto.candidates(0).status())),
+              name);
   }
 }
 
