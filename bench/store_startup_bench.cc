@@ -10,8 +10,8 @@
 // bytes (terms x (dim + 1) doubles each: the support vectors and coefficients).
 // Prints PASS/MISS against --target and --max_rss_ratio, and as its last line one JSON
 // object; exits 0 unless the store or the server fails.
-// The defaults are the scale a server is sized for: 10,000 models x 100 terms at d = 16 and 1,000,000
-// logged examples to replay.
+// The defaults are the scale a server is sized for: 10,000 models x 100 terms at d = 16 and
+// 1,000,000 logged examples to replay.
 //   cmake --build build --target okl_store_startup_bench okl_server
 //   build/bench/okl_store_startup_bench --spawn_server=build/server/okl_server
 

@@ -216,7 +216,7 @@ struct ModelConfig {
   double lambda = 0.0;  // regulariser; every step shrinks f by (1 - eta_t lambda)
   bool offset = false;  // learn an unregularised offset b
   BudgetConfig budget;
-  bool averaged = false;        // Predict with the averaged hypothesis
+  bool averaged = false;  // Predict with the averaged hypothesis
   // The averaged hypothesis averages the hypotheses of the last W to 2W steps (suffix
   // averaging in blocks of W steps; see NormaModel). 0: W = budget.max_terms with a
   // budget, else every hypothesis since step 1. Read only when averaged.

@@ -107,10 +107,10 @@ struct ModelStats {
   uint64_t terms_removed = 0;    // by the budget policy and drop_below together
   double offset = 0.0;           // b
   double margin = 0.0;           // rho or epsilon as learned by the nu-trick, else the config's
-  // NORMA's bound (Kivinen, Smola and Williamson 2004) lambda^-1 (1 - eta lambda)^tau C X on the RKHS-norm error of
-  // truncating to the newest tau = max_terms terms. Set where it applies: constant rate,
-  // lambda > 0, an OLDEST budget without drop_below, a loss with bounded derivative (C)
-  // and a bounded kernel (X). 0 until the budget first removes a term.
+  // NORMA's bound (Kivinen, Smola and Williamson 2004) lambda^-1 (1 - eta lambda)^tau C X on
+  // the RKHS-norm error of truncating to the newest tau = max_terms terms. Set where it
+  // applies: constant rate, lambda > 0, an OLDEST budget without drop_below, a loss with
+  // bounded derivative (C) and a bounded kernel (X). 0 until the budget first removes a term.
   std::optional<double> truncation_error_bound;
   // A KRLS tracker's estimates (0 for the other kinds): s0^2, the signal power its
   // maximum-likelihood estimate scales the posterior by, and the noise variance in the

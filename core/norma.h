@@ -11,8 +11,9 @@
 // is folded into them (O(size)) whenever it falls below 2^-8, long before it underflows.
 // A step therefore costs one kernel sweep, like a prediction.
 //
-// The averaged hypothesis (Kivinen, Smola and Williamson 2004) predicts with the mean of recent hypotheses f_t, the
-// ones that made the prequential predictions. With W = EffectiveAveragingWindow(config):
+// The averaged hypothesis (Kivinen, Smola and Williamson 2004) predicts with the mean of recent
+// hypotheses f_t, the ones that made the prequential predictions. With W =
+// EffectiveAveragingWindow(config):
 //   W = 0 (no budget and no averaging_window): the mean of f_1 .. f_T, every hypothesis
 //     so far;
 //   W > 0: suffix averaging in blocks of W steps: the mean of f_t for t in (S, T], where

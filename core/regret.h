@@ -5,14 +5,13 @@
 // where p_t are the online (prequential) predictions and g* is the batch comparator, the
 // minimiser in the kernel's RKHS of the regularised risk on the same window,
 //   J(g) = (1/n) sum_i loss(y_i, g(x_i)) + (lambda/2) |g|^2,   n = |W|.
-// By the representer theorem (Schölkopf, Herbrich and Smola 2001) g* = sum_i c_i k(x_i, .). The squared loss has
-// the closed form (K + n lambda I) c = y, solved by Cholesky. The other losses are solved
-// by stochastic dual coordinate ascent (SDCA) over the same Gram matrix, which certifies
-// its accuracy: it stops once the duality gap J(g) - D(alpha) >= J(g) - J(g*) is at most
-// `tolerance` * max(1, |J(g)|).
-// The comparator has no offset (DESIGN: g* ranges over the kernel's space), and the
-// margin of hinge, novelty and epsilon-insensitive is the one the caller passes (the
-// model's current, possibly learned, value).
+// By the representer theorem (Schölkopf, Herbrich and Smola 2001) g* = sum_i c_i k(x_i, .). The
+// squared loss has the closed form (K + n lambda I) c = y, solved by Cholesky. The other losses
+// are solved by stochastic dual coordinate ascent (SDCA) over the same Gram matrix, which
+// certifies its accuracy: it stops once the duality gap J(g) - D(alpha) >= J(g) - J(g*) is at
+// most `tolerance` * max(1, |J(g)|). The comparator has no offset (DESIGN: g* ranges over the
+// kernel's space), and the margin of hinge, novelty and epsilon-insensitive is the one the
+// caller passes (the model's current, possibly learned, value).
 //
 // Everything here is a pure function of its arguments and safe to call from any thread.
 // Cost: O(n^2 dim) for the Gram matrix and 8 n^2 bytes to hold it, then O(n^3 / 3) for

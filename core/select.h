@@ -68,7 +68,8 @@ inline constexpr uint32_t kDefaultLiveCandidates = 8;
 // budgeted Pegasos with merging at 100 terms over three widths and two regularisers,
 // NORMA with a constant step, and random features. Squared loss: the KRLS tracker at 200
 // bases over three widths and two noise levels, and NORMA with merging and with OLDEST.
-// Other losses: NORMA over three widths and two step sizes. See docs/learning-quality.md, "Model selection".
+// Other losses: NORMA over three widths and two step sizes. See docs/learning-quality.md,
+// "Model selection".
 std::vector<ModelConfig> DefaultCandidates(const ModelConfig& config, double input_scale);
 
 // The candidates of `config`: its list, or the default set at input_scale.

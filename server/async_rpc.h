@@ -7,9 +7,9 @@
 // Why not gRPC's callback API (which okl_server used before): in gRPC 1.51 the callback
 // API hands every event between two "nexting" threads of its own, whatever the number of
 // CPUs: about 3 context switches per unary call at a partial load, where a Predict's own
-// work is under a microsecond (docs/benchmarks.md, "Load generator": how okl serves calls, and why). And no callback
-// (or sync) method may remain beside these queues: a callback method brings those
-// threads back, and they poll the same sockets.
+// work is under a microsecond (docs/benchmarks.md, "Load generator": how okl serves calls, and
+// why). And no callback (or sync) method may remain beside these queues: a callback method
+// brings those threads back, and they poll the same sockets.
 //
 // The pieces:
 // - RawAsyncService: a grpc::Service whose methods are all declared bidirectional

@@ -248,10 +248,10 @@ class ServerMetrics::Impl {
     MetricFamily regret_window =
         Family("okl_model_regret_window_size",
                "Examples in the window of the last regret computation.", MetricType::Gauge);
-    MetricFamily truncation = Family(
-        "okl_model_truncation_error_bound",
-        "Bound on the RKHS-norm error of truncating the expansion to its budget (Kivinen, Smola and Williamson 2004).",
-        MetricType::Gauge);
+    MetricFamily truncation = Family("okl_model_truncation_error_bound",
+                                     "Bound on the RKHS-norm error of truncating the expansion "
+                                     "to its budget (Kivinen, Smola and Williamson 2004).",
+                                     MetricType::Gauge);
     MetricFamily memory =
         Family("okl_model_memory_bytes", "Memory held by the model's expansion, in bytes.",
                MetricType::Gauge);

@@ -377,9 +377,9 @@ OklService::OklService(ModelHost* host, const Authenticator* authenticator, Opti
                         : UsableCpus()) {
   // The small reads run inline, on the queue's thread that received them: handing each to
   // another thread would cost more server CPU than a GetModel's or a small Predict's own
-  // work (docs/benchmarks.md, "Load generator"). Anything that writes to the store, may run long, or
-  // would wait for a model's writer runs on offload_pool_, since the queues' threads carry
-  // every tenant's calls.
+  // work (docs/benchmarks.md, "Load generator"). Anything that writes to the store, may run
+  // long, or would wait for a model's writer runs on offload_pool_, since the queues' threads
+  // carry every tenant's calls.
   const auto offload = [](const auto& /*request*/) { return false; };
   ServeUnary<v1::CreateModelRequest, v1::ModelInfo>(
       "CreateModel", offload,
