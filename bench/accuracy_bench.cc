@@ -144,6 +144,7 @@ struct Row {
   // A selection's: its candidates' configs and its champion at the end.
   std::vector<ModelConfig> candidates;
   uint32_t champion = 0;
+  size_t serving = 0;  // the candidates the selection predicts with at the end
   double train_seconds = 0.0;
   double test_seconds = 0.0;
 };
@@ -311,6 +312,7 @@ absl::StatusOr<Row> Evaluate(Row row, DataFiles& files, size_t chunk, bool avera
     const okl::ModelStats stats = model->stats();
     for (const okl::CandidateStats& candidate : stats.candidates) {
       row.candidates.push_back(candidate.config);
+      row.serving += candidate.serving;
     }
     row.champion = stats.champion;
   }
@@ -362,13 +364,15 @@ std::string DataLabel(const Row& row) {
 }
 
 // The config's kind and size: "KRLS-T M=100", "NORMA OLDEST B=512", "RFF D=1000"; a
-// selection's candidates and its champion at the end.
+// selection's candidates, its champion at the end and how many leaders it predicts with
+// then ("select of 8: #4 NORMA MERGE B=100 +2": the champion and 2 more leaders).
 std::string ModelLabel(const ModelConfig& config);
 
 std::string ModelLabel(const Row& row) {
   if (!row.config.select_kind() || row.candidates.empty()) return ModelLabel(row.config);
   return absl::StrCat("select of ", row.candidates.size(), ": #", row.champion, " ",
-                      ModelLabel(row.candidates[row.champion]));
+                      ModelLabel(row.candidates[row.champion]),
+                      row.serving > 1 ? absl::StrCat(" +", row.serving - 1) : "");
 }
 
 std::string ModelLabel(const ModelConfig& config) {

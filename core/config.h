@@ -189,14 +189,29 @@ struct KrlsTrackerConfig {
 struct ModelConfig;
 
 // Online model selection (core/select.h): several candidate models learn from the same
-// stream, and predictions come from the champion, the candidate whose progressive loss
-// (each example's loss before the candidate learns it) is lowest by a sequential test.
+// stream, and the champion is the candidate whose progressive loss (each example's loss
+// before the candidate learns it) is lowest by a sequential test; predictions come from
+// it or from the leaders around it (SelectPrediction).
 // Chosen by enabled; the outer config then holds only dim, the loss and this (every other
 // field at its default). Each candidate is a complete config of any kind but select, with
 // the outer dim and loss and dense storage. No candidates: okl's default set, scaled to
 // the data (core/select.h, DefaultCandidates).
 inline constexpr uint32_t kMaxCandidates = 64;
 inline constexpr uint32_t kMaxLiveCandidates = 16;
+
+// What a selection predicts with (core/select.h, "Predictions").
+enum class SelectPrediction {
+  kDefault,   // leaders for the classification losses (hinge, logistic), else champion
+  kChampion,  // the champion's prediction, and its predictive variance if it has one
+  kLeaders,   // the mean of the leaders' predictions: the champion and every live
+              // candidate not significantly worse than it
+};
+inline constexpr std::array<EnumName<SelectPrediction>, 3> kSelectPredictionNames = {{
+    {SelectPrediction::kDefault, "default"},
+    {SelectPrediction::kChampion, "champion"},
+    {SelectPrediction::kLeaders, "leaders"},
+}};
+
 struct SelectConfig {
   bool enabled = false;
   // How many candidates learn at once, 1..kMaxLiveCandidates; 0: all of them, at most 8.
@@ -204,6 +219,7 @@ struct SelectConfig {
   // champion to be retired.
   uint32_t live = 0;
   std::vector<ModelConfig> candidates;
+  SelectPrediction prediction = SelectPrediction::kDefault;
 
   friend bool operator==(const SelectConfig&, const SelectConfig&) = default;
 };
@@ -267,6 +283,9 @@ inline absl::string_view ScheduleName(Schedule schedule) {
 }
 inline absl::string_view BudgetPolicyName(BudgetPolicy policy) {
   return NameOf(kBudgetPolicyNames, policy);
+}
+inline absl::string_view SelectPredictionName(SelectPrediction prediction) {
+  return NameOf(kSelectPredictionNames, prediction);
 }
 inline std::optional<KernelType> ParseKernelType(absl::string_view name) {
   return ParseName(kKernelTypeNames, name);

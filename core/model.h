@@ -97,6 +97,9 @@ struct CandidateStats {
   double cumulative_loss = 0.0;
   double recent_loss = 0.0;  // CandidateRecord::recent_loss()
   uint64_t started_at = 0;
+  // The selection serves its predictions: the champion, and with leaders' predictions
+  // (SelectPrediction::kLeaders) each leader.
+  bool serving = false;
 };
 
 struct ModelStats {

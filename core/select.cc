@@ -177,7 +177,22 @@ double SelectModel::WorstCaseWorkPerExample(const ModelConfig& config) {
   return SumOfLargest(work, LiveCandidates(config));
 }
 
-SelectModel::SelectModel(const ModelConfig& config) : Model(config) {}
+// Leaders by default for the classification losses, where the candidates' progressive
+// losses rarely separate them (core/select.h, "Predictions").
+bool PredictsWithLeaders(const ModelConfig& config) {
+  switch (config.select.prediction) {
+    case SelectPrediction::kChampion:
+      return false;
+    case SelectPrediction::kLeaders:
+      return true;
+    case SelectPrediction::kDefault:
+      break;
+  }
+  return IsClassificationLoss(config.loss.type);
+}
+
+SelectModel::SelectModel(const ModelConfig& config)
+    : Model(config), predicts_with_leaders_(PredictsWithLeaders(config)) {}
 
 absl::StatusOr<std::unique_ptr<SelectModel>> SelectModel::Create(const ModelConfig& config) {
   OKL_RETURN_IF_ERROR(ValidateConfig(config));
@@ -296,6 +311,20 @@ absl::StatusOr<Observation> SelectModel::StepCandidates(absl::Span<const double>
     }
     Crown(best);
   }
+  // What the selection serves for this example: the champion's prediction, or the mean of
+  // the leaders before this example (their records are updated below).
+  Observation served = observations_[champion_];
+  if (predicts_with_leaders_) {
+    double sum = 0.0;
+    size_t leaders = 0;
+    for (size_t i = 0; i < models_.size(); ++i) {
+      if (!leader(i)) continue;
+      sum += observations_[i].prediction;
+      ++leaders;
+    }
+    served.prediction = sum / static_cast<double>(leaders);
+    served.loss = loss_.At(y, served.prediction, margin_).value;
+  }
   const double champion_loss = observations_[champion_].loss;
   for (size_t i = 0; i < models_.size(); ++i) {
     if (models_[i] == nullptr) continue;
@@ -313,7 +342,7 @@ absl::StatusOr<Observation> SelectModel::StepCandidates(absl::Span<const double>
     record.difference_square_sum =
         kDiscount * record.difference_square_sum + difference * difference;
   }
-  return observations_[champion_];
+  return served;
 }
 
 void SelectModel::Compare() {
@@ -381,13 +410,34 @@ void SelectModel::Crown(size_t i) {
   for (CandidateRecord& record : records_) record.ResetComparison();
 }
 
+bool SelectModel::leader(size_t i) const {
+  if (i >= models_.size() || models_[i] == nullptr) return false;
+  if (i == champion_) return true;
+  const CandidateRecord& record = records_[i];
+  if (record.paired_weight < kPromotionWeight) return false;
+  const Bounds bounds = PairedBounds(record);
+  return bounds.mean - bounds.half <= 0;
+}
+
+double SelectModel::LeadersPrediction(absl::Span<const double> x, PredictionMode mode) const {
+  double sum = 0.0;
+  size_t leaders = 0;
+  for (size_t i = 0; i < models_.size(); ++i) {
+    if (!leader(i)) continue;
+    sum += models_[i]->Predict(x, mode).value_or(0.0);
+    ++leaders;
+  }
+  return sum / static_cast<double>(leaders);
+}
+
 double SelectModel::PredictUnchecked(absl::Span<const double> x, PredictionMode mode) const {
   if (configs_.empty() || models_[champion_] == nullptr) return 0.0;
+  if (predicts_with_leaders_) return LeadersPrediction(x, mode);
   return models_[champion_]->Predict(x, mode).value_or(0.0);
 }
 
 bool SelectModel::has_predictive_variance() const {
-  return !configs_.empty() && models_[champion_] != nullptr &&
+  return !predicts_with_leaders_ && !configs_.empty() && models_[champion_] != nullptr &&
          models_[champion_]->has_predictive_variance();
 }
 
@@ -417,12 +467,14 @@ ModelStats SelectModel::stats() const {
   stats.champion_changes = champion_changes_;
   for (size_t i = 0; i < configs_.size(); ++i) {
     const CandidateRecord& record = records_[i];
-    stats.candidates.push_back({.config = configs_[i],
-                                .status = record.status,
-                                .steps = record.steps,
-                                .cumulative_loss = record.cumulative_loss,
-                                .recent_loss = record.recent_loss(),
-                                .started_at = record.started_at});
+    stats.candidates.push_back(
+        {.config = configs_[i],
+         .status = record.status,
+         .steps = record.steps,
+         .cumulative_loss = record.cumulative_loss,
+         .recent_loss = record.recent_loss(),
+         .started_at = record.started_at,
+         .serving = predicts_with_leaders_ ? leader(i) : i == champion_});
   }
   return stats;
 }

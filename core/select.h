@@ -1,21 +1,37 @@
 // core/select.h
 //
 // SelectModel: online model selection. Several candidate models (config.select.candidates,
-// of any kind) learn from the same stream; Predict answers with the champion's prediction.
+// of any kind) learn from the same stream; Predict answers with the champion's prediction
+// or the mean of the leaders around it (see "Predictions").
 //
 // Each example x_t, y_t is first predicted by every live candidate i, giving its
 // progressive loss l_i,t (the loss before it learns the example), and then learned by all
-// of them. The selection's own prediction and loss are the champion's (its cumulative
-// loss sums them, saturating at DBL_MAX).
+// of them.
+//
+// Predictions (config.select.prediction; the default by the loss):
+//   - champion (the default for regression): the champion's prediction, and its
+//     predictive variance when it has one.
+//   - leaders (the default for classification): the mean of the leaders' predictions.
+//     The leaders are the champion and every live candidate compared with it over at
+//     least kPromotionWeight and not significantly worse (its lower bound, below, is at
+//     most 0). On classification the candidates' progressive losses are often within
+//     noise of each other while their models differ by a point or more on held-out data,
+//     and no progressive statistic tells which is best there; the leaders' mean does as
+//     well as the best of them (measured: docs/learning-quality.md, "Model selection").
+//     Every live candidate predicts already, so Observe costs no more; Predict asks each
+//     leader.
+// The selection's own prediction and loss (its cumulative loss sums them, saturating at
+// DBL_MAX) are those it serves: the leaders' for each example are the leaders before it.
 //
 // Candidates are compared with the champion c example by example, by the sign of the
 // paired difference, s_i,t = sign(l_i,t - l_c,t) in {-1, 0, 1}: a paired sign test, whose
 // mean is negative when the challenger's loss is lower on more examples than it is
 // higher. The sign, not the difference itself, because losses are heavy-tailed: on
 // mg30 and lorenz one spike of a squared error outweighs a thousand steps of a better
-// learner, and a test on the mean difference never resolved (measured: README "Model
-// selection"). The sums are discounted by beta = 1 - 1/kSelectionHorizon per step (so
-// the comparison follows a drifting stream and ranks by recent, steady-state behaviour),
+// learner, and a test on the mean difference never resolved (measured:
+// docs/learning-quality.md, "Model selection"). The sums are discounted by
+// beta = 1 - 1/kSelectionHorizon per step (so the comparison follows a drifting stream
+// and ranks by recent, steady-state behaviour),
 // over the steps since the later of i's start and c's promotion:
 //   W = sum beta^(T-t),  mean = sum beta^(T-t) s_t / W,
 //   var = sum beta^(T-t) s_t^2 / W - mean^2,  half = z sqrt(var / W)
@@ -100,9 +116,14 @@ class SelectModel : public Model {
   size_t expansion_size() const override;
   size_t MemoryBytes() const override;
 
-  // True while the champion predicts with a variance (a KRLS tracker): Predict's
-  // variances are then the champion's.
+  // True while the selection predicts with the champion and the champion predicts with
+  // a variance (a KRLS tracker): Predict's variances are then the champion's.
   bool has_predictive_variance() const override;
+
+  // True if the selection predicts with its leaders (see the header comment).
+  bool predicts_with_leaders() const { return predicts_with_leaders_; }
+  // True if candidate i is live and a leader now.
+  bool leader(size_t i) const;
 
   // The index of the champion among the candidates.
   uint32_t champion() const { return champion_; }
@@ -130,6 +151,10 @@ class SelectModel : public Model {
   // Candidate i becomes the champion: every comparison with the champion restarts.
   void Crown(size_t i);
 
+  // The leaders' mean prediction of x (leaders' own Predict calls).
+  double LeadersPrediction(absl::Span<const double> x, PredictionMode mode) const;
+
+  const bool predicts_with_leaders_;
   double input_scale_ = 0.0;
   std::vector<double> warmup_inputs_;
   std::vector<double> warmup_labels_;

@@ -292,6 +292,21 @@ absl::StatusOr<ModelConfig> SelectFromProto(const v1::ModelConfig& proto) {
   config.regret_window = proto.regret_window();
   config.select.enabled = true;
   config.select.live = proto.select().live();
+  switch (proto.select().prediction()) {
+    case v1::Select::PREDICTION_UNSPECIFIED:
+      config.select.prediction = SelectPrediction::kDefault;
+      break;
+    case v1::Select::CHAMPION:
+      config.select.prediction = SelectPrediction::kChampion;
+      break;
+    case v1::Select::LEADERS:
+      config.select.prediction = SelectPrediction::kLeaders;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("select.prediction ", static_cast<int>(proto.select().prediction()),
+                       " is not one of PREDICTION_UNSPECIFIED (0), CHAMPION (1), LEADERS (2)"));
+  }
   if (proto.select().candidates_size() > static_cast<int>(kMaxCandidates)) {
     return absl::InvalidArgumentError(absl::StrCat("select.candidates may list at most ",
                                                    kMaxCandidates, " configs, got ",
@@ -350,6 +365,17 @@ v1::ModelConfig ToProto(const ModelConfig& config) {
     *proto.mutable_loss() = LossToProto(config.loss);
     v1::Select* select = proto.mutable_select();
     select->set_live(config.select.live);
+    switch (config.select.prediction) {
+      case SelectPrediction::kDefault:
+        select->set_prediction(v1::Select::PREDICTION_UNSPECIFIED);
+        break;
+      case SelectPrediction::kChampion:
+        select->set_prediction(v1::Select::CHAMPION);
+        break;
+      case SelectPrediction::kLeaders:
+        select->set_prediction(v1::Select::LEADERS);
+        break;
+    }
     for (const ModelConfig& candidate : config.select.candidates) {
       *select->add_candidates() = ToProto(candidate);
     }
@@ -663,6 +689,7 @@ v1::ModelStats ToProto(const ModelStats& stats, LossType loss) {
     out->set_cumulative_loss(candidate.cumulative_loss);
     out->set_recent_loss(candidate.recent_loss);
     out->set_started_at(candidate.started_at);
+    out->set_serving(candidate.serving);
   }
   proto.set_champion(stats.champion);
   proto.set_champion_changes(stats.champion_changes);
@@ -689,6 +716,7 @@ ModelStats FromProto(const v1::ModelStats& proto, LossType loss) {
     candidate.cumulative_loss = in.cumulative_loss();
     candidate.recent_loss = in.recent_loss();
     candidate.started_at = in.started_at();
+    candidate.serving = in.serving();
     stats.candidates.push_back(std::move(candidate));
   }
   stats.champion = proto.champion();

@@ -91,6 +91,7 @@ std::string StatsJson(const ModelSummary& summary) {
           .AddDouble("cumulative_loss", c.cumulative_loss)
           .AddDouble("recent_loss", c.recent_loss)
           .AddUint("started_at", c.started_at)
+          .AddBool("serving", c.serving)
           .AddRaw("config", ConfigJson(c.config));
       absl::StrAppend(&candidates, i == 0 ? "" : ",", candidate.str());
     }
@@ -223,10 +224,16 @@ std::string SummaryText(const ModelSummary& summary) {
     } else {
       absl::StrAppendFormat(&text, "champion         #%d (%d changes)\n", stats.champion,
                             stats.champion_changes);
-      absl::StrAppend(&text, "candidates       #  status   steps  recent loss  model\n");
+      const auto serving = std::count_if(stats.candidates.begin(), stats.candidates.end(),
+                                         [](const CandidateStats& c) { return c.serving; });
+      absl::StrAppendFormat(&text, "predicts with    %s\n",
+                            serving > 1 ? absl::StrCat("the mean of ", serving, " leaders (*)")
+                                        : std::string("the champion (*)"));
+      absl::StrAppend(&text, "candidates       #   status   steps  recent loss  model\n");
       for (size_t i = 0; i < stats.candidates.size(); ++i) {
         const CandidateStats& c = stats.candidates[i];
-        absl::StrAppendFormat(&text, "                 %-2d %-8s %-6d %-12.6g %s\n", i,
+        absl::StrAppendFormat(&text, "                 %-3s %-8s %-6d %-12.6g %s\n",
+                              absl::StrCat(i, c.serving ? "*" : ""),
                               CandidateStatusName(c.status), c.steps, c.recent_loss,
                               CandidateText(c.config));
       }

@@ -326,15 +326,25 @@ TEST(SummaryTest, ASelectionListsItsCandidatesAndChampion) {
        .status = CandidateStatus::kLive,
        .steps = 500,
        .recent_loss = 0.0125,
-       .started_at = 0}};
-  const std::string text = SummaryText(summary);
+       .started_at = 0,
+       .serving = true}};
+  std::string text = SummaryText(summary);
   EXPECT_THAT(text, HasSubstr("\nchampion         #1 (2 changes)\n"));
-  EXPECT_THAT(text, HasSubstr("retired  300    0.5          NORMA merge B=100"));
-  EXPECT_THAT(text, HasSubstr("live     500    0.0125       KRLS-T M=200 gaussian(gamma=0.5)"));
+  EXPECT_THAT(text, HasSubstr("\npredicts with    the champion (*)\n"));
+  EXPECT_THAT(text, HasSubstr("0   retired  300    0.5          NORMA merge B=100"));
+  EXPECT_THAT(text,
+              HasSubstr("1*  live     500    0.0125       KRLS-T M=200 gaussian(gamma=0.5)"));
   const std::string json = SummaryJson(summary);
   EXPECT_THAT(json, HasSubstr("\"champion\":1,\"champion_changes\":2"));
   EXPECT_THAT(json, HasSubstr("\"status\":\"retired\",\"steps\":300"));
   EXPECT_THAT(json, HasSubstr("\"recent_loss\":0.0125"));
+  EXPECT_THAT(json, HasSubstr("\"serving\":true"));
+  // A mean of leaders names how many.
+  summary.stats.candidates[0].status = CandidateStatus::kLive;
+  summary.stats.candidates[0].serving = true;
+  text = SummaryText(summary);
+  EXPECT_THAT(text, HasSubstr("\npredicts with    the mean of 2 leaders (*)\n"));
+  EXPECT_THAT(text, HasSubstr("0*  live     300"));
 }
 
 // What RunTokenNew writes, through a temporary FILE*.

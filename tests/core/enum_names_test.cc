@@ -52,6 +52,7 @@ TEST(EnumNamesTest, EveryTableRoundTrips) {
   ExpectRoundTrips(kScheduleNames);
   ExpectRoundTrips(kBudgetPolicyNames);
   ExpectRoundTrips(kCandidateStatusNames);
+  ExpectRoundTrips(kSelectPredictionNames);
 }
 
 TEST(EnumNamesTest, TheNameFunctionsAndParsersReadTheTables) {

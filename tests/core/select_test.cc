@@ -78,10 +78,11 @@ std::unique_ptr<Model> MustCreate(const ModelConfig& config) {
 
 // The plain reference: every live candidate a separate model; the comparison sums
 // recomputed each step from the loss histories with explicit weights beta^(T - t).
+// It predicts with the leaders when told to (the caller resolves the default).
 class ReferenceSelection {
  public:
-  explicit ReferenceSelection(const ModelConfig& config)
-      : configs_(config.select.candidates), live_(config.select.live) {
+  explicit ReferenceSelection(const ModelConfig& config, bool leaders = false)
+      : configs_(config.select.candidates), live_(config.select.live), leaders_(leaders) {
     status_.assign(configs_.size(), CandidateStatus::kWaiting);
     models_.resize(configs_.size());
     losses_.resize(configs_.size());
@@ -91,21 +92,45 @@ class ReferenceSelection {
 
   // The selection's prediction of y at x, then every live candidate learns it.
   double Observe(absl::Span<const double> x, double y) {
+    std::vector<bool> leads(configs_.size());  // the leaders before this example
+    for (size_t i = 0; i < configs_.size(); ++i) leads[i] = Leads(i);
     ++t_;
-    double prediction = 0.0;
+    double champion_prediction = 0.0;
+    double sum = 0.0;
+    size_t leaders = 0;
     for (size_t i = 0; i < configs_.size(); ++i) {
       if (status_[i] != CandidateStatus::kLive) continue;
       absl::StatusOr<Observation> o = models_[i]->Observe(x, y);
       EXPECT_TRUE(o.ok()) << o.status();
       losses_[i].push_back(o->loss);
-      if (i == champion_) prediction = o->prediction;
+      if (i == champion_) champion_prediction = o->prediction;
+      if (leads[i]) {
+        sum += o->prediction;
+        ++leaders;
+      }
     }
     Decide();
-    return prediction;
+    return leaders_ ? sum / static_cast<double>(leaders) : champion_prediction;
   }
 
   double Predict(absl::Span<const double> x) const {
-    return models_[champion_]->Predict(x).value();
+    if (!leaders_) return models_[champion_]->Predict(x).value();
+    double sum = 0.0;
+    size_t leaders = 0;
+    for (size_t i = 0; i < configs_.size(); ++i) {
+      if (!Leads(i)) continue;
+      sum += models_[i]->Predict(x).value();
+      ++leaders;
+    }
+    return sum / static_cast<double>(leaders);
+  }
+  // The champion, and each live candidate compared with it over kPromotionWeight and not
+  // significantly worse.
+  bool Leads(size_t i) const {
+    if (status_[i] != CandidateStatus::kLive) return false;
+    if (i == champion_) return true;
+    const Sums sums = Paired(i);
+    return sums.weight >= kPromotionWeight && sums.mean - sums.half <= 0;
   }
   size_t champion() const { return champion_; }
   CandidateStatus status(size_t i) const { return status_[i]; }
@@ -180,6 +205,7 @@ class ReferenceSelection {
 
   std::vector<ModelConfig> configs_;
   size_t live_;
+  bool leaders_;
   std::vector<CandidateStatus> status_;
   std::vector<std::unique_ptr<Model>> models_;
   std::vector<std::vector<double>> losses_;
@@ -216,6 +242,59 @@ TEST(SelectTest, AgreesWithThePlainReference) {
   absl::StatusOr<double> prediction = model->Predict(x);
   ASSERT_TRUE(prediction.ok());
   EXPECT_EQ(*prediction, reference.Predict(x));
+}
+
+// The leaders' mean, on both losses: chosen for squared loss, the default for hinge.
+// Each prediction Observe returns is the mean over the leaders before the example; the
+// stats mark who serves.
+TEST(SelectTest, LeadersAgreeWithThePlainReference) {
+  ModelConfig regression = Selection();
+  regression.select.prediction = SelectPrediction::kLeaders;
+  ModelConfig classification = Outer(LossType::kHinge);
+  classification.select.live = 3;
+  for (const double gamma : {0.5, 2.0, 8.0}) {
+    ModelConfig candidate = Norma(0.3, gamma);
+    candidate.loss = classification.loss;
+    classification.select.candidates.push_back(candidate);
+  }
+  for (const ModelConfig& config : {regression, classification}) {
+    const bool regressing = config.loss.type == LossType::kSquared;
+    SCOPED_TRACE(regressing ? "squared loss, leaders chosen" : "hinge loss, by default");
+    std::unique_ptr<Model> model = MustCreate(config);
+    ASSERT_NE(model, nullptr);
+    EXPECT_TRUE(dynamic_cast<const SelectModel&>(*model).predicts_with_leaders());
+    ReferenceSelection reference(config, /*leaders=*/true);
+    const Stream stream =
+        MakeStream(regressing ? Labels::kRegression : Labels::kClassification, 2500, 17);
+    size_t steps_with_several_leaders = 0;
+    for (size_t t = 0; t < stream.y.size(); ++t) {
+      size_t serving = 0;
+      const ModelStats before = model->stats();
+      for (size_t i = 0; i < before.candidates.size(); ++i) {
+        EXPECT_EQ(before.candidates[i].serving, reference.Leads(i)) << "candidate " << i;
+        serving += before.candidates[i].serving;
+      }
+      steps_with_several_leaders += serving > 1;
+      absl::StatusOr<Observation> o = model->Observe(stream.row(t), stream.y[t]);
+      ASSERT_TRUE(o.ok()) << o.status();
+      ASSERT_DOUBLE_EQ(o->prediction, reference.Observe(stream.row(t), stream.y[t]))
+          << "step " << t + 1;
+    }
+    // The mean was over more than the champion for part of the stream at least.
+    EXPECT_GT(steps_with_several_leaders, 100u);
+    const std::vector<double> x = {0.1, -0.2, 0.3};
+    absl::StatusOr<double> prediction = model->Predict(x);
+    ASSERT_TRUE(prediction.ok());
+    EXPECT_DOUBLE_EQ(*prediction, reference.Predict(x));
+    // A mean of candidates has no predictive variance, whatever the champion is.
+    EXPECT_FALSE(model->has_predictive_variance());
+  }
+  // The default for regression is the champion; hinge may choose it.
+  EXPECT_FALSE(
+      dynamic_cast<const SelectModel&>(*MustCreate(Selection())).predicts_with_leaders());
+  classification.select.prediction = SelectPrediction::kChampion;
+  EXPECT_FALSE(
+      dynamic_cast<const SelectModel&>(*MustCreate(classification)).predicts_with_leaders());
 }
 
 // Predict's variances are the champion's while it is a tracker, and there are none

@@ -474,6 +474,10 @@ TEST(ConvertConfigTest, WireValuesAndCoreNameTablesAgree) {
             kBudgetPolicyNames.size());
   EXPECT_EQ(static_cast<size_t>(v1::CandidateStatus_descriptor()->value_count() - 1),
             kCandidateStatusNames.size());
+  // PREDICTION_UNSPECIFIED is core's "default" (resolved by the loss), so the table names
+  // every wire value.
+  EXPECT_EQ(static_cast<size_t>(v1::Select::Prediction_descriptor()->value_count()),
+            kSelectPredictionNames.size());
   ModelConfig config;
   config.dim = 1;
   config.budget.max_terms = 10;
@@ -502,6 +506,19 @@ TEST(ConvertConfigTest, WireValuesAndCoreNameTablesAgree) {
     config.budget.policy = policy;
     EXPECT_EQ(absl::AsciiStrToLower(v1::Budget::Policy_Name(ToProto(config).budget().policy())),
               name);
+  }
+  ModelConfig selection;
+  selection.dim = 1;
+  selection.select.enabled = true;
+  for (const auto& [prediction, name] : kSelectPredictionNames) {
+    selection.select.prediction = prediction;
+    const v1::Select::Prediction wire = ToProto(selection).select().prediction();
+    EXPECT_EQ(prediction == SelectPrediction::kDefault
+                  ? "default"
+                  : absl::AsciiStrToLower(v1::Select::Prediction_Name(wire)),
+              name);
+    EXPECT_EQ(prediction == SelectPrediction::kDefault,
+              wire == v1::Select::PREDICTION_UNSPECIFIED);
   }
   for (const auto& [status, name] : kCandidateStatusNames) {
     ModelStats stats;
@@ -1266,6 +1283,7 @@ TEST(ConvertSelectTest, TheIssuesConfigParsesAndCandidatesInheritDimAndLoss) {
     loss { squared {} }
     select {
       live: 1
+      prediction: LEADERS
       candidates {
         kernel { gaussian { gamma: 2 } }
         learning_rate { eta0: 0.5 }
@@ -1284,6 +1302,8 @@ TEST(ConvertSelectTest, TheIssuesConfigParsesAndCandidatesInheritDimAndLoss) {
     EXPECT_EQ(candidate.loss.type, LossType::kSquared);
   }
   EXPECT_TRUE(listed->select.candidates[1].krls_tracker_kind());
+  EXPECT_EQ(bare->select.prediction, SelectPrediction::kDefault);
+  EXPECT_EQ(listed->select.prediction, SelectPrediction::kLeaders);
   // The wire form round-trips, canonical bytes included.
   for (const ModelConfig& config : {*bare, *listed}) {
     absl::StatusOr<ModelConfig> back = FromProto(ToProto(config));
@@ -1308,6 +1328,7 @@ TEST(ConvertSelectTest, RefusesOwnFieldsNestingAndBadCandidatesNamingThem) {
        "learning_rate { eta0: 1 } } }",
        "select.candidates[0]: "},
       {"dim: 3 loss { squared {} } select { live: 17 }", "select.live"},
+      {"dim: 3 loss { squared {} } select { prediction: 7 }", "select.prediction 7"},
   };
   for (const auto& [text, message] : cases) {
     absl::StatusOr<ModelConfig> config = ParseModelConfigText(text);

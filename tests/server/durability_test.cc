@@ -167,13 +167,14 @@ v1::ModelConfig TrackerConfig() {
 }
 
 // A selection: listed candidates (two of three live, a tracker among them) whose
-// champion and retirements a checkpoint and a replayed log must reproduce.
+// champion, leaders and retirements a checkpoint and a replayed log must reproduce.
 v1::ModelConfig SelectConfig() {
   return ParseConfig(R"pb(
     dim: 4
     loss { squared {} }
     select {
       live: 2
+      prediction: LEADERS
       candidates {
         kernel { gaussian { gamma: 1 } }
         learning_rate { eta0: 0.002 }
