@@ -118,6 +118,11 @@ TEST(TenantMoveTest, FourWritersThroughTheRouterLoseNothingWhileTheirTenantMoves
 
   std::vector<std::unique_ptr<Writer>> writers;
   std::vector<std::thread> threads;
+  // Each writer stops in the middle of a stream at 60% of its examples until the second
+  // move is over, so that the move certainly fences a stream that is open (paced
+  // writers alone may all be between streams when a move comes, on a loaded machine).
+  std::atomic<bool> moves_over{false};
+  const size_t pause_at = kExamplesPerWriter * 3 / 5 + 4;
   for (int w = 0; w < kWriters; ++w) {
     writers.push_back(std::make_unique<Writer>());
     writers.back()->data = MakeData(kExamplesPerWriter, kDim, /*seed=*/100 + w);
@@ -149,6 +154,7 @@ TEST(TenantMoveTest, FourWritersThroughTheRouterLoseNothingWhileTheirTenantMoves
         if (!(*stream)->Add(writer.data.x(i), writer.data.ys[i]).ok()) break;
         // Paced, so that the writers are still writing when the moves come.
         if (i % 8 == 7) absl::SleepFor(absl::Microseconds(500));
+        while (i == pause_at && !moves_over.load()) absl::SleepFor(absl::Milliseconds(5));
       }
       writer.closed = (*stream)->Close();
       writer.streams_refused = (*stream)->streams_refused();
@@ -171,6 +177,7 @@ TEST(TenantMoveTest, FourWritersThroughTheRouterLoseNothingWhileTheirTenantMoves
   const int third_holder = second_holder % kReplicas + 1;
   const absl::Status first_move = move_when(0.2, second_holder);
   const absl::Status second_move = first_move.ok() ? move_when(0.5, third_holder) : first_move;
+  moves_over.store(true);
   for (std::thread& thread : threads) thread.join();
   uint64_t refused = 0;
   for (int w = 0; w < kWriters; ++w) {
