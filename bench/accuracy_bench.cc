@@ -63,9 +63,10 @@
 #include "client/io/json_writer.h"
 #include "client/replay.h"
 #include "core/config.h"
-#include "core/file.h"
 #include "core/model.h"
+#include "core/runtime/file.h"
 #include "core/status_macros.h"
+#include "proto/config_text.h"
 #include "proto/convert.h"
 
 ABSL_FLAG(

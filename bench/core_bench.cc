@@ -324,9 +324,10 @@ void BM_LimitSweep(benchmark::State& state) {
 }
 
 // Random Fourier features: a RandomFeatureModel with D features, the hinge loss with
-// Pegasos steps (the config of tests/core/random_features_test.cc's a9a test), on inputs
-// of dimension d with nnz nonzeros. Its cost depends on D, d and nnz only, not on the
-// state, so a short prefill suffices.
+// Pegasos steps (the config of the a9a test in
+// tests/real_data/random_features_real_data_test.cc), on inputs of dimension d with nnz
+// nonzeros. Its cost depends on D, d and nnz only, not on the state, so a short prefill
+// suffices.
 constexpr int64_t kRandomFeatureCounts[] = {400, 1000, 2000};
 struct RandomFeatureShape {
   int64_t dim;

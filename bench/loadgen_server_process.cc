@@ -10,7 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "core/file.h"
+#include "core/runtime/file.h"
 #include "grpcpp/create_channel.h"
 
 namespace okl::loadgen {

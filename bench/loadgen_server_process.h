@@ -1,7 +1,7 @@
 // bench/loadgen_server_process.h
 //
 // The okl_server child process of okl_loadgen --spawn_server: the shared launcher
-// (tests/support/spawned_server.h: 127.0.0.1:0, --port_file and --data_dir in a fresh
+// (client/spawned_server.h: 127.0.0.1:0, --port_file and --data_dir in a fresh
 // temporary directory, ready once the port file exists and grpc.health.v1 reports
 // SERVING, SIGTERM and reap on Stop(), SIGKILL on destruction) with what the benchmark
 // adds: the server's output on our stderr (our stdout carries only the JSON result), TLS
@@ -29,8 +29,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/spawned_server.h"
 #include "grpcpp/security/credentials.h"
-#include "tests/support/spawned_server.h"
 
 namespace okl::loadgen {
 

@@ -95,7 +95,7 @@
 #include "bench/loadgen_driver.h"
 #include "bench/loadgen_server_process.h"
 #include "client/io/json_writer.h"
-#include "core/usable_cpus.h"
+#include "core/runtime/usable_cpus.h"
 #include "google/protobuf/descriptor.h"
 #include "okl/v1/okl.grpc.pb.h"
 #include "okl/v1/okl.pb.h"

@@ -47,9 +47,9 @@
 #include "bench/soak_history.h"
 #include "bench/soak_report.h"
 #include "bench/soak_stats.h"
-#include "tests/support/spawned_server.h"  // ProcStatusBytes
 #include "client/client.h"
-#include "core/file.h"
+#include "client/spawned_server.h"  // ProcStatusBytes
+#include "core/runtime/file.h"
 
 ABSL_FLAG(std::string, spawn_server, "",
           "Path of an okl_server binary to start on 127.0.0.1:0 with a fresh data dir for the "

@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "proto/convert.h"
+#include "proto/snapshot_codec.h"
 
 namespace okl::soak {
 namespace {

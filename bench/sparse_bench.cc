@@ -39,10 +39,11 @@
 #include "absl/strings/str_format.h"
 #include "client/io/data_reader.h"
 #include "core/config.h"
-#include "core/file.h"
 #include "core/model.h"
+#include "core/runtime/file.h"
 #include "core/sparse_vector.h"
 #include "core/status_macros.h"
+#include "proto/config_text.h"
 #include "proto/convert.h"
 
 ABSL_FLAG(std::string, data_dir, OKL_SOURCE_DIR "/data",

@@ -36,11 +36,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "core/model_registry.h"
+#include "client/spawned_server.h"
 #include "core/norma.h"
+#include "core/runtime/model_registry.h"
 #include "core/status_macros.h"
 #include "server/model_store.h"
-#include "tests/support/spawned_server.h"
 
 ABSL_FLAG(int, models, 10000, "Models in the store.");
 ABSL_FLAG(int, terms, 100, "Terms per model (its budget too).");

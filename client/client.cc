@@ -21,7 +21,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "core/file.h"
+#include "core/runtime/file.h"
 #include "core/status_macros.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/health/v1/health.pb.h"
@@ -31,6 +31,8 @@
 #include "okl/v1/okl.grpc.pb.h"
 #include "okl/v1/okl.pb.h"
 #include "proto/convert.h"
+#include "proto/inputs.h"
+#include "proto/snapshot_codec.h"
 
 namespace okl {
 

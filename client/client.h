@@ -73,7 +73,7 @@
 #include "absl/types/span.h"
 #include "client/model_interface.h"
 #include "core/config.h"
-#include "core/model_registry.h"
+#include "core/model.h"
 #include "grpcpp/channel.h"
 
 namespace okl {

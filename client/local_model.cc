@@ -9,6 +9,7 @@
 #include "core/input_batch.h"
 #include "core/status_macros.h"
 #include "proto/convert.h"
+#include "proto/snapshot_codec.h"
 
 namespace okl {
 namespace {

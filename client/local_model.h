@@ -28,8 +28,8 @@
 #include "absl/types/span.h"
 #include "client/model_interface.h"
 #include "core/config.h"
-#include "core/model_registry.h"
 #include "core/norma.h"
+#include "core/runtime/model_registry.h"
 
 namespace okl {
 

@@ -42,7 +42,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "core/config.h"
-#include "core/model_registry.h"
+#include "core/model.h"
 
 namespace okl {
 

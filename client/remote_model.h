@@ -24,7 +24,7 @@
 #include "client/client.h"
 #include "client/model_interface.h"
 #include "core/config.h"
-#include "core/model_registry.h"
+#include "core/model.h"
 
 namespace okl {
 

@@ -13,8 +13,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/file.h"
+#include "core/runtime/file.h"
 #include "core/status_macros.h"
+#include "proto/config_text.h"
 #include "proto/convert.h"
 
 namespace okl {

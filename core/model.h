@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -131,6 +132,16 @@ struct ModelStats {
   std::vector<CandidateStats> candidates;
   uint32_t champion = 0;
   uint64_t champion_changes = 0;
+};
+
+// A model's configuration and statistics at one moment, under its tenant's name (what
+// ListModels and GetModel answer).
+struct ModelSummary {
+  std::string tenant;
+  std::string model;
+  ModelConfig config;
+  ModelStats stats;
+  size_t memory_bytes = 0;
 };
 
 // The complete state of a model: ModelFromState(model.ExportState()) continues

@@ -1,10 +1,10 @@
 // proto/convert.h
 //
 // ToProto/FromProto overloads between the wire messages of okl/v1/okl.proto and core's
-// plain C++ types, the dense copies of wire vectors that core computes on, the snapshot
-// byte format (a serialized ModelSnapshot with its checksum), and a parser for
-// ModelConfig in protobuf text format (the format of the `okl` tool's --config files).
-// This is the one place that knows both sides: core never sees protobuf, and the server
+// plain C++ types: configs, snapshots, statistics and model summaries. Beside it in
+// proto/: inputs.h (request vectors into the batches core computes on), snapshot_codec.h
+// (the snapshot byte format) and config_text.h (configs in protobuf text format). This
+// folder is the one place that knows both sides: core never sees protobuf, and the server
 // and client convert only through here.
 //
 // FromProto validates: it returns InvalidArgument naming the offending field for what
@@ -13,20 +13,8 @@
 // thread-safe.
 //
 // Example:
-//   OKL_ASSIGN_OR_RETURN(okl::ModelConfig config, okl::ParseModelConfigText(R"pb(
-//     dim: 7
-//     kernel { gaussian { gamma: 1 } }
-//     loss { squared {} }
-//     learning_rate { eta0: 0.5 }
-//     lambda: 0.01
-//     budget { max_terms: 512 }
-//   )pb"));
 //   okl::v1::ModelConfig wire = okl::ToProto(config);
 //   OKL_ASSIGN_OR_RETURN(okl::ModelConfig again, okl::FromProto(wire));  // == config
-//
-//   okl::ExampleBatch batch;
-//   OKL_RETURN_IF_ERROR(okl::FromProto(observe_request, config.dim, &batch));
-//   OKL_RETURN_IF_ERROR(model->ObserveBatch(batch.xs, batch.ys, &observations));
 #ifndef OKL_PROTO_CONVERT_H_
 #define OKL_PROTO_CONVERT_H_
 
@@ -41,7 +29,6 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/config.h"
-#include "core/model_registry.h"
 #include "core/model.h"
 #include "okl/v1/okl.pb.h"
 
@@ -111,118 +98,6 @@ v1::ModelInfo ToProto(const ModelSummary& summary);
 // convert (as FromProto of a ModelConfig); the names are not checked. memory_bytes is
 // not on the wire: 0.
 absl::StatusOr<ModelSummary> FromProto(const v1::ModelInfo& proto);
-
-// --- Inputs -------------------------------------------------------------------------
-
-// Writes `vector` densely into `out`, whose size is the model's dimension. Dense
-// (`indices` empty): exactly out.size() values. Sparse: as many values as indices, the
-// indices strictly increasing and below out.size(); the other entries become 0.
-// InvalidArgument otherwise, saying what to fix; callers prefix where the vector was.
-// Values are copied as they are: NaN and Inf are left for the model's validation.
-absl::Status DensifyVector(const v1::Vector& vector, absl::Span<double> out);
-
-// Writes x as the smaller of its two wire forms: its non-zeros (an index and a value each,
-// about 12 bytes) when they are fewer than two thirds of it (and not none: a sparse
-// vector without entries reads as an empty dense one), else every value. Sparse
-// data (text, one-hot features) then costs what it carries, whatever the dim. A sparse
-// vector does not say its length, so use it only where x's size was checked against the
-// model's dim (as ObserveWriter does); DensifyVector at that dim gives x back.
-void ToCompactVector(absl::Span<const double> x, v1::Vector* out);
-
-// A batch of labelled examples as core takes them: xs holds ys.size() inputs of dim
-// values each, term-major.
-struct ExampleBatch {
-  std::vector<double> xs;
-  std::vector<double> ys;
-};
-
-// OK if `vector` fits a model of dimension `dim` as DensifyVector requires; allocates
-// nothing, so a request's vectors are all checked before its dense copy is made.
-absl::Status CheckVector(const v1::Vector& vector, uint32_t dim);
-
-// The bytes a dense batch of `n` inputs of dimension `dim` (plus n labels) takes.
-size_t DenseBatchBytes(size_t n, uint32_t dim);
-
-// Replaces `batch` with request.examples() densified for a model of dimension `dim`.
-// Every vector is checked first (InvalidArgument naming the first bad one,
-// "examples[i].x: ..."), then the dense size (ResourceExhausted if DenseBatchBytes is
-// over `max_bytes`, naming --max_request_bytes); only then is anything allocated, so a
-// small sparse request cannot make the server allocate gigabytes. `batch` is
-// unspecified after an error. The values are left for the model's validation.
-absl::Status FromProto(const v1::ObserveRequest& request, uint32_t dim, ExampleBatch* batch,
-                       size_t max_bytes = SIZE_MAX);
-
-// Replaces `xs` with request.inputs() densified for a model of dimension `dim`
-// (inputs_size() * dim values, term-major), with the checks and the bound of the
-// ObserveRequest overload ("inputs[i]: ...").
-absl::Status FromProto(const v1::PredictRequest& request, uint32_t dim,
-                       std::vector<double>* xs, size_t max_bytes = SIZE_MAX);
-
-// The sparse form of the two above, for a model with sparse storage
-// (ModelConfig::sparse_storage()): each vector becomes a row of its non-zeros (zeros
-// dropped, given or not), so a request costs what it carries, whatever the model's dim.
-// Every vector is checked as CheckVector does, then the rows' size (ResourceExhausted if
-// SparseBatchBytes is over `max_bytes`) before anything is allocated.
-struct SparseExampleBatch {
-  SparseRows xs;
-  std::vector<double> ys;
-};
-absl::Status FromProto(const v1::ObserveRequest& request, uint32_t dim,
-                       SparseExampleBatch* batch, size_t max_bytes = SIZE_MAX);
-absl::Status FromProto(const v1::PredictRequest& request, uint32_t dim, SparseRows* xs,
-                       size_t max_bytes = SIZE_MAX);
-// The most bytes `n` rows of `entries` non-zeros in all (plus n labels) take.
-size_t SparseBatchBytes(size_t n, size_t entries);
-
-// Appends one prediction and one loss per observation, in order.
-void AppendToProto(absl::Span<const Observation> observations, v1::ObserveResponse* response);
-
-// The trailing metadata of an Observe or ObserveStream that okl_server refused with
-// UNAVAILABLE: how many of the call's messages were applied (nothing of the later ones),
-// so that a client may send the rest again.
-inline constexpr char kBatchesAppliedMetadataKey[] = "okl-batches-applied";
-
-// --- Snapshot bytes -----------------------------------------------------------------
-
-// The size of the SnapshotChunks the server sends: the last may be shorter.
-
-inline constexpr size_t kSnapshotChunkBytes = size_t{1} << 20;
-
-// FNV-1a, 64 bits: the snapshot's corruption check (see ModelSnapshot.checksum).
-uint64_t Fnv1a64(absl::string_view bytes);
-
-// Protobuf parses no message over 2 GiB - 1 bytes, so no snapshot may be longer.
-inline constexpr size_t kMaxSnapshotBytes = 2147483647;
-
-// The snapshot bytes of `state`: ToProto(state) serialized, then the checksum field
-// (tag 0xA1 0x06 and FNV-1a 64 of the bytes before it, little-endian) appended.
-// ResourceExhausted if they would exceed kMaxSnapshotBytes.
-absl::StatusOr<std::string> EncodeSnapshot(const ModelState& state);
-
-// Verifies the trailing checksum of `bytes`, parses the bytes before it as a ModelSnapshot and
-// converts it with FromProto. DataLoss, saying which, if the bytes are too short, the
-// checksum field is missing or does not match, the message does not parse, or
-// FromProto rejects it. Whether the arrays are consistent is NormaModel::FromState's
-// check; a server reports its error as DataLoss too.
-absl::StatusOr<ModelState> DecodeSnapshot(absl::string_view bytes);
-
-// An upper bound on the size of EncodeSnapshot(state) for any state of a model of
-// `config` (a full expansion and regret window). Saturates at SIZE_MAX.
-size_t MaxSnapshotBytes(const ModelConfig& config);
-
-// The config at the start of snapshot bytes, read from a prefix of them: a Restore
-// learns what it is about to install from its first chunk, and checks limits and quotas
-// before buffering the rest. nullopt if `prefix` ends before the config does; DataLoss
-// if the bytes do not start as a snapshot of this format (format_version, then config)
-// or the config is invalid.
-absl::StatusOr<std::optional<ModelConfig>> PeekSnapshotConfig(absl::string_view prefix);
-
-// Parses a ModelConfig written in protobuf text format, then converts it with FromProto.
-// A syntax error (or an unknown field) is InvalidArgument "<source>:line:column: what"
-// with 1-based line and column; a conversion error is "<source>: what". `source` names
-// the text in messages, e.g. the file it came from.
-absl::StatusOr<ModelConfig> ParseModelConfigText(absl::string_view text,
-                                                 absl::string_view source = "<config>");
 
 }  // namespace okl
 

@@ -24,7 +24,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
-#include "core/mutex.h"
+#include "core/runtime/mutex.h"
 #include "grpc/health/v1/health.pb.h"
 #include "server/async_rpc.h"
 

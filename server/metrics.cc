@@ -22,7 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/config.h"
-#include "core/mutex.h"
+#include "core/runtime/mutex.h"
 #include "prometheus/client_metric.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"

@@ -36,8 +36,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/model_registry.h"
-#include "core/regret_scheduler.h"
+#include "core/runtime/model_registry.h"
+#include "core/runtime/regret_scheduler.h"
 
 namespace okl {
 

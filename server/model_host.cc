@@ -12,6 +12,7 @@
 #include "core/select.h"
 #include "core/status_macros.h"
 #include "proto/convert.h"
+#include "proto/snapshot_codec.h"
 #include "server/failpoint.h"
 
 namespace okl {

@@ -58,10 +58,10 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "core/config.h"
-#include "core/model_registry.h"
-#include "core/mutex.h"
 #include "core/norma.h"
-#include "core/regret_scheduler.h"
+#include "core/runtime/model_registry.h"
+#include "core/runtime/mutex.h"
+#include "core/runtime/regret_scheduler.h"
 #include "server/model_store.h"
 #include "server/quotas.h"
 

@@ -9,9 +9,9 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
-#include <filesystem>
 #include <system_error>
 #include <utility>
 
@@ -23,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "core/status_macros.h"
 #include "proto/convert.h"
+#include "proto/snapshot_codec.h"
 #include "rocksdb/db.h"
 #include "rocksdb/env.h"
 #include "rocksdb/file_system.h"

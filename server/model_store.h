@@ -45,9 +45,9 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "core/config.h"
-#include "core/model_registry.h"
-#include "core/mutex.h"
 #include "core/model.h"
+#include "core/runtime/model_registry.h"
+#include "core/runtime/mutex.h"
 
 namespace rocksdb {
 class DB;

@@ -30,7 +30,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/config.h"
-#include "core/file.h"
+#include "core/runtime/file.h"
 #include "server/failpoint.h"
 #include "server/metrics.h"
 #include "server/server.h"

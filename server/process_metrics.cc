@@ -16,7 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
-#include "core/file.h"
+#include "core/runtime/file.h"
 #include "prometheus/metric_type.h"
 #include "server/metrics_families.h"
 

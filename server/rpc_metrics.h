@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "core/mutex.h"
+#include "core/runtime/mutex.h"
 #include "prometheus/client_metric.h"
 #include "prometheus/metric_family.h"
 

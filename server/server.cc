@@ -2,11 +2,10 @@
 
 #include "server/server.h"
 
+#include <arpa/inet.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/impl/server_builder_option.h>
 #include <grpcpp/impl/server_builder_plugin.h>
-
-#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,7 +23,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "core/file.h"
+#include "core/runtime/file.h"
 #include "core/status_macros.h"
 
 namespace okl {

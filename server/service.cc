@@ -22,6 +22,8 @@
 #include "core/status_macros.h"
 #include "google/protobuf/descriptor.h"
 #include "proto/convert.h"
+#include "proto/inputs.h"
+#include "proto/snapshot_codec.h"
 #include "server/failpoint.h"
 #include "server/status.h"
 

@@ -46,7 +46,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/config.h"
-#include "core/model_registry.h"
+#include "core/runtime/model_registry.h"
 #include "okl/v1/okl.pb.h"
 #include "server/async_rpc.h"
 #include "server/metrics.h"

@@ -20,8 +20,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "core/file.h"
-#include "core/model_registry.h"
+#include "core/runtime/file.h"
+#include "core/runtime/model_registry.h"
 
 namespace okl {
 namespace {

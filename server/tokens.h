@@ -48,7 +48,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "core/mutex.h"
+#include "core/runtime/mutex.h"
 
 namespace okl {
 

@@ -20,8 +20,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
-#include "core/mutex.h"
-#include "core/usable_cpus.h"  // UsableCpus, for the pool's size
+#include "core/runtime/mutex.h"
+#include "core/runtime/usable_cpus.h"  // UsableCpus, for the pool's size
 
 namespace okl {
 

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/io/json_writer.h"
-#include "core/file.h"
+#include "core/runtime/file.h"
 #include "core/select.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"

@@ -30,7 +30,7 @@
 #include "client/client.h"
 #include "client/replay.h"
 #include "core/config.h"
-#include "core/model_registry.h"
+#include "core/model.h"
 #include "server/tokens.h"
 
 namespace okl::cli {

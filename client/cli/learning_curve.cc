@@ -23,7 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
-#include "core/file.h"
+#include "core/runtime/file.h"
 
 extern char** environ;
 

@@ -34,8 +34,8 @@
 #include "absl/strings/strip.h"
 #include "client/cli/commands.h"
 #include "client/io/json_writer.h"
-#include "core/file.h"
-#include "core/model_registry.h"
+#include "core/runtime/file.h"
+#include "core/runtime/model_registry.h"
 #include "core/status_macros.h"
 
 namespace okl::cli {

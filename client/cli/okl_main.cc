@@ -37,8 +37,9 @@
 #include "client/cli/learning_curve.h"
 #include "client/replay.h"
 #include "core/config.h"
-#include "core/file.h"
+#include "core/runtime/file.h"
 #include "grpc/support/log.h"
+#include "proto/config_text.h"
 #include "proto/convert.h"
 #include "server/tokens.h"
 

@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "client/io/text_fields.h"
-#include "core/file.h"
+#include "core/runtime/file.h"
 
 namespace okl {
 namespace {

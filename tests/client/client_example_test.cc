@@ -30,6 +30,7 @@
 #include "client/remote_model.h"
 #include "core/status_macros.h"
 #include "gtest/gtest.h"
+#include "proto/config_text.h"
 #include "proto/convert.h"
 #include "tests/client/client_test_util.h"
 #include "tests/server/server_process.h"

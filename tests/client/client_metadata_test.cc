@@ -20,13 +20,14 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/client.h"
-#include "core/mutex.h"
+#include "core/runtime/mutex.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "gtest/gtest.h"
 #include "okl/v1/okl.grpc.pb.h"
 #include "proto/convert.h"
+#include "proto/snapshot_codec.h"
 #include "tests/client/client_test_util.h"
 
 namespace okl::testing {

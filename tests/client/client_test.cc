@@ -25,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "okl/v1/okl.grpc.pb.h"
 #include "proto/convert.h"
+#include "proto/snapshot_codec.h"
 #include "tests/client/client_test_util.h"
 #include "tests/server/server_process.h"
 

@@ -26,8 +26,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/config.h"
-#include "core/mutex.h"
 #include "core/norma.h"
+#include "core/runtime/mutex.h"
 #include "grpcpp/channel.h"
 #include "tests/server/server_process.h"
 

@@ -18,7 +18,7 @@
 #include "client/client.h"
 #include "client/local_model.h"
 #include "client/remote_model.h"
-#include "core/model_registry.h"
+#include "core/runtime/model_registry.h"
 #include "gtest/gtest.h"
 #include "tests/client/client_test_util.h"
 #include "tests/server/server_process.h"

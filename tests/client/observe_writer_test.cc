@@ -21,6 +21,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/convert.h"
+#include "proto/snapshot_codec.h"
 #include "tests/client/client_test_util.h"
 #include "tests/server/server_process.h"
 

@@ -2,7 +2,7 @@
 // WriteFileAtomically replace a file whole or not at all, and their errors name the file
 // with the errno-derived code.
 
-#include "core/file.h"
+#include "core/runtime/file.h"
 
 #include <pthread.h>
 

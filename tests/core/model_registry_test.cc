@@ -1,4 +1,4 @@
-#include "core/model_registry.h"
+#include "core/runtime/model_registry.h"
 
 #include <atomic>
 #include <string>

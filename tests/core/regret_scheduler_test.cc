@@ -3,7 +3,7 @@
 // gives for the model's window, when the schedule says, and stay safe under concurrent
 // batches, deletions and restores (this binary also runs under ThreadSanitizer).
 
-#include "core/regret_scheduler.h"
+#include "core/runtime/regret_scheduler.h"
 
 #include <atomic>
 #include <cmath>
@@ -16,9 +16,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "core/model_registry.h"
 #include "core/norma.h"
 #include "core/regret.h"
+#include "core/runtime/model_registry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

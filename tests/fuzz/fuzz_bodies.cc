@@ -25,7 +25,10 @@
 #include "core/regret.h"
 #include "google/protobuf/text_format.h"
 #include "okl/v1/okl.pb.h"
+#include "proto/config_text.h"
 #include "proto/convert.h"
+#include "proto/inputs.h"
+#include "proto/snapshot_codec.h"
 
 // Not an assert: it must fire in every build type, and trap rather than abort so that
 // libFuzzer's and the sanitizers' reports show the stack of the broken invariant.

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/file.h"
+#include "core/runtime/file.h"
 #include "gtest/gtest.h"
 #include "tests/fuzz/fuzz_bodies.h"
 

@@ -29,7 +29,9 @@
 #include "core/config.h"
 #include "core/model.h"
 #include "okl/v1/okl.pb.h"
+#include "proto/config_text.h"
 #include "proto/convert.h"
+#include "proto/snapshot_codec.h"
 
 namespace okl::fuzz {
 namespace {

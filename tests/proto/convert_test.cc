@@ -15,11 +15,14 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
-#include "core/model_registry.h"
+#include "core/model.h"
 #include "core/norma.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "proto/config_text.h"
+#include "proto/inputs.h"
+#include "proto/snapshot_codec.h"
 
 namespace okl {
 namespace {

@@ -7,7 +7,6 @@
 // checks the exposition.
 
 #include "server/metrics.h"
-#include "server/model_host.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -46,12 +45,13 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/config.h"
-#include "core/model_registry.h"
-#include "core/regret_scheduler.h"
+#include "core/runtime/model_registry.h"
+#include "core/runtime/regret_scheduler.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "server/health_service.h"
+#include "server/model_host.h"
 #include "server/service.h"
 #include "tests/server/e2e_test_util.h"
 #include "tests/server/server_process.h"

@@ -29,6 +29,7 @@
 #include "okl/v1/okl.grpc.pb.h"
 #include "okl/v1/okl.pb.h"
 #include "proto/convert.h"
+#include "proto/snapshot_codec.h"
 #include "tests/server/e2e_test_util.h"
 #include "tests/server/server_process.h"
 #include "tests/server/state_builder.h"

@@ -38,6 +38,8 @@
 #include "gtest/gtest.h"
 #include "okl/v1/okl.pb.h"
 #include "proto/convert.h"
+#include "proto/inputs.h"
+#include "proto/snapshot_codec.h"
 #include "tests/server/e2e_test_util.h"
 #include "tests/server/server_process.h"
 

@@ -27,8 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "core/file.h"
-#include "gtest/gtest.h"
+#include "core/runtime/file.h"
 #include "google/protobuf/unknown_field_set.h"
 #include "grpc/grpc.h"
 #include "grpcpp/create_channel.h"
@@ -36,6 +35,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "grpcpp/support/client_interceptor.h"
+#include "gtest/gtest.h"
 
 extern char** environ;
 

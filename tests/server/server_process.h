@@ -10,7 +10,7 @@
 // that started it exits first (PR_SET_PDEATHSIG): start servers from the test's main
 // thread. For a server with TLS or bearer tokens, options' channel_security says how the
 // harness's channels connect (see ChannelSecurity). The process itself is a SpawnedServer
-// (tests/support/spawned_server.h), the launcher the benchmarks use too; this class adds
+// (client/spawned_server.h), the launcher the benchmarks use too; this class adds
 // the tests' channels, stub and options.
 //
 // The health helpers below call grpc.health.v1 through the stubs generated from
@@ -51,13 +51,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "client/spawned_server.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/security/credentials.h"
 #include "okl/v1/okl.grpc.pb.h"
-#include "tests/support/spawned_server.h"
 
 namespace okl::testing {
 

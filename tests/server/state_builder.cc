@@ -10,6 +10,7 @@
 #include "core/split_mix.h"
 #include "core/status_macros.h"
 #include "proto/convert.h"
+#include "proto/snapshot_codec.h"
 
 namespace okl::testing {
 namespace {

@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/file.h"
+#include "core/runtime/file.h"
 #include "core/status_macros.h"
 #include "tests/server/server_process.h"
 

@@ -12,7 +12,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "core/mutex.h"
+#include "core/runtime/mutex.h"
 #include "gtest/gtest.h"
 
 namespace okl {

@@ -25,10 +25,11 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/client.h"
-#include "core/file.h"
 #include "core/model.h"
+#include "core/runtime/file.h"
 #include "gtest/gtest.h"
 #include "proto/convert.h"
+#include "proto/snapshot_codec.h"
 #include "tests/client/client_test_util.h"
 
 namespace okl::testing {

@@ -1,6 +1,6 @@
-// core/file.cc
+// core/runtime/file.cc
 
-#include "core/file.h"
+#include "core/runtime/file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

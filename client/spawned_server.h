@@ -1,8 +1,10 @@
-// tests/support/spawned_server.h
+// client/spawned_server.h
 //
 // SpawnedServer is an okl_server binary run as a child process on a loopback port: the one
 // launcher that the end-to-end tests' harness (tests/server/server_process.h) and
-// `okl_loadgen --spawn_server` (bench/loadgen_server_process.h) share. Start() runs the
+// `okl_loadgen --spawn_server` (bench/loadgen_server_process.h) share. It runs and asks
+// the server as a client does (a process, a port, grpc.health.v1), so it lives beside the
+// client library. Start() runs the
 // binary with --listen (127.0.0.1:0 by default), a --port_file and a --data_dir in a fresh
 // temporary directory, and metrics on a free loopback port; WaitForPort() and then
 // WaitForServing() wait, bounded, for the port file and for grpc.health.v1 SERVING; Stop()
@@ -30,8 +32,8 @@
 //   OKL_RETURN_IF_ERROR(server->WaitForServing(channel, deadline));
 //   ...
 //   OKL_ASSIGN_OR_RETURN(int wait_status, server->Stop(absl::Seconds(30)));
-#ifndef OKL_TESTS_SUPPORT_SPAWNED_SERVER_H_
-#define OKL_TESTS_SUPPORT_SPAWNED_SERVER_H_
+#ifndef OKL_CLIENT_SPAWNED_SERVER_H_
+#define OKL_CLIENT_SPAWNED_SERVER_H_
 
 #include <sys/types.h>
 
@@ -157,4 +159,4 @@ class SpawnedServer {
 
 }  // namespace okl::testing
 
-#endif  // OKL_TESTS_SUPPORT_SPAWNED_SERVER_H_
+#endif  // OKL_CLIENT_SPAWNED_SERVER_H_

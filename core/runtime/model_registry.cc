@@ -1,4 +1,4 @@
-#include "core/model_registry.h"
+#include "core/runtime/model_registry.h"
 
 #include <algorithm>
 #include <tuple>
@@ -33,8 +33,7 @@ absl::Status ValidateName(absl::string_view what, absl::string_view name) {
 }
 
 ModelEntry::ModelEntry(std::string tenant, std::string model, std::unique_ptr<Model> learner,
-                       std::shared_ptr<ModelJournal> journal,
-                       RegretScheduler* regret_scheduler)
+                       std::shared_ptr<ModelJournal> journal, RegretScheduler* regret_scheduler)
     : tenant_(std::move(tenant)),
       model_(std::move(model)),
       config_(learner->config()),
@@ -48,8 +47,7 @@ absl::Status ModelEntry::CheckLive() const {
 }
 
 absl::Status ModelEntry::ObserveBatch(const InputBatch& xs, absl::Span<const double> ys,
-                                      std::vector<Observation>* out,
-                                      ModelStats* stats_after) {
+                                      std::vector<Observation>* out, ModelStats* stats_after) {
   absl::Status status;
   bool regret_due = false;
   {
@@ -198,9 +196,9 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Create(
         absl::StrCat("model \"", model, "\" of tenant \"", tenant, "\" already exists"));
   }
   if (models_.size() >= options_.max_models) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the server holds its maximum of ", options_.max_models,
-        " models (--max_models); delete one first"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the server holds its maximum of ", options_.max_models,
+                     " models (--max_models); delete one first"));
   }
   models_.emplace(std::move(key), entry);
   return entry;
@@ -236,8 +234,8 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Put(
   return entry;
 }
 
-absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Find(
-    absl::string_view tenant, absl::string_view model) const {
+absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Find(absl::string_view tenant,
+                                                                absl::string_view model) const {
   OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
   OKL_RETURN_IF_ERROR(ValidateName("model", model));
   ReaderLock lock(&mu_);
@@ -261,8 +259,7 @@ absl::Status ModelRegistry::Delete(absl::string_view tenant, absl::string_view m
   return absl::OkStatus();
 }
 
-std::vector<std::shared_ptr<ModelEntry>> ModelRegistry::List(
-    absl::string_view tenant) const {
+std::vector<std::shared_ptr<ModelEntry>> ModelRegistry::List(absl::string_view tenant) const {
   std::vector<std::shared_ptr<ModelEntry>> entries;
   {
     ReaderLock lock(&mu_);

@@ -1,6 +1,6 @@
-// core/usable_cpus.cc
+// core/runtime/usable_cpus.cc
 
-#include "core/usable_cpus.h"
+#include "core/runtime/usable_cpus.h"
 
 #include <sched.h>
 

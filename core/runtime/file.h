@@ -1,4 +1,4 @@
-// core/file.h
+// core/runtime/file.h
 //
 // ReadFile: the one way okl reads a whole file into memory (data sets, configs, tokens
 // files, certificates, /proc, test logs). AtomicFile and WriteFileAtomically: the one way
@@ -13,8 +13,8 @@
 // Example:
 //   OKL_ASSIGN_OR_RETURN(std::string text, okl::ReadFile("client/examples/a9a.textproto"));
 //   OKL_RETURN_IF_ERROR(okl::WriteFileAtomically("routes.map", "alice 10.0.0.2:50051;\n"));
-#ifndef OKL_CORE_FILE_H_
-#define OKL_CORE_FILE_H_
+#ifndef OKL_CORE_RUNTIME_FILE_H_
+#define OKL_CORE_RUNTIME_FILE_H_
 
 #include <string>
 
@@ -58,4 +58,4 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
 
 }  // namespace okl
 
-#endif  // OKL_CORE_FILE_H_
+#endif  // OKL_CORE_RUNTIME_FILE_H_

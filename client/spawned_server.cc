@@ -1,6 +1,6 @@
-// tests/support/spawned_server.cc
+// client/spawned_server.cc
 
-#include "tests/support/spawned_server.h"
+#include "client/spawned_server.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -19,10 +19,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "core/file.h"
+#include "core/runtime/file.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 
@@ -112,15 +112,17 @@ absl::StatusOr<std::unique_ptr<SpawnedServer>> SpawnedServer::Start(
   }
 
   std::vector<std::string> args = o.launcher;
-  args.insert(args.end(), {
-      o.binary,
-      absl::StrCat("--listen=", o.listen),
-      absl::StrCat("--port_file=", server->port_file_),
-      absl::StrCat("--data_dir=", server->data_dir_),
-      // Metrics on a free loopback port, so that parallel servers never collide on 9464.
-      "--metrics_address=127.0.0.1:0",
-      absl::StrCat("--metrics_port_file=", server->dir_, "/metrics_port"),
-  });
+  args.insert(
+      args.end(),
+      {
+          o.binary,
+          absl::StrCat("--listen=", o.listen),
+          absl::StrCat("--port_file=", server->port_file_),
+          absl::StrCat("--data_dir=", server->data_dir_),
+          // Metrics on a free loopback port, so that parallel servers never collide on 9464.
+          "--metrics_address=127.0.0.1:0",
+          absl::StrCat("--metrics_port_file=", server->dir_, "/metrics_port"),
+      });
   args.insert(args.end(), o.flags.begin(), o.flags.end());
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());

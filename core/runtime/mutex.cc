@@ -1,4 +1,4 @@
-#include "core/mutex.h"
+#include "core/runtime/mutex.h"
 
 #include <cerrno>
 #include <cstdlib>

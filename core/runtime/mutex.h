@@ -1,4 +1,4 @@
-// core/mutex.h
+// core/runtime/mutex.h
 //
 // okl::Mutex is a reader-writer lock with Abseil's thread-safety annotations, built on a
 // writer-preferring pthread_rwlock_t. Why not absl::Mutex: Debian's Abseil is a shared
@@ -15,8 +15,8 @@
 //
 // okl::PlainMutex is an exclusive pthread mutex, for the rare state a thread must wait
 // on with okl::CondVar (a work queue); the same reasons keep it off absl::Mutex.
-#ifndef OKL_CORE_MUTEX_H_
-#define OKL_CORE_MUTEX_H_
+#ifndef OKL_CORE_RUNTIME_MUTEX_H_
+#define OKL_CORE_RUNTIME_MUTEX_H_
 
 #include <pthread.h>
 
@@ -56,9 +56,7 @@ class ABSL_SCOPED_LOCKABLE WriterLock {
 // Holds `mu` shared for the scope.
 class ABSL_SCOPED_LOCKABLE ReaderLock {
  public:
-  explicit ReaderLock(Mutex* mu) ABSL_SHARED_LOCK_FUNCTION(mu) : mu_(mu) {
-    mu_->ReaderLock();
-  }
+  explicit ReaderLock(Mutex* mu) ABSL_SHARED_LOCK_FUNCTION(mu) : mu_(mu) { mu_->ReaderLock(); }
   ~ReaderLock() ABSL_UNLOCK_FUNCTION() { mu_->ReaderUnlock(); }
   ReaderLock(const ReaderLock&) = delete;
   ReaderLock& operator=(const ReaderLock&) = delete;
@@ -84,9 +82,7 @@ class ABSL_LOCKABLE PlainMutex {
 
 class ABSL_SCOPED_LOCKABLE PlainLock {
  public:
-  explicit PlainLock(PlainMutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) {
-    mu_->Lock();
-  }
+  explicit PlainLock(PlainMutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) { mu_->Lock(); }
   ~PlainLock() ABSL_UNLOCK_FUNCTION() { mu_->Unlock(); }
   PlainLock(const PlainLock&) = delete;
   PlainLock& operator=(const PlainLock&) = delete;
@@ -116,4 +112,4 @@ class CondVar {
 
 }  // namespace okl
 
-#endif  // OKL_CORE_MUTEX_H_
+#endif  // OKL_CORE_RUNTIME_MUTEX_H_

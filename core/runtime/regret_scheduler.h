@@ -1,4 +1,4 @@
-// core/regret_scheduler.h
+// core/runtime/regret_scheduler.h
 //
 // RegretScheduler recomputes models' windowed regret (core/regret.h) off the request
 // path, on a small fixed pool of background threads at idle CPU priority (SCHED_IDLE: they
@@ -16,8 +16,8 @@
 //   okl::RegretScheduler scheduler({.threads = 1, .every_steps = 1000});
 //   okl::ModelRegistry registry({.max_models = 100, .regret_scheduler = &scheduler});
 //   // ... models with regret_window > 0 now report stats().regret ...
-#ifndef OKL_CORE_REGRET_SCHEDULER_H_
-#define OKL_CORE_REGRET_SCHEDULER_H_
+#ifndef OKL_CORE_RUNTIME_REGRET_SCHEDULER_H_
+#define OKL_CORE_RUNTIME_REGRET_SCHEDULER_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -28,7 +28,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
-#include "core/mutex.h"
+#include "core/runtime/mutex.h"
 
 namespace okl {
 
@@ -39,7 +39,7 @@ class RegretScheduler {
   struct Options {
     int threads = 1;              // background workers; >= 1
     uint64_t every_steps = 1000;  // a model is recomputed after this many more examples
-    int niceness = 10;  // the workers' nice value if the kernel refuses SCHED_IDLE
+    int niceness = 10;            // the workers' nice value if the kernel refuses SCHED_IDLE
   };
 
   struct Stats {
@@ -82,4 +82,4 @@ class RegretScheduler {
 
 }  // namespace okl
 
-#endif  // OKL_CORE_REGRET_SCHEDULER_H_
+#endif  // OKL_CORE_RUNTIME_REGRET_SCHEDULER_H_

@@ -1,4 +1,4 @@
-#include "core/regret_scheduler.h"
+#include "core/runtime/regret_scheduler.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -9,7 +9,7 @@
 #include <chrono>
 #include <utility>
 
-#include "core/model_registry.h"
+#include "core/runtime/model_registry.h"
 
 namespace okl {
 

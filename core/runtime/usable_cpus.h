@@ -1,9 +1,9 @@
-// core/usable_cpus.h
+// core/runtime/usable_cpus.h
 //
 // How many CPUs this thread may run on, for sizing thread pools: the server's offload
 // pool, the load generator's completion-queue threads.
-#ifndef OKL_CORE_USABLE_CPUS_H_
-#define OKL_CORE_USABLE_CPUS_H_
+#ifndef OKL_CORE_RUNTIME_USABLE_CPUS_H_
+#define OKL_CORE_RUNTIME_USABLE_CPUS_H_
 
 namespace okl {
 
@@ -13,4 +13,4 @@ int UsableCpus();
 
 }  // namespace okl
 
-#endif  // OKL_CORE_USABLE_CPUS_H_
+#endif  // OKL_CORE_RUNTIME_USABLE_CPUS_H_

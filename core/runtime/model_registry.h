@@ -1,4 +1,4 @@
-// core/model_registry.h
+// core/runtime/model_registry.h
 //
 // ModelRegistry owns the models of every tenant, keyed by (tenant, model name), and
 // ModelEntry guards one model. The locking follows what SGD and serving need:
@@ -15,8 +15,8 @@
 //   OKL_ASSIGN_OR_RETURN(auto entry, registry.Create("acme", "churn", config));
 //   std::vector<okl::Observation> out;
 //   OKL_RETURN_IF_ERROR(entry->ObserveBatch(xs, ys, &out));
-#ifndef OKL_CORE_MODEL_REGISTRY_H_
-#define OKL_CORE_MODEL_REGISTRY_H_
+#ifndef OKL_CORE_RUNTIME_MODEL_REGISTRY_H_
+#define OKL_CORE_RUNTIME_MODEL_REGISTRY_H_
 
 #include <atomic>
 #include <cstddef>
@@ -33,10 +33,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "core/mutex.h"
 #include "core/model.h"
 #include "core/regret.h"
-#include "core/regret_scheduler.h"
+#include "core/runtime/mutex.h"
+#include "core/runtime/regret_scheduler.h"
 
 namespace okl {
 
@@ -60,15 +60,6 @@ class ModelJournal {
   // unchanged. NotFound means the journal was closed (the model deleted or replaced).
   // The batch is dense or sparse as the caller gave it (core/input_batch.h).
   virtual absl::Status Append(const InputBatch& xs, absl::Span<const double> ys) = 0;
-};
-
-// A model's configuration and statistics at one moment.
-struct ModelSummary {
-  std::string tenant;
-  std::string model;
-  ModelConfig config;
-  ModelStats stats;
-  size_t memory_bytes = 0;
 };
 
 class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
@@ -215,11 +206,9 @@ class ModelRegistry {
   // Installs `learner` under (tenant, model), atomically replacing a model already there
   // (Restore), which is marked deleted. ResourceExhausted if it is new and the registry
   // is full.
-  absl::StatusOr<std::shared_ptr<ModelEntry>> Put(absl::string_view tenant,
-                                                  absl::string_view model,
-                                                  std::unique_ptr<Model> learner,
-                                                  std::shared_ptr<ModelJournal> journal = nullptr)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<std::shared_ptr<ModelEntry>> Put(
+      absl::string_view tenant, absl::string_view model, std::unique_ptr<Model> learner,
+      std::shared_ptr<ModelJournal> journal = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
 
   // NotFound if absent, InvalidArgument for a bad name.
   absl::StatusOr<std::shared_ptr<ModelEntry>> Find(absl::string_view tenant,
@@ -246,4 +235,4 @@ class ModelRegistry {
 
 }  // namespace okl
 
-#endif  // OKL_CORE_MODEL_REGISTRY_H_
+#endif  // OKL_CORE_RUNTIME_MODEL_REGISTRY_H_
