@@ -14,7 +14,7 @@
 //   - process level: models, expansion terms and bytes, examples observed and predicted,
 //     the regret scheduler's work, quotas (limit, use, rejections), checkpoint failures,
 //     build info, and the standard process_* series.
-// The full list of names is in README ("Metrics").
+// The full list of names is in docs/metrics.md.
 //
 // Thread-safe. Must outlive every grpc::Server built with its InterceptorCreators() (the
 // interceptors write into it until the server's last call is destroyed).
