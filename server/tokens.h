@@ -1,6 +1,7 @@
 // server/tokens.h
 //
-// Bearer tokens: who may call okl_server, with which role, on which tenants. The server
+// Bearer tokens, the server's side: who may call okl_server, with which role, on which
+// tenants (the token, its grant and its line are proto/bearer_token.h). The server
 // keeps no secrets: its tokens file (--auth_tokens_file) holds one line per token with the
 // SHA-256 of the token, never the token itself:
 //
@@ -49,46 +50,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/runtime/mutex.h"
+#include "proto/bearer_token.h"
 
 namespace okl {
-
-// Ordered: a higher role includes every lower one.
-enum class Role { kRead = 0, kWrite = 1, kAdmin = 2 };
-
-// "read", "write" or "admin".
-absl::string_view RoleName(Role role);
-// The role named `name` (exactly, lower case); InvalidArgument listing the three.
-absl::StatusOr<Role> ParseRole(absl::string_view name);
-
-// SHA-256 of `bytes`, as 64 lower-case hex digits.
-std::string Sha256Hex(absl::string_view bytes);
-
-// A fresh random token: "okl_" and 43 base64url characters (RFC 4648 section 5, no
-// padding) of 32 bytes from getrandom(2). Internal if the kernel gives no randomness.
-absl::StatusOr<std::string> NewToken();
-
-// What one token grants.
-struct Grant {
-  Role role = Role::kRead;
-  bool all_tenants = false;          // the tenant column was `*`, or the role is admin
-  std::vector<std::string> tenants;  // sorted and distinct, when !all_tenants
-
-  bool CoversTenant(absl::string_view tenant) const;
-  // True if this grant allows an RPC that needs `needed` on `tenant`.
-  bool Allows(Role needed, absl::string_view tenant) const;
-};
-
-// The grant of `role` on the tenant column `tenants` ("a,b", "*", or "" when left out),
-// checked as the tokens file is: read and write need at least one tenant, each a valid
-// name (okl::ValidateName) or `*` alone; admin takes only "" or "*". InvalidArgument
-// saying what to fix; the message does not name a file, so callers add where it came from.
-absl::StatusOr<Grant> ParseGrant(Role role, absl::string_view tenants);
-
-// The line to append to a tokens file for `token` (no newline): its hash, the role and
-// the tenants joined by commas. `tenants` may be {"*"}; for admin they are ignored and
-// the line says `*`. The tenants must be valid (see ParseGrant).
-std::string TokensFileLine(absl::string_view token, Role role,
-                           absl::Span<const std::string> tenants);
 
 // A parsed tokens file. Immutable, thread-safe.
 class TokenTable {
@@ -109,7 +73,7 @@ class TokenTable {
 
  private:
   struct Entry {
-    std::array<uint8_t, 32> digest;  // SHA-256 of the token
+    Sha256Digest digest;  // SHA-256 of the token
     Grant grant;
   };
 

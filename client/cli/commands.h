@@ -31,7 +31,7 @@
 #include "client/replay.h"
 #include "core/config.h"
 #include "core/model.h"
-#include "server/tokens.h"
+#include "proto/bearer_token.h"
 
 namespace okl::cli {
 

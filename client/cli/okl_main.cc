@@ -39,9 +39,9 @@
 #include "core/config.h"
 #include "core/runtime/file.h"
 #include "grpc/support/log.h"
+#include "proto/bearer_token.h"
 #include "proto/config_text.h"
 #include "proto/convert.h"
-#include "server/tokens.h"
 
 // --- Connection (every command that talks to okl_server) -------------------------------
 ABSL_FLAG(std::string, server, "",

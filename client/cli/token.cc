@@ -1,7 +1,8 @@
 // client/cli/token.cc
 //
 // `okl token new`: a bearer token and the tokens-file line that lets okl_server accept
-// it (server/tokens.h). Runs here alone; the server never sees the token, only its hash.
+// it (proto/bearer_token.h). Runs here alone; the server never sees the token, only its
+// hash.
 
 #include <cstdio>
 #include <string>
