@@ -2,9 +2,9 @@
 # Installs what is missing, builds okl and runs every test, in six steps:
 #   1. clang with -Wthread-safety -Werror=thread-safety-analysis (a compile-time check of
 #      the product's code: the server, the okl tool and every library they link),
-#   2. gcc with ThreadSanitizer, running the concurrency tests of the model registry and
-#      of the ModelHost (gRPC and Abseil come from Debian uninstrumented, so TSan runs
-#      where okl owns every lock),
+#   2. gcc with ThreadSanitizer, running the concurrency tests of the model registry, the
+#      ModelHost, the quotas and the work pool (gRPC and Abseil come from Debian
+#      uninstrumented, so TSan runs where okl owns every lock),
 #   3. gcc with AddressSanitizer + UndefinedBehaviorSanitizer, running every test,
 #   4. the libFuzzer targets (clang, tests/fuzz), each for 60 s on its seed corpus,
 #   5. the container image (deploy/container/container_test.sh),
@@ -52,13 +52,14 @@ configure build/tsa -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
   -DOKL_THREAD_SAFETY=ON -DOKL_BUILD_BENCHMARKS=OFF
 cmake --build build/tsa -j "$jobs" --target okl_server okl
 
-phase "thread sanitizer build: concurrency tests of the model registry, the host and the work pool"
+phase "thread sanitizer build: concurrency tests of the model registry, the host, the quotas and the work pool"
 configure build/tsan "${sanitizer_flags[@]}" -DOKL_SANITIZE=thread \
   -DOKL_BUILD_BENCHMARKS=OFF
 cmake --build build/tsan -j "$jobs" --target okl_core_test okl_model_host_test \
-  okl_work_pool_test
+  okl_quotas_test okl_work_pool_test
 build/tsan/tests/core/okl_core_test --gtest_filter='ModelRegistry*:ValidateName*:RegretScheduler*'
 build/tsan/tests/server/okl_model_host_test
+build/tsan/tests/server/okl_quotas_test
 build/tsan/tests/server/okl_work_pool_test
 
 phase "address + undefined-behaviour sanitizer build and every test"

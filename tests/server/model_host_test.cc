@@ -1,10 +1,11 @@
 // tests/server/model_host_test.cc
 //
-// ModelHost over a real RocksDB in a temporary directory, and ResourceQuotas: the
-// registry-plus-store wiring (create, replace, delete durable and visible in the right
-// order), the retry of a request whose model was replaced, the config limits, every
-// quota with its message, concurrent mutations of one name racing batches into it, the
-// write fences of tenant moves, and checkpoints meeting injected I/O errors.
+// ModelHost over a real RocksDB in a temporary directory: the registry-plus-store wiring
+// (create, replace, delete durable and visible in the right order), the retry of a
+// request whose model was replaced, the config limits, the quotas reserved and released
+// (ResourceQuotas itself: quotas_test.cc), concurrent mutations of one name racing
+// batches into it, the write fences of tenant moves, and checkpoints meeting injected
+// I/O errors.
 
 #include "server/model_host.h"
 
@@ -301,36 +302,6 @@ TEST_F(ModelHostTest, MutationsOfOneNameRaceBatchesWithoutLosingOrder) {
   EXPECT_EQ(PredictAt(**restored), expected);
 }
 
-// --- ResourceQuotas ------------------------------------------------------------------
-
-TEST(ResourceQuotasTest, EachQuotaNamesItsFlagLimitAndUse) {
-  ResourceQuotas quotas({.max_models = 3, .max_models_per_tenant = 2,
-                         .max_bytes_per_tenant = 100, .max_memory_bytes = 150});
-  auto a = quotas.Reserve("a", 60);
-  ASSERT_TRUE(a.ok());
-  a->Commit();
-  absl::Status status = quotas.Reserve("a", 50).status();
-  EXPECT_THAT(status.message(), AllOf(HasSubstr("--max_bytes_per_tenant=100"),
-                                      HasSubstr("has 60"), HasSubstr("take 50")));
-  auto b = quotas.Reserve("b", 80);
-  ASSERT_TRUE(b.ok());
-  b->Commit();
-  status = quotas.Reserve("c", 20).status();
-  EXPECT_THAT(status.message(), AllOf(HasSubstr("--max_memory_bytes=150"), HasSubstr("140")));
-  auto a2 = quotas.Reserve("a", 1);
-  ASSERT_TRUE(a2.ok());
-  a2->Commit();
-  status = quotas.Reserve("a", 1).status();
-  EXPECT_THAT(status.message(), HasSubstr("--max_models_per_tenant=2"));
-  status = quotas.Reserve("c", 1).status();
-  EXPECT_THAT(status.message(), HasSubstr("--max_models"));
-  EXPECT_EQ(quotas.usage().models, 3u);
-  quotas.Release("a", 1);
-  EXPECT_TRUE(quotas.Reserve("c", 1).ok());  // released at once: not committed
-  EXPECT_EQ(quotas.usage().models, 2u);
-  EXPECT_EQ(quotas.usage().bytes, 140u);
-}
-
 // A tenant's fence (tenant moves): every write of the tenant is refused with
 // Unavailable and changes nothing; reads go on; other tenants are untouched; lifting it
 // lets writes in again.
@@ -464,25 +435,6 @@ TEST_F(ModelHostTest, DroppingAMovedTenantLeavesItsRequestsUnavailable) {
   EXPECT_TRUE(host->List("gone").empty());
   EXPECT_EQ(host->Find("gone", "a").status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(host->Create("gone", "a", SmallConfig()).ok());
-}
-
-TEST(ResourceQuotasTest, TheRateLimitIsATokenBucketPerTenant) {
-  ResourceQuotas quotas({.max_requests_per_second_per_tenant = 5});
-  int admitted = 0;
-  for (int i = 0; i < 20; ++i) admitted += quotas.Admit("noisy").ok() ? 1 : 0;
-  // A burst of one second's worth, and at most a token more refilled meanwhile.
-  EXPECT_GE(admitted, 5);
-  EXPECT_LE(admitted, 6);
-  absl::Status status = quotas.Admit("noisy");
-  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(status.message(), HasSubstr("--max_requests_per_second_per_tenant"));
-  EXPECT_TRUE(quotas.Admit("quiet").ok());  // another tenant has its own bucket
-  absl::SleepFor(absl::Milliseconds(450));   // ~2 tokens refilled
-  EXPECT_TRUE(quotas.Admit("noisy").ok());
-  EXPECT_GE(quotas.usage().rejections[static_cast<size_t>(Quota::kRequestsPerSecondPerTenant)],
-            14u);
-  ResourceQuotas unlimited({});
-  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(unlimited.Admit("t").ok());
 }
 
 using ::okl::testing::FaultInjectingFileSystem;
