@@ -18,7 +18,7 @@
 namespace okl {
 namespace {
 
-constexpr size_t kDigestBytes = 32;
+constexpr size_t kDigestBytes = std::tuple_size_v<Sha256Digest>;
 constexpr absl::string_view kLineFormat =
     "<sha256 hex of the token> <role> <tenant>[,<tenant>...]";
 

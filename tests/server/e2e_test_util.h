@@ -42,6 +42,18 @@ using Stub = v1::OnlineKernelLearning::Stub;
 // The deadline of every RPC the helpers make.
 inline constexpr absl::Duration kRpcTimeout = absl::Seconds(30);
 
+// A regression config the server suites share (okl_server requires a budget,
+// 1..--max_terms; 100000 terms is "unbounded" here).
+inline constexpr char kRegressionConfig[] = R"pb(
+  dim: 3
+  kernel { gaussian { gamma: 0.8 } }
+  loss { squared {} }
+  learning_rate { eta0: 0.4 }
+  lambda: 0.01
+  offset: true
+  budget { max_terms: 100000 }
+)pb";
+
 void SetDeadline(grpc::ClientContext* context, absl::Duration timeout = kRpcTimeout);
 
 v1::ModelRef Ref(absl::string_view tenant, absl::string_view model);

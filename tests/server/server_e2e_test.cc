@@ -56,17 +56,6 @@ using Code = ::grpc::StatusCode;
 
 // --- Configs ---------------------------------------------------------------------------
 
-// okl_server requires a budget (1..--max_terms); 100000 terms is "unbounded" here.
-constexpr char kRegressionConfig[] = R"pb(
-  dim: 3
-  kernel { gaussian { gamma: 0.8 } }
-  loss { squared {} }
-  learning_rate { eta0: 0.4 }
-  lambda: 0.01
-  offset: true
-  budget { max_terms: 100000 }
-)pb";
-
 constexpr char kSparseHingeConfig[] = R"pb(
   dim: 40
   kernel { laplacian { gamma: 0.5 } }

@@ -30,16 +30,6 @@ namespace {
 using ::testing::HasSubstr;
 using Code = ::grpc::StatusCode;
 
-constexpr char kRegressionConfig[] = R"pb(
-  dim: 3
-  kernel { gaussian { gamma: 0.8 } }
-  loss { squared {} }
-  learning_rate { eta0: 0.4 }
-  lambda: 0.01
-  offset: true
-  budget { max_terms: 100000 }
-)pb";
-
 class ServerLifecycleTest : public ::testing::Test {
  protected:
   static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
