@@ -204,6 +204,33 @@ absl::Status FromProto(const v1::PredictRequest& request, uint32_t dim, SparseRo
   return absl::OkStatus();
 }
 
+absl::Status DecodedRequest::Decode(const v1::ObserveRequest& request,
+                                    const ModelConfig& config, size_t max_bytes) {
+  dim_ = 0;
+  sparse_ = config.sparse_storage();
+  OKL_RETURN_IF_ERROR(sparse_ ? FromProto(request, config.dim, &sparse_batch_, max_bytes)
+                              : FromProto(request, config.dim, &dense_batch_, max_bytes));
+  dim_ = config.dim;
+  return absl::OkStatus();
+}
+
+absl::Status DecodedRequest::Decode(const v1::PredictRequest& request,
+                                    const ModelConfig& config, size_t max_bytes) {
+  dim_ = 0;
+  sparse_ = config.sparse_storage();
+  dense_batch_.ys.clear();
+  sparse_batch_.ys.clear();
+  OKL_RETURN_IF_ERROR(sparse_ ? FromProto(request, config.dim, &sparse_batch_.xs, max_bytes)
+                              : FromProto(request, config.dim, &dense_batch_.xs, max_bytes));
+  dim_ = config.dim;
+  return absl::OkStatus();
+}
+
+InputBatch DecodedRequest::inputs() const {
+  return sparse_ ? InputBatch::Sparse(sparse_batch_.xs)
+                 : InputBatch::Dense(dense_batch_.xs, dim_ > 0 ? dim_ : 1);
+}
+
 void AppendToProto(absl::Span<const Observation> observations, v1::ObserveResponse* response) {
   auto* predictions = response->mutable_predictions();
   auto* losses = response->mutable_losses();

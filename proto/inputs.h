@@ -19,6 +19,8 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "core/config.h"
+#include "core/input_batch.h"
 #include "core/model.h"
 #include "core/sparse_vector.h"
 #include "okl/v1/okl.pb.h"
@@ -84,6 +86,34 @@ absl::Status FromProto(const v1::PredictRequest& request, uint32_t dim, SparseRo
                        size_t max_bytes = SIZE_MAX);
 // The most bytes `n` rows of `entries` non-zeros in all (plus n labels) take.
 size_t SparseBatchBytes(size_t n, size_t entries);
+
+// One request's inputs (and an Observe's labels) decoded by the FromProto functions
+// above for a model's layout: dense at its dim, or sparse rows for sparse storage
+// (ModelConfig::sparse_storage()). The server decodes a request before it takes its
+// model's lock, with the config of the model it found; Fits() tells whether the model it
+// finally runs on (one that replaced it meanwhile) has the same layout, else it decodes
+// again. Reused across requests (a stream's messages), so its buffers are too.
+class DecodedRequest {
+ public:
+  absl::Status Decode(const v1::ObserveRequest& request, const ModelConfig& config,
+                      size_t max_bytes);
+  absl::Status Decode(const v1::PredictRequest& request, const ModelConfig& config,
+                      size_t max_bytes);
+  // True if the last Decode succeeded for `config`'s layout.
+  bool Fits(const ModelConfig& config) const {
+    return dim_ == config.dim && sparse_ == config.sparse_storage();
+  }
+  // The decoded inputs; they point into this object.
+  InputBatch inputs() const;
+  // The labels of a decoded ObserveRequest (empty for a PredictRequest).
+  absl::Span<const double> ys() const { return sparse_ ? sparse_batch_.ys : dense_batch_.ys; }
+
+ private:
+  uint32_t dim_ = 0;  // 0: nothing decoded
+  bool sparse_ = false;
+  ExampleBatch dense_batch_;
+  SparseExampleBatch sparse_batch_;
+};
 
 // Appends one prediction and one loss per observation, in order.
 void AppendToProto(absl::Span<const Observation> observations, v1::ObserveResponse* response);

@@ -195,44 +195,38 @@ absl::Status ModelHost::CheckConfig(const ModelConfig& config) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<QuotaReservation> ModelHost::Reserve(absl::string_view tenant,
-                                                    absl::string_view model,
+absl::StatusOr<QuotaReservation> ModelHost::Reserve(const ModelKey& id,
                                                     const ModelConfig& config) {
-  OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
-  OKL_RETURN_IF_ERROR(ValidateName("model", model));
+  const std::string& tenant = id.tenant();
   OKL_RETURN_IF_ERROR(CheckConfig(config));
   {
     // Refused now, before a Restore buffers its snapshot; Replace checks again.
     const WriteTicket ticket(this, tenant);
     OKL_RETURN_IF_ERROR(ticket.status());
   }
-  const bool exists = registry_.Find(tenant, model).ok();
+  const bool exists = registry_.Find(id).ok();
   return quotas_.Reserve(tenant, WorstCaseMemoryBytes(config), /*new_model=*/!exists);
 }
 
-absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Create(absl::string_view tenant,
-                                                              absl::string_view model,
+absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Create(const ModelKey& id,
                                                               const ModelConfig& config) {
-  OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
-  OKL_RETURN_IF_ERROR(ValidateName("model", model));
+  const std::string& tenant = id.tenant();
   OKL_RETURN_IF_ERROR(ValidateConfig(config));
   OKL_RETURN_IF_ERROR(CheckConfig(config));
   const WriteTicket ticket(this, tenant);
   OKL_RETURN_IF_ERROR(ticket.status());
-  NameClaim claim(this, Key(tenant, model));
-  if (registry_.Find(tenant, model).ok()) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("model \"", model, "\" of tenant \"", tenant, "\" already exists"));
+  NameClaim claim(this, KeyOf(id));
+  if (registry_.Find(id).ok()) {
+    return absl::AlreadyExistsError(absl::StrCat(id.Describe(), " already exists"));
   }
   OKL_ASSIGN_OR_RETURN(QuotaReservation reservation,
                        quotas_.Reserve(tenant, WorstCaseMemoryBytes(config)));
   std::shared_ptr<ModelLog> log;
   if (store_ != nullptr) {
     // The config is durable before the model exists; no registry lock is held.
-    OKL_ASSIGN_OR_RETURN(log, store_->CreateModel(tenant, model, config));
+    OKL_ASSIGN_OR_RETURN(log, store_->CreateModel(tenant, id.model(), config));
   }
-  absl::StatusOr<std::shared_ptr<ModelEntry>> entry =
-      registry_.Create(tenant, model, config, log);
+  absl::StatusOr<std::shared_ptr<ModelEntry>> entry = registry_.Create(id, config, log);
   if (!entry.ok()) {
     if (log != nullptr) (void)store_->DeleteModel(log.get());  // what was just written
     return entry.status();
@@ -241,12 +235,10 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Create(absl::string_view 
   return entry;
 }
 
-absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Replace(absl::string_view tenant,
-                                                               absl::string_view model,
+absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Replace(const ModelKey& id,
                                                                const ModelState& state,
                                                                QuotaReservation reservation) {
-  OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
-  OKL_RETURN_IF_ERROR(ValidateName("model", model));
+  const std::string& tenant = id.tenant();
   OKL_RETURN_IF_ERROR(CheckConfig(state.config));
   absl::StatusOr<std::unique_ptr<Model>> learner = ModelFromState(state);
   if (!learner.ok()) {
@@ -255,18 +247,18 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Replace(absl::string_view
   }
   const WriteTicket ticket(this, tenant);
   OKL_RETURN_IF_ERROR(ticket.status());
-  NameClaim claim(this, Key(tenant, model));
-  absl::StatusOr<std::shared_ptr<ModelEntry>> old = registry_.Find(tenant, model);
+  NameClaim claim(this, KeyOf(id));
+  absl::StatusOr<std::shared_ptr<ModelEntry>> old = registry_.Find(id);
   std::shared_ptr<ModelLog> log;
   if (store_ != nullptr) {
     // One atomic write replaces the old model's config, checkpoint and log (and closes
     // the old log, so batches still arriving for it are retried on the new model).
-    OKL_ASSIGN_OR_RETURN(log, store_->ReplaceModel(tenant, model, state,
+    OKL_ASSIGN_OR_RETURN(log, store_->ReplaceModel(tenant, id.model(), state,
                                                    old.ok() ? LogOf(**old) : nullptr));
     Failpoint("restore.written");
   }
   OKL_ASSIGN_OR_RETURN(std::shared_ptr<ModelEntry> entry,
-                       registry_.Put(tenant, model, *std::move(learner), log));
+                       registry_.Put(id, *std::move(learner), log));
   // The reservation counted a new model if the name was free when it was made; what
   // counts is whether one was replaced now.
   const uint64_t reserved_models = reservation.models();
@@ -278,29 +270,26 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Replace(absl::string_view
   return entry;
 }
 
-absl::Status ModelHost::Delete(absl::string_view tenant, absl::string_view model) {
-  OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
-  OKL_RETURN_IF_ERROR(ValidateName("model", model));
-  const WriteTicket ticket(this, tenant);
+absl::Status ModelHost::Delete(const ModelKey& id) {
+  const WriteTicket ticket(this, id.tenant());
   OKL_RETURN_IF_ERROR(ticket.status());
-  return DeleteModel(tenant, model);
+  return DeleteModel(id);
 }
 
-absl::Status ModelHost::DeleteModel(absl::string_view tenant, absl::string_view model) {
-  NameClaim claim(this, Key(tenant, model));
-  OKL_ASSIGN_OR_RETURN(std::shared_ptr<ModelEntry> entry, registry_.Find(tenant, model));
+absl::Status ModelHost::DeleteModel(const ModelKey& id) {
+  NameClaim claim(this, KeyOf(id));
+  OKL_ASSIGN_OR_RETURN(std::shared_ptr<ModelEntry> entry, registry_.Find(id));
   if (ModelLog* log = LogOf(*entry); log != nullptr) {
     OKL_RETURN_IF_ERROR(store_->DeleteModel(log));
   }
-  OKL_RETURN_IF_ERROR(registry_.Delete(tenant, model));
-  quotas_.Release(tenant, WorstCaseMemoryBytes(entry->config()));
+  OKL_RETURN_IF_ERROR(registry_.Delete(id));
+  quotas_.Release(id.tenant(), WorstCaseMemoryBytes(entry->config()));
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Find(absl::string_view tenant,
-                                                            absl::string_view model) const {
-  absl::StatusOr<std::shared_ptr<ModelEntry>> entry = registry_.Find(tenant, model);
-  if (!entry.ok()) return NotFoundUnlessMoved(tenant, entry.status());
+absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Find(const ModelKey& id) const {
+  absl::StatusOr<std::shared_ptr<ModelEntry>> entry = registry_.Find(id);
+  if (!entry.ok()) return NotFoundUnlessMoved(id.tenant(), entry.status());
   return entry;
 }
 
@@ -310,30 +299,29 @@ absl::Status ModelHost::NotFoundUnlessMoved(absl::string_view tenant, absl::Stat
   return status;
 }
 
-absl::Status ModelHost::WithModel(absl::string_view tenant, absl::string_view model,
-                                  std::shared_ptr<ModelEntry>* entry,
+absl::Status ModelHost::WithModel(const ModelKey& id, std::shared_ptr<ModelEntry>* entry,
                                   const std::function<absl::Status(ModelEntry&)>& work) {
   absl::Status status;
   for (int lookup = 1; lookup <= kMaxLookups; ++lookup) {
     if (*entry == nullptr) {
-      OKL_ASSIGN_OR_RETURN(*entry, Find(tenant, model));
+      OKL_ASSIGN_OR_RETURN(*entry, Find(id));
     }
     status = work(**entry);
     if (status.code() != absl::StatusCode::kNotFound) return status;
     // Deleted or replaced since it was found. A Restore closes the old log before it
     // swaps the entry: wait for it to finish, then look again.
     entry->reset();
-    WaitUntilUnclaimed(Key(tenant, model));
+    WaitUntilUnclaimed(KeyOf(id));
   }
-  return NotFoundUnlessMoved(tenant, status);
+  return NotFoundUnlessMoved(id.tenant(), status);
 }
 
-absl::Status ModelHost::WithModelForWrite(absl::string_view tenant, absl::string_view model,
-                                          std::shared_ptr<ModelEntry>* entry,
-                                          const std::function<absl::Status(ModelEntry&)>& work) {
-  const WriteTicket ticket(this, tenant);
+absl::Status ModelHost::WithModelForWrite(
+    const ModelKey& id, std::shared_ptr<ModelEntry>* entry,
+    const std::function<absl::Status(ModelEntry&)>& work) {
+  const WriteTicket ticket(this, id.tenant());
   OKL_RETURN_IF_ERROR(ticket.status());
-  return WithModel(tenant, model, entry, work);
+  return WithModel(id, entry, work);
 }
 
 absl::Status ModelHost::FenceWrites(absl::string_view tenant, absl::Time deadline) {
@@ -382,7 +370,8 @@ absl::StatusOr<std::vector<std::string>> ModelHost::DropTenant(absl::string_view
   OKL_RETURN_IF_ERROR(FenceWrites(tenant, deadline));
   std::vector<std::string> dropped;
   for (const std::shared_ptr<ModelEntry>& entry : registry_.List(tenant)) {
-    absl::Status deleted = DeleteModel(tenant, entry->model());
+    OKL_ASSIGN_OR_RETURN(const ModelKey id, ModelKey::Make(tenant, entry->model()));
+    absl::Status deleted = DeleteModel(id);
     if (!deleted.ok() && deleted.code() != absl::StatusCode::kNotFound) {
       return absl::Status(deleted.code(),
                           absl::StrCat("deleting model \"", entry->model(), "\" after ",

@@ -32,9 +32,10 @@
 // Example:
 //   okl::ModelHost host({.data_dir = "./okl-data"});
 //   OKL_RETURN_IF_ERROR(host.Open());  // the stored models, before serving
-//   OKL_ASSIGN_OR_RETURN(auto entry, host.Create("acme", "churn", config));
+//   OKL_ASSIGN_OR_RETURN(okl::ModelKey key, okl::ModelKey::Make("acme", "churn"));
+//   OKL_ASSIGN_OR_RETURN(auto entry, host.Create(key, config));
 //   std::shared_ptr<okl::ModelEntry> found;
-//   OKL_RETURN_IF_ERROR(host.WithModel("acme", "churn", &found, [&](okl::ModelEntry& e) {
+//   OKL_RETURN_IF_ERROR(host.WithModel(key, &found, [&](okl::ModelEntry& e) {
 //     return e.ObserveBatch(xs, ys, &observations);
 //   }));
 #ifndef OKL_SERVER_MODEL_HOST_H_
@@ -114,43 +115,37 @@ class ModelHost {
   // CheckConfig, then reserves a model of `config` against the tenant's and the server's
   // quotas (a replacement of an existing model reserves bytes only). For Restore, which
   // reserves as soon as it knows the config, before it buffers the snapshot.
-  absl::StatusOr<QuotaReservation> Reserve(absl::string_view tenant, absl::string_view model,
-                                           const ModelConfig& config);
+  absl::StatusOr<QuotaReservation> Reserve(const ModelKey& id, const ModelConfig& config);
 
   // A new model: AlreadyExists if present, ResourceExhausted over a quota,
-  // InvalidArgument for a bad name or config; durable before it is visible.
-  absl::StatusOr<std::shared_ptr<ModelEntry>> Create(absl::string_view tenant,
-                                                     absl::string_view model,
+  // InvalidArgument for a bad config; durable before it is visible.
+  absl::StatusOr<std::shared_ptr<ModelEntry>> Create(const ModelKey& id,
                                                      const ModelConfig& config);
 
-  // Installs a model continuing from `state` under (tenant, model), replacing one there
+  // Installs a model continuing from `state` under `id`, replacing one there
   // (Restore), with the quota `reservation` from Reserve(). DataLoss if the state is
   // inconsistent. The store holds the new model before it is visible.
-  absl::StatusOr<std::shared_ptr<ModelEntry>> Replace(absl::string_view tenant,
-                                                      absl::string_view model,
+  absl::StatusOr<std::shared_ptr<ModelEntry>> Replace(const ModelKey& id,
                                                       const ModelState& state,
                                                       QuotaReservation reservation);
 
   // NotFound if absent.
-  absl::Status Delete(absl::string_view tenant, absl::string_view model);
+  absl::Status Delete(const ModelKey& id);
 
-  // NotFound if absent, InvalidArgument for a bad name.
-  absl::StatusOr<std::shared_ptr<ModelEntry>> Find(absl::string_view tenant,
-                                                   absl::string_view model) const;
+  // NotFound if absent (Unavailable if its tenant moved away: CheckNotMoved).
+  absl::StatusOr<std::shared_ptr<ModelEntry>> Find(const ModelKey& id) const;
 
   // Runs `work` on the model's entry: `*entry` if set (a stream's model, found before),
   // else the one found now (stored in `*entry`). If `work` fails with NotFound because
   // the entry was deleted or replaced meanwhile, waits for that mutation to finish and
   // runs it on the entry then found, at most three times in all. `work` must change
   // nothing when it returns NotFound (ModelEntry's methods do not).
-  absl::Status WithModel(absl::string_view tenant, absl::string_view model,
-                         std::shared_ptr<ModelEntry>* entry,
+  absl::Status WithModel(const ModelKey& id, std::shared_ptr<ModelEntry>* entry,
                          const std::function<absl::Status(ModelEntry&)>& work);
 
   // WithModel for a write (an Observe's batch): under a write ticket of the tenant, so
   // Unavailable, with nothing run, while the tenant is fenced.
-  absl::Status WithModelForWrite(absl::string_view tenant, absl::string_view model,
-                                 std::shared_ptr<ModelEntry>* entry,
+  absl::Status WithModelForWrite(const ModelKey& id, std::shared_ptr<ModelEntry>* entry,
                                  const std::function<absl::Status(ModelEntry&)>& work);
 
   // The models of `tenant` (all if empty), sorted by (tenant, model).
@@ -200,6 +195,7 @@ class ModelHost {
 
  private:
   using Key = std::pair<std::string, std::string>;
+  static Key KeyOf(const ModelKey& id) { return Key(id.tenant(), id.model()); }
   class NameClaim;
 
   class WriteTicket;
@@ -210,7 +206,7 @@ class ModelHost {
   };
 
   // Deletes the model; the caller holds a write ticket of the tenant, or its fence.
-  absl::Status DeleteModel(absl::string_view tenant, absl::string_view model);
+  absl::Status DeleteModel(const ModelKey& id);
   // With NotFound, Unavailable instead if the tenant was dropped (CheckNotMoved).
   absl::Status NotFoundUnlessMoved(absl::string_view tenant, absl::Status status) const;
 

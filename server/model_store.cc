@@ -66,7 +66,7 @@ constexpr char kIncarnationPrefix[] = "i/";
 
 std::string Hex16(uint64_t value) { return absl::StrFormat("%016x", value); }
 
-std::string ModelKey(absl::string_view tenant, absl::string_view model) {
+std::string ModelRecordKey(absl::string_view tenant, absl::string_view model) {
   return absl::StrCat(kModelPrefix, tenant, "/", model);
 }
 // Every key of an incarnation lies in [IncarnationBegin, IncarnationEnd): '0' follows '/'.
@@ -553,7 +553,7 @@ absl::StatusOr<std::shared_ptr<ModelLog>> ModelStore::CreateModel(absl::string_v
   rocksdb::WriteOptions write;
   write.sync = options_.sync_writes;
   rocksdb::Status status =
-      db_->Put(write, ModelKey(tenant, model), EncodeModelRecord(inc, config));
+      db_->Put(write, ModelRecordKey(tenant, model), EncodeModelRecord(inc, config));
   if (!status.ok()) return WriteError(status);
   return std::make_shared<ModelLog>(this, std::string(tenant), std::string(model), inc,
                                     /*next_seq=*/1, /*checkpoint_seq=*/0);
@@ -566,7 +566,7 @@ absl::StatusOr<std::shared_ptr<ModelLog>> ModelStore::ReplaceModel(absl::string_
   const uint64_t inc = NewIncarnation();
   OKL_ASSIGN_OR_RETURN(std::string checkpoint, EncodeCheckpoint(state, /*seq=*/0));
   rocksdb::WriteBatch batch;
-  batch.Put(ModelKey(tenant, model), EncodeModelRecord(inc, state.config));
+  batch.Put(ModelRecordKey(tenant, model), EncodeModelRecord(inc, state.config));
   batch.Put(CheckpointKey(inc), checkpoint);
   rocksdb::WriteOptions write;
   write.sync = options_.sync_writes;
@@ -605,7 +605,7 @@ absl::Status ModelStore::DeleteModel(ModelLog* log) {
   WriterLock lock(&log->mu_);
   if (log->closed_) return absl::OkStatus();
   rocksdb::WriteBatch batch;
-  batch.Delete(ModelKey(log->tenant_, log->model_));
+  batch.Delete(ModelRecordKey(log->tenant_, log->model_));
   batch.DeleteRange(IncarnationBegin(log->incarnation_), IncarnationEnd(log->incarnation_));
   rocksdb::WriteOptions write;
   write.sync = options_.sync_writes;
@@ -784,6 +784,8 @@ absl::StatusOr<RestoreStats> RestoreModels(ModelStore* store, ModelRegistry* reg
   };
   std::vector<Observation> observations;
   auto restore = [&](StoredModel model) -> absl::Status {
+    const absl::StatusOr<ModelKey> key = ModelKey::Make(model.tenant, model.model);
+    if (!key.ok()) return damaged(model.tenant, model.model, key.status().message());
     absl::StatusOr<std::unique_ptr<Model>> learner =
         model.checkpoint ? ModelFromState(*model.checkpoint) : CreateModel(model.config);
     if (!learner.ok()) {
@@ -808,7 +810,7 @@ absl::StatusOr<RestoreStats> RestoreModels(ModelStore* store, ModelRegistry* reg
     }
     std::shared_ptr<ModelLog> log = store->OpenLog(model);
     absl::StatusOr<std::shared_ptr<ModelEntry>> entry =
-        registry->Put(model.tenant, model.model, *std::move(learner), log);
+        registry->Put(*key, *std::move(learner), log);
     if (!entry.ok()) {
       return absl::FailedPreconditionError(absl::StrCat("cannot restore model ", model.tenant,
                                                         "/", model.model, ": ",

@@ -13,11 +13,14 @@
 // Snapshot; write: those and CreateModel, DeleteModel, Observe, ObserveStream, Restore.
 // ListModels without a tenant lists only the tenants the token covers.
 //
-// Threads: every method is served on gRPC's completion-queue API (server/async_rpc.h),
-// on the queues' threads: the small reads inline, everything else on a pool of the
-// service's own (Options::max_inline_work): what writes to the store, may run long, or
-// would wait for a model's writer. ObserveStream's batches, Snapshot's copy and encoding,
-// and Restore's decoding and store write run on that pool too.
+// A call's path: it is authenticated as it arrives, then admitted on the queue's thread
+// that received it (its request checked, authorized on its tenant, its model found once);
+// then its handler runs on that thread (the small reads) or on a pool of the service's
+// own (Options::max_inline_work): what writes to the store, may run long, or would wait
+// for a model's writer. The handler converts the request with the model's config before
+// it takes the model's lock. ObserveStream's batches, Snapshot's copy and encoding, and
+// Restore's decoding and store write run on that pool too; each stream message is
+// admitted on the queue's thread as it is read.
 //
 // Thread-safe: gRPC calls the handlers from many threads at once; the host does the
 // locking, and the serving state is atomic.
@@ -38,6 +41,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +53,7 @@
 #include "core/config.h"
 #include "core/runtime/model_registry.h"
 #include "okl/v1/okl.pb.h"
+#include "proto/bearer_token.h"
 #include "server/async_rpc.h"
 #include "server/metrics.h"
 #include "server/model_host.h"
@@ -109,6 +115,7 @@ class OklService final : public RawAsyncService {
 
  private:
   class ActiveCall;
+  class StreamCall;
   class ObserveSession;
   class ObserveStreamCall;
   class SnapshotCall;
@@ -118,22 +125,37 @@ class OklService final : public RawAsyncService {
 
   enum class State { kStarting, kServing, kDraining };
 
-  // Serves the unary `method` ("Predict"): a call runs inline on the queue's thread if
-  // `run_inline(request)`, otherwise on offload_pool_, and is answered with
-  // `work(call, context, request, response)` (a grpc::Status).
-  template <typename Request, typename Response, typename RunInline, typename Work>
-  void ServeUnary(absl::string_view method, RunInline run_inline, Work work);
-  // Serves the streaming `method` with calls of type Call, made as Call(this).
-  template <typename Call>
-  void ServeStream(absl::string_view method);
+  // What a unary call's admission found, for its handler.
+  struct Admission {
+    grpc::ServerContext* context = nullptr;
+    std::optional<ModelKey> id;         // the model the call names, if it names one
+    std::shared_ptr<ModelEntry> entry;  // that model, if admission found it
+    bool run_inline = false;            // else the handler runs on offload_pool_
+  };
+  // A unary method's two halves. Admit runs on the queue's thread as the call arrives,
+  // once it is authenticated: it checks the request, authorizes it on the tenant it
+  // names (taking from its request rate), finds its model if it names one, and says
+  // where the handler runs; an error answers the call at once, nothing done. Handle
+  // then answers it.
+  template <typename Request>
+  using AdmitMethod = absl::Status (OklService::*)(const ActiveCall&, const Request&,
+                                                   Admission*);
+  template <typename Request, typename Response>
+  using HandleMethod = absl::Status (OklService::*)(const ActiveCall&, Admission&,
+                                                    const Request&, Response*);
+
+  // Serves the unary `method` ("Predict") with `admit`, then `handle`.
+  template <typename Request, typename Response>
+  void ServeUnary(absl::string_view method, AdmitMethod<Request> admit,
+                  HandleMethod<Request, Response> handle);
+  // Serves the streaming `method` with calls `make` makes.
+  void ServeStream(absl::string_view method, AsyncCall* (OklService::*make)());
+  // The streaming calls, each made in the file that defines it.
+  AsyncCall* NewObserveStreamCall();
+  AsyncCall* NewSnapshotCall();
+  AsyncCall* NewRestoreCall();
   // A call refused before anything was done.
   static grpc::Status Refusal(grpc::ServerContextBase* context, const absl::Status& status);
-  // True if a read of the model would wait for a batch being applied to it.
-  bool WouldWait(absl::string_view tenant, absl::string_view model) const;
-  // Where a Predict runs is chosen by this: at most the multiply-adds `request` costs
-  // (0 if it is bound to fail at once), or infinity if it would wait for a batch of its
-  // model being applied.
-  double PredictCost(const v1::PredictRequest& request) const;
   // UNAVAILABLE unless serving.
   absl::Status CheckServing() const;
   // INVALID_ARGUMENT for an empty batch, RESOURCE_EXHAUSTED over max_batch. `what` is
@@ -142,21 +164,51 @@ class OklService final : public RawAsyncService {
   // Counts the examples a batch applied (and their loss) in the metrics, if any.
   void RecordObserved(absl::Span<const Observation> observations) const;
 
-  absl::Status DoCreateModel(const ActiveCall& call, const v1::CreateModelRequest& request,
-                             v1::ModelInfo* response);
-  absl::Status DoGetModel(const ActiveCall& call, const v1::ModelRef& request,
-                          v1::ModelInfo* response) const;
-  absl::Status DoListModels(const ActiveCall& call, const v1::ListModelsRequest& request,
-                            v1::ListModelsResponse* response) const;
-  absl::Status DoDeleteModel(const ActiveCall& call, const v1::ModelRef& request);
-  absl::Status DoFenceTenant(const ActiveCall& call, grpc::ServerContextBase* context,
-                             const v1::FenceTenantRequest& request,
-                             v1::FenceTenantResponse* response);
-  absl::Status DoPredict(const ActiveCall& call, grpc::ServerContextBase* context,
-                         const v1::PredictRequest& request, v1::PredictResponse* response) const;
+  // --- Admissions (see AdmitMethod) ---------------------------------------------------
+  // The model `ref` names, once the call is authorized for `needed` on its tenant.
+  absl::StatusOr<ModelKey> AdmitModelCall(const ActiveCall& call, const v1::ModelRef& ref,
+                                          Role needed, absl::string_view method);
+  // Offloaded: writes, and calls that may run long.
+  absl::Status AdmitCreateModel(const ActiveCall& call, const v1::CreateModelRequest& request,
+                                Admission* admission);
+  absl::Status AdmitDeleteModel(const ActiveCall& call, const v1::ModelRef& request,
+                                Admission* admission);
+  absl::Status AdmitListModels(const ActiveCall& call, const v1::ListModelsRequest& request,
+                               Admission* admission);
+  absl::Status AdmitFenceTenant(const ActiveCall& call, const v1::FenceTenantRequest& request,
+                                Admission* admission);
+  absl::Status AdmitObserve(const ActiveCall& call, const v1::ObserveRequest& request,
+                            Admission* admission);
+  // What Observe and each ObserveStream message check of their batch for model `id`.
+  absl::Status AdmitObserveBatch(const ActiveCall& call, const ModelKey& id,
+                                 const v1::ObserveRequest& request, absl::string_view method);
+  // Inline unless a batch is being applied to the model (the read would wait for it).
+  absl::Status AdmitGetModel(const ActiveCall& call, const v1::ModelRef& request,
+                             Admission* admission);
+  // Inline unless the read would wait, or its kernel work is over max_inline_work.
+  absl::Status AdmitPredict(const ActiveCall& call, const v1::PredictRequest& request,
+                            Admission* admission);
+
+  // --- Handlers (see HandleMethod): convert in, call the host, convert out ------------
+  absl::Status CreateModel(const ActiveCall& call, Admission& admission,
+                           const v1::CreateModelRequest& request, v1::ModelInfo* response);
+  absl::Status GetModel(const ActiveCall& call, Admission& admission,
+                        const v1::ModelRef& request, v1::ModelInfo* response);
+  absl::Status ListModels(const ActiveCall& call, Admission& admission,
+                          const v1::ListModelsRequest& request,
+                          v1::ListModelsResponse* response);
+  absl::Status DeleteModel(const ActiveCall& call, Admission& admission,
+                           const v1::ModelRef& request, v1::DeleteModelResponse* response);
+  absl::Status FenceTenant(const ActiveCall& call, Admission& admission,
+                           const v1::FenceTenantRequest& request,
+                           v1::FenceTenantResponse* response);
+  absl::Status Observe(const ActiveCall& call, Admission& admission,
+                       const v1::ObserveRequest& request, v1::ObserveResponse* response);
+  absl::Status Predict(const ActiveCall& call, Admission& admission,
+                       const v1::PredictRequest& request, v1::PredictResponse* response);
   // Snapshot's bytes: the model, copied under its reader lock and encoded.
-  absl::StatusOr<std::string> EncodeModelSnapshot(const ActiveCall& call,
-                                                  const v1::ModelRef& request) const;
+  absl::StatusOr<std::string> EncodeModelSnapshot(const ModelKey& id,
+                                                  std::shared_ptr<ModelEntry>* entry);
 
   ModelHost* const host_;
   const Authenticator* const authenticator_;

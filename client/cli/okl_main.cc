@@ -10,7 +10,8 @@
 // "okl: CODE: message"), 2 a usage error. `okl health` exits 1 when the server is not
 // SERVING.
 //
-// Flags are Abseil flags, all defined here; client/cli/args.h parses them per command,
+// Flags are Abseil flags, defined here (the model config's in config_flags.cc);
+// client/cli/args.h parses them per command,
 // so that each command accepts only its own (okl help COMMAND lists them).
 
 #include <unistd.h>
@@ -33,6 +34,8 @@
 #include "absl/time/time.h"
 #include "client/cli/args.h"
 #include "client/cli/commands.h"
+#include "client/cli/config_flags.h"
+#include "client/cli/connection_flags.h"
 #include "client/cli/input.h"
 #include "client/cli/learning_curve.h"
 #include "client/replay.h"
@@ -43,87 +46,16 @@
 #include "proto/config_text.h"
 #include "proto/convert.h"
 
-// --- Connection (every command that talks to okl_server) -------------------------------
-ABSL_FLAG(std::string, server, "",
-          "okl_server's address, host:port (default: $OKL_SERVER, else 127.0.0.1:50051)");
+// --- The model a command acts on -----------------------------------------------------
 ABSL_FLAG(std::string, tenant, "",
           "the tenant that owns the model (default: $OKL_TENANT, else \"default\"); for "
           "list, only this tenant's models (default: every tenant's)");
 ABSL_FLAG(std::string, model, "", "the model's name (required)");
-ABSL_FLAG(absl::Duration, timeout, absl::Seconds(30),
-          "the deadline of each call (observe: of each stream), e.g. 500ms, 30s, 2m; "
-          "health's default is 5s");
-ABSL_FLAG(bool, json, false, "print the result as one JSON object on stdout");
-ABSL_FLAG(bool, tls, false,
-          "connect with TLS, authenticating the server by the system's roots");
-ABSL_FLAG(std::string, tls_ca, "",
-          "connect with TLS, authenticating the server by the CA certificates (PEM) in FILE");
-ABSL_FLAG(std::string, tls_cert, "",
-          "a client certificate chain (PEM) for mutual TLS; needs --tls_key");
-ABSL_FLAG(std::string, tls_key, "", "the client certificate's private key (PEM)");
-ABSL_FLAG(std::string, token, "",
-          "send `authorization: Bearer TOKEN` with every call (default: $OKL_TOKEN); use "
-          "with TLS, or only on a trusted network");
 
 // --- The model's configuration (create) ---------------------------------------------
 ABSL_FLAG(std::string, config, "",
           "an okl.v1.ModelConfig in protobuf text format (see client/examples/); for "
           "create, the flags below given too override its fields");
-ABSL_FLAG(int64_t, dim, 0, "input dimension (required without --config)");
-ABSL_FLAG(std::string, kernel, "gaussian",
-          "gaussian exp(-gamma|x-x'|^2), laplacian exp(-gamma|x-x'|), linear <x,x'>+c, "
-          "polynomial (gamma<x,x'>+c)^degree, or heat (4 pi t)^(-d/2) exp(-|x-x'|^2/(4t))");
-ABSL_FLAG(double, gamma, 1.0, "gaussian, laplacian, polynomial: gamma > 0");
-ABSL_FLAG(double, c, 0.0, "linear, polynomial: c >= 0");
-ABSL_FLAG(int64_t, degree, 2, "polynomial: the degree, 1..64");
-ABSL_FLAG(double, t, 1.0, "heat: t > 0");
-ABSL_FLAG(std::string, loss, "squared",
-          "squared, hinge (labels -1/+1), epsilon_insensitive, logistic (labels -1/+1), "
-          "huber, or novelty (one-class; labels ignored)");
-ABSL_FLAG(double, rho, 1.0, "hinge, novelty: the margin (with --nu > 0, its start value)");
-ABSL_FLAG(double, epsilon, 0.1,
-          "epsilon_insensitive: the tube's half-width (with --nu > 0, its start value)");
-ABSL_FLAG(double, delta, 1.0, "huber: where the loss turns from quadratic to linear");
-ABSL_FLAG(double, nu, 0.0, "hinge, novelty, epsilon_insensitive: > 0 learns rho or epsilon");
-ABSL_FLAG(double, eta0, 0.1,
-          "the learning rate eta0 > 0 (eta0 * lambda < 1; <= 1 for INVERSE_SQRT, POWER)");
-ABSL_FLAG(std::string, schedule, "constant",
-          "constant (eta0), inverse_sqrt (eta0/sqrt(t)) or power (eta0 t^-theta)");
-ABSL_FLAG(double, theta, 0.5, "power schedule: the exponent, in (0, 1]");
-ABSL_FLAG(double, lambda, 0.0, "the regulariser >= 0: each step shrinks f by (1 - eta lambda)");
-ABSL_FLAG(
-    int64_t, max_terms, 1000,
-    "the budget: at most this many terms (okl_server requires one, up to its --max_terms)");
-ABSL_FLAG(std::string, policy, "oldest",
-          "which term the budget removes: oldest, smallest |alpha|, or merge (the smallest "
-          "into its best same-sign partner; gaussian kernel only)");
-ABSL_FLAG(double, drop_below, 0.0, "> 0: remove every term whose |alpha| falls below it");
-ABSL_FLAG(bool, offset, false, "learn an unregularised offset b");
-ABSL_FLAG(bool, averaged, false,
-          "predict with the averaged hypothesis: the mean of the last W to 2W hypotheses");
-ABSL_FLAG(int64_t, averaging_window, 0,
-          "the averaged hypothesis' block W in steps (0: max_terms; without a budget, every "
-          "step since the first)");
-ABSL_FLAG(int64_t, random_features, 0,
-          "> 0: learn on this many random Fourier features (even, at most 65536) instead of a "
-          "kernel expansion; gaussian or laplacian kernel, no budget");
-ABSL_FLAG(uint64_t, feature_seed, 0, "random features: the seed their frequencies come from");
-ABSL_FLAG(int64_t, max_nonzeros, 0,
-          "> 0: sparse storage: each term keeps its non-zeros, and every input may have at "
-          "most this many (dim may then be up to 16777216 on the wire)");
-ABSL_FLAG(int64_t, max_basis, 0,
-          "> 0: the kernel recursive least-squares tracker (KRLS-T) with a dictionary of at "
-          "most this many bases instead of NORMA; squared loss, no learning rate, lambda or "
-          "budget");
-ABSL_FLAG(double, noise_variance, 1e-3,
-          "KRLS tracker: the label noise's variance relative to the signal's, > 0 (small for "
-          "clean series, e.g. 1e-6)");
-ABSL_FLAG(double, forgetting, 1.0,
-          "KRLS tracker: back-off to the prior per step, in (0, 1] (1: a stationary target; "
-          "0.999: a memory of ~1,000 steps)");
-ABSL_FLAG(int64_t, regret_window, 0,
-          "track the regret over the last N examples (0: no; at most 8192; needs lambda > 0)");
-
 // --- Data in and out ----------------------------------------------------------------
 ABSL_FLAG(std::string, input, "",
           "the input file (- for stdin); observe and predict also take files as arguments");
@@ -195,37 +127,7 @@ namespace {
 
 using okl::cli::CommandLine;
 
-constexpr absl::string_view kConnectionFlags[] = {"server",   "timeout", "tls",   "tls_ca",
-                                                  "tls_cert", "tls_key", "token", "json"};
 constexpr absl::string_view kModelFlags[] = {"tenant", "model"};
-constexpr absl::string_view kConfigFlags[] = {"dim",
-                                              "kernel",
-                                              "gamma",
-                                              "c",
-                                              "degree",
-                                              "t",
-                                              "loss",
-                                              "rho",
-                                              "epsilon",
-                                              "delta",
-                                              "nu",
-                                              "eta0",
-                                              "schedule",
-                                              "theta",
-                                              "lambda",
-                                              "max_terms",
-                                              "policy",
-                                              "drop_below",
-                                              "offset",
-                                              "averaged",
-                                              "regret_window",
-                                              "averaging_window",
-                                              "random_features",
-                                              "feature_seed",
-                                              "max_nonzeros",
-                                              "max_basis",
-                                              "noise_variance",
-                                              "forgetting"};
 
 struct Command {
   absl::string_view name;
@@ -240,7 +142,9 @@ struct Command {
   std::vector<absl::string_view> AllFlags() const {
     std::vector<absl::string_view> all = flags;
     if (model_ref) all.insert(all.end(), std::begin(kModelFlags), std::end(kModelFlags));
-    if (remote) all.insert(all.end(), std::begin(kConnectionFlags), std::end(kConnectionFlags));
+    if (remote)
+      all.insert(all.end(), std::begin(okl::cli::kConnectionFlags),
+                 std::end(okl::cli::kConnectionFlags));
     return all;
   }
 };
@@ -279,7 +183,8 @@ std::string CommandHelp(const Command& command) {
     absl::StrAppend(&text, "\nmodel flags:\n", okl::cli::FormatFlagHelp(kModelFlags));
   }
   if (command.remote) {
-    absl::StrAppend(&text, "\nconnection flags:\n", okl::cli::FormatFlagHelp(kConnectionFlags));
+    absl::StrAppend(&text, "\nconnection flags:\n",
+                    okl::cli::FormatFlagHelp(okl::cli::kConnectionFlags));
   }
   return text;
 }
@@ -307,39 +212,12 @@ int CommandUsageError(const Command& command, absl::string_view message) {
   return 2;
 }
 
-std::string FromEnv(const char* name, absl::string_view fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? std::string(value) : std::string(fallback);
-}
-
 // --- Flags to options ---------------------------------------------------------------
 
-absl::StatusOr<okl::cli::ConnectionOptions> ConnectionFromFlags(
-    const CommandLine& line, absl::Duration default_timeout) {
-  okl::cli::ConnectionOptions options;
-  options.server = line.Given("server") ? absl::GetFlag(FLAGS_server)
-                                        : FromEnv("OKL_SERVER", "127.0.0.1:50051");
-  if (options.server.empty()) return absl::InvalidArgumentError("--server must not be empty");
-  options.timeout = line.Given("timeout") ? absl::GetFlag(FLAGS_timeout) : default_timeout;
-  if (options.timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("--timeout must be positive");
-  }
-  options.tls = absl::GetFlag(FLAGS_tls);
-  options.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);
-  options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
-  options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
-  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
-    return absl::InvalidArgumentError("--tls_cert and --tls_key go together");
-  }
-  options.token = line.Given("token") ? absl::GetFlag(FLAGS_token) : FromEnv("OKL_TOKEN", "");
-  return options;
-}
-
 std::string TenantFromFlags(const CommandLine& line) {
-  return line.Given("tenant") ? absl::GetFlag(FLAGS_tenant) : FromEnv("OKL_TENANT", "default");
+  return line.Given("tenant") ? absl::GetFlag(FLAGS_tenant)
+                              : okl::cli::EnvOr("OKL_TENANT", "default");
 }
-
-okl::cli::Output OutputFromFlags() { return {.json = absl::GetFlag(FLAGS_json)}; }
 
 // The connection and output every remote command starts with; a usage error or exit
 // code in *exit_code when it returns empty.
@@ -359,7 +237,7 @@ std::optional<Session> StartSession(const CommandLine& line, const Command& comm
     return std::nullopt;
   }
   Session session;
-  session.output = OutputFromFlags();
+  session.output = okl::cli::OutputFromFlags();
   if (command.model_ref) {
     session.id.tenant = TenantFromFlags(line);
     session.id.model = absl::GetFlag(FLAGS_model);
@@ -369,7 +247,7 @@ std::optional<Session> StartSession(const CommandLine& line, const Command& comm
     }
   }
   absl::StatusOr<okl::cli::ConnectionOptions> connection =
-      ConnectionFromFlags(line, default_timeout);
+      okl::cli::ConnectionFromFlags(line, default_timeout);
   if (!connection.ok()) {
     *exit_code = CommandUsageError(command, connection.status().message());
     return std::nullopt;
@@ -385,168 +263,6 @@ std::optional<Session> StartSession(const CommandLine& line, const Command& comm
 }
 
 int Finish(const absl::Status& status) { return status.ok() ? 0 : Fail(status); }
-
-// A --flag's value as one of an enum's names (the table beside the enum in core/config.h).
-template <typename Enum, size_t N>
-absl::StatusOr<Enum> ParseFlagName(absl::string_view flag, absl::string_view value,
-                                   const std::array<okl::EnumName<Enum>, N>& names) {
-  if (std::optional<Enum> parsed = okl::ParseName(names, value)) return *parsed;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--", flag, "=", value, ": expected ", okl::NameList(names)));
-}
-
-absl::StatusOr<uint32_t> NonNegative32(absl::string_view name, int64_t value) {
-  if (value < 0 || value > 0xffffffffLL) {
-    return absl::InvalidArgumentError(absl::StrCat("--", name, "=", value, " is out of range"));
-  }
-  return static_cast<uint32_t>(value);
-}
-
-// Sets the fields of *config from the config flags: every flag without a --config file,
-// else only those given (they override the file). Usage errors as InvalidArgument.
-absl::Status ApplyConfigFlags(const CommandLine& line, bool all, okl::ModelConfig* config) {
-  const auto use = [&](absl::string_view name) { return all || line.Given(name); };
-  if (use("dim")) {
-    absl::StatusOr<uint32_t> dim = NonNegative32("dim", absl::GetFlag(FLAGS_dim));
-    if (!dim.ok()) return dim.status();
-    config->dim = *dim;
-  }
-  if (use("kernel")) {
-    absl::StatusOr<okl::KernelType> kernel =
-        ParseFlagName("kernel", absl::GetFlag(FLAGS_kernel), okl::kKernelTypeNames);
-    if (!kernel.ok()) return kernel.status();
-    config->kernel.type = *kernel;
-  }
-  if (use("gamma")) config->kernel.gamma = absl::GetFlag(FLAGS_gamma);
-  if (use("c")) config->kernel.c = absl::GetFlag(FLAGS_c);
-  if (use("degree")) {
-    absl::StatusOr<uint32_t> degree = NonNegative32("degree", absl::GetFlag(FLAGS_degree));
-    if (!degree.ok()) return degree.status();
-    config->kernel.degree = *degree;
-  }
-  if (use("t")) config->kernel.t = absl::GetFlag(FLAGS_t);
-  if (use("loss")) {
-    absl::StatusOr<okl::LossType> loss =
-        ParseFlagName("loss", absl::GetFlag(FLAGS_loss), okl::kLossTypeNames);
-    if (!loss.ok()) return loss.status();
-    config->loss.type = *loss;
-  }
-  if (use("rho")) config->loss.rho = absl::GetFlag(FLAGS_rho);
-  if (use("epsilon")) config->loss.epsilon = absl::GetFlag(FLAGS_epsilon);
-  if (use("delta")) config->loss.delta = absl::GetFlag(FLAGS_delta);
-  if (use("nu")) config->loss.nu = absl::GetFlag(FLAGS_nu);
-  if (use("eta0")) config->learning_rate.eta0 = absl::GetFlag(FLAGS_eta0);
-  if (use("schedule")) {
-    absl::StatusOr<okl::Schedule> schedule =
-        ParseFlagName("schedule", absl::GetFlag(FLAGS_schedule), okl::kScheduleNames);
-    if (!schedule.ok()) return schedule.status();
-    config->learning_rate.schedule = *schedule;
-  }
-  if (use("theta")) config->learning_rate.theta = absl::GetFlag(FLAGS_theta);
-  if (use("lambda")) config->lambda = absl::GetFlag(FLAGS_lambda);
-  if (use("max_terms")) {
-    absl::StatusOr<uint32_t> max_terms =
-        NonNegative32("max_terms", absl::GetFlag(FLAGS_max_terms));
-    if (!max_terms.ok()) return max_terms.status();
-    config->budget.max_terms = *max_terms;
-  }
-  if (use("policy")) {
-    absl::StatusOr<okl::BudgetPolicy> policy =
-        ParseFlagName("policy", absl::GetFlag(FLAGS_policy), okl::kBudgetPolicyNames);
-    if (!policy.ok()) return policy.status();
-    config->budget.policy = *policy;
-  }
-  if (use("drop_below")) config->budget.drop_below = absl::GetFlag(FLAGS_drop_below);
-  if (use("offset")) config->offset = absl::GetFlag(FLAGS_offset);
-  if (use("averaged")) config->averaged = absl::GetFlag(FLAGS_averaged);
-  if (use("averaging_window")) {
-    absl::StatusOr<uint32_t> window =
-        NonNegative32("averaging_window", absl::GetFlag(FLAGS_averaging_window));
-    if (!window.ok()) return window.status();
-    config->averaging_window = *window;
-  }
-  if (use("random_features")) {
-    absl::StatusOr<uint32_t> features =
-        NonNegative32("random_features", absl::GetFlag(FLAGS_random_features));
-    if (!features.ok()) return features.status();
-    config->random_features.dimension = *features;
-    // A random-feature model takes no budget: --max_terms' default is for expansions.
-    if (*features > 0 && !line.Given("max_terms")) config->budget.max_terms = 0;
-  }
-  if (use("feature_seed")) config->random_features.seed = absl::GetFlag(FLAGS_feature_seed);
-  if (use("max_basis")) {
-    absl::StatusOr<uint32_t> max_basis =
-        NonNegative32("max_basis", absl::GetFlag(FLAGS_max_basis));
-    if (!max_basis.ok()) return max_basis.status();
-    config->krls_tracker.max_basis = *max_basis;
-    // A tracker takes no budget: --max_terms' default is for expansions.
-    if (*max_basis > 0 && !line.Given("max_terms")) config->budget.max_terms = 0;
-  }
-  // The tracker's other fields are read only with max_basis > 0 (else they must stay at
-  // their defaults, which ValidateConfig checks).
-  if (config->krls_tracker_kind()) {
-    if (use("noise_variance")) {
-      config->krls_tracker.noise_variance = absl::GetFlag(FLAGS_noise_variance);
-    }
-    if (use("forgetting")) config->krls_tracker.forgetting = absl::GetFlag(FLAGS_forgetting);
-  }
-  if (use("max_nonzeros")) {
-    absl::StatusOr<uint32_t> max_nonzeros =
-        NonNegative32("max_nonzeros", absl::GetFlag(FLAGS_max_nonzeros));
-    if (!max_nonzeros.ok()) return max_nonzeros.status();
-    config->sparse.max_nonzeros = *max_nonzeros;
-  }
-  if (use("regret_window")) {
-    absl::StatusOr<uint32_t> window =
-        NonNegative32("regret_window", absl::GetFlag(FLAGS_regret_window));
-    if (!window.ok()) return window.status();
-    config->regret_window = *window;
-  }
-
-  // A parameter the chosen kernel, loss or schedule does not read is a mistake to point out.
-  using okl::KernelType;
-  using okl::LossType;
-  const KernelType kernel = config->kernel.type;
-  const LossType loss = config->loss.type;
-  const struct {
-    absl::string_view flag;
-    bool applies;
-    absl::string_view owner;
-  } checks[] = {
-      {"gamma",
-       kernel == KernelType::kGaussian || kernel == KernelType::kLaplacian ||
-           kernel == KernelType::kPolynomial,
-       "kernel"},
-      {"c", kernel == KernelType::kLinear || kernel == KernelType::kPolynomial, "kernel"},
-      {"degree", kernel == KernelType::kPolynomial, "kernel"},
-      {"t", kernel == KernelType::kHeat, "kernel"},
-      {"rho", loss == LossType::kHinge || loss == LossType::kNovelty, "loss"},
-      {"epsilon", loss == LossType::kEpsilonInsensitive, "loss"},
-      {"delta", loss == LossType::kHuber, "loss"},
-      {"nu",
-       loss == LossType::kHinge || loss == LossType::kNovelty ||
-           loss == LossType::kEpsilonInsensitive,
-       "loss"},
-      {"theta", config->learning_rate.schedule == okl::Schedule::kPower, "schedule"},
-  };
-  for (const absl::string_view flag : {"noise_variance", "forgetting"}) {
-    if (line.Given(flag) && !config->krls_tracker_kind()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, " applies only to the KRLS tracker: give --max_basis too"));
-    }
-  }
-  for (const auto& check : checks) {
-    if (line.Given(check.flag) && !check.applies) {
-      const absl::string_view owner_name =
-          check.owner == "kernel" ? okl::KernelTypeName(kernel)
-          : check.owner == "loss" ? okl::LossTypeName(loss)
-                                  : okl::ScheduleName(config->learning_rate.schedule);
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--", check.flag, " does not apply to the ", owner_name, " ", check.owner));
-    }
-  }
-  return absl::OkStatus();
-}
 
 // --- Commands -----------------------------------------------------------------------
 
@@ -565,7 +281,7 @@ int RunCreate(const CommandLine& line, const Command& command) {
   } else if (!line.Given("dim")) {
     return CommandUsageError(command, "create needs --dim (or a --config file)");
   }
-  if (absl::Status applied = ApplyConfigFlags(line, config_path.empty(), &config);
+  if (absl::Status applied = okl::cli::ApplyConfigFlags(line, config_path.empty(), &config);
       !applied.ok()) {
     return CommandUsageError(command, applied.message());
   }
@@ -587,7 +303,7 @@ int RunList(const CommandLine& line, const Command& command) {
   std::optional<Session> session = StartSession(line, command, &exit_code);
   if (!session.has_value()) return exit_code;
   const std::string tenant =
-      line.Given("tenant") ? absl::GetFlag(FLAGS_tenant) : FromEnv("OKL_TENANT", "");
+      line.Given("tenant") ? absl::GetFlag(FLAGS_tenant) : okl::cli::EnvOr("OKL_TENANT", "");
   return Finish(okl::cli::RunList(*session->client, tenant, session->output));
 }
 
@@ -732,7 +448,7 @@ int RunMove(const CommandLine& line, const Command& command) {
     return CommandUsageError(command, "move takes --from and --to, not --server");
   }
   absl::StatusOr<okl::cli::ConnectionOptions> connection =
-      ConnectionFromFlags(line, absl::Minutes(10));
+      okl::cli::ConnectionFromFlags(line, absl::Minutes(10));
   if (!connection.ok()) return CommandUsageError(command, connection.status().message());
   connection->server = from;
   absl::StatusOr<okl::Client> source = okl::cli::Connect(*connection);
@@ -741,7 +457,7 @@ int RunMove(const CommandLine& line, const Command& command) {
   absl::StatusOr<okl::Client> target = okl::cli::Connect(*connection);
   if (!target.ok()) return Fail(target.status());
   return Finish(okl::cli::RunMove(*source, *target, TenantFromFlags(line), options,
-                                  OutputFromFlags()));
+                                  okl::cli::OutputFromFlags()));
 }
 
 int RunFence(const CommandLine& line, const Command& command) {
@@ -800,7 +516,7 @@ int RunReplay(const CommandLine& line, const Command& command) {
   options.embedding = static_cast<size_t>(embedding);
   absl::StatusOr<okl::cli::CurveOptions> curve = CurveFromFlags();
   if (!curve.ok()) return CommandUsageError(command, curve.status().message());
-  const okl::cli::Output output = OutputFromFlags();
+  const okl::cli::Output output = okl::cli::OutputFromFlags();
   if (output.json && options.output_path == "-") {
     return CommandUsageError(command, "--json and --output=- would share stdout");
   }
@@ -836,7 +552,7 @@ int RunToken(const CommandLine& line, const Command& command) {
   if (!grant.ok()) {
     return CommandUsageError(command, absl::StrCat("--tenants: ", grant.status().message()));
   }
-  return Finish(okl::cli::RunTokenNew(*grant, OutputFromFlags()));
+  return Finish(okl::cli::RunTokenNew(*grant, okl::cli::OutputFromFlags()));
 }
 
 const std::vector<Command>& Commands() {
@@ -854,7 +570,8 @@ const std::vector<Command>& Commands() {
        .flags =
            [] {
              std::vector<absl::string_view> flags = {"config"};
-             flags.insert(flags.end(), std::begin(kConfigFlags), std::end(kConfigFlags));
+             flags.insert(flags.end(), std::begin(okl::cli::kConfigFlags),
+                          std::end(okl::cli::kConfigFlags));
              return flags;
            }(),
        .run = RunCreate},

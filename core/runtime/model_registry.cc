@@ -32,6 +32,16 @@ absl::Status ValidateName(absl::string_view what, absl::string_view name) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<ModelKey> ModelKey::Make(absl::string_view tenant, absl::string_view model) {
+  OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
+  OKL_RETURN_IF_ERROR(ValidateName("model", model));
+  return ModelKey(tenant, model);
+}
+
+std::string ModelKey::Describe() const {
+  return absl::StrCat("model \"", model_, "\" of tenant \"", tenant_, "\"");
+}
+
 ModelEntry::ModelEntry(std::string tenant, std::string model, std::unique_ptr<Model> learner,
                        std::shared_ptr<ModelJournal> journal, RegretScheduler* regret_scheduler)
     : tenant_(std::move(tenant)),
@@ -182,18 +192,14 @@ void ModelEntry::MarkDeleted() {
 ModelRegistry::ModelRegistry(Options options) : options_(options) {}
 
 absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Create(
-    absl::string_view tenant, absl::string_view model, const ModelConfig& config,
-    std::shared_ptr<ModelJournal> journal) {
-  OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
-  OKL_RETURN_IF_ERROR(ValidateName("model", model));
+    const ModelKey& id, const ModelConfig& config, std::shared_ptr<ModelJournal> journal) {
   OKL_ASSIGN_OR_RETURN(std::unique_ptr<Model> learner, CreateModel(config));
-  Key key(tenant, model);
+  Key key(id.tenant(), id.model());
   auto entry = std::make_shared<ModelEntry>(key.first, key.second, std::move(learner),
                                             std::move(journal), options_.regret_scheduler);
   WriterLock lock(&mu_);
   if (models_.contains(key)) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("model \"", model, "\" of tenant \"", tenant, "\" already exists"));
+    return absl::AlreadyExistsError(absl::StrCat(id.Describe(), " already exists"));
   }
   if (models_.size() >= options_.max_models) {
     return absl::ResourceExhaustedError(
@@ -205,11 +211,8 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Create(
 }
 
 absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Put(
-    absl::string_view tenant, absl::string_view model, std::unique_ptr<Model> learner,
-    std::shared_ptr<ModelJournal> journal) {
-  OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
-  OKL_RETURN_IF_ERROR(ValidateName("model", model));
-  Key key(tenant, model);
+    const ModelKey& id, std::unique_ptr<Model> learner, std::shared_ptr<ModelJournal> journal) {
+  Key key(id.tenant(), id.model());
   auto entry = std::make_shared<ModelEntry>(key.first, key.second, std::move(learner),
                                             std::move(journal), options_.regret_scheduler);
   std::shared_ptr<ModelEntry> replaced;
@@ -234,24 +237,19 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Put(
   return entry;
 }
 
-absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Find(absl::string_view tenant,
-                                                                absl::string_view model) const {
-  OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
-  OKL_RETURN_IF_ERROR(ValidateName("model", model));
+absl::StatusOr<std::shared_ptr<ModelEntry>> ModelRegistry::Find(const ModelKey& id) const {
   ReaderLock lock(&mu_);
-  auto it = models_.find(Key(tenant, model));
-  if (it == models_.end()) return NotFound(tenant, model);
+  auto it = models_.find(Key(id.tenant(), id.model()));
+  if (it == models_.end()) return NotFound(id.tenant(), id.model());
   return it->second;
 }
 
-absl::Status ModelRegistry::Delete(absl::string_view tenant, absl::string_view model) {
-  OKL_RETURN_IF_ERROR(ValidateName("tenant", tenant));
-  OKL_RETURN_IF_ERROR(ValidateName("model", model));
+absl::Status ModelRegistry::Delete(const ModelKey& id) {
   std::shared_ptr<ModelEntry> entry;
   {
     WriterLock lock(&mu_);
-    auto it = models_.find(Key(tenant, model));
-    if (it == models_.end()) return NotFound(tenant, model);
+    auto it = models_.find(Key(id.tenant(), id.model()));
+    if (it == models_.end()) return NotFound(id.tenant(), id.model());
     entry = std::move(it->second);
     models_.erase(it);
   }

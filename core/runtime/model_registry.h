@@ -12,7 +12,8 @@
 //
 // Example:
 //   okl::ModelRegistry registry({.max_models = 1000});
-//   OKL_ASSIGN_OR_RETURN(auto entry, registry.Create("acme", "churn", config));
+//   OKL_ASSIGN_OR_RETURN(okl::ModelKey key, okl::ModelKey::Make("acme", "churn"));
+//   OKL_ASSIGN_OR_RETURN(auto entry, registry.Create(key, config));
 //   std::vector<okl::Observation> out;
 //   OKL_RETURN_IF_ERROR(entry->ObserveBatch(xs, ys, &out));
 #ifndef OKL_CORE_RUNTIME_MODEL_REGISTRY_H_
@@ -45,6 +46,34 @@ inline constexpr size_t kMaxNameLength = 64;
 // OK if `name` is 1-64 characters of [A-Za-z0-9._-]; else InvalidArgument naming `what`
 // ("tenant" or "model").
 absl::Status ValidateName(absl::string_view what, absl::string_view name);
+
+// A model's key: its tenant's name and its own within the tenant. Made only by Make,
+// which checks both names (ValidateName), so code holding a ModelKey never checks again:
+// a name is validated once, where it comes in (a request, a store key). The client
+// library's ModelId is the plain pair a caller fills in; the server makes a ModelKey of
+// it on arrival.
+class ModelKey {
+ public:
+  // InvalidArgument naming the bad name ("tenant" or "model").
+  static absl::StatusOr<ModelKey> Make(absl::string_view tenant, absl::string_view model);
+
+  const std::string& tenant() const { return tenant_; }
+  const std::string& model() const { return model_; }
+  // For messages: `model "churn" of tenant "acme"`.
+  std::string Describe() const;
+
+  friend bool operator==(const ModelKey& a, const ModelKey& b) {
+    return a.tenant_ == b.tenant_ && a.model_ == b.model_;
+  }
+  friend bool operator!=(const ModelKey& a, const ModelKey& b) { return !(a == b); }
+
+ private:
+  ModelKey(absl::string_view tenant, absl::string_view model)
+      : tenant_(tenant), model_(model) {}
+
+  std::string tenant_;
+  std::string model_;
+};
 
 // The write-ahead log of one model, as core sees it: whoever makes models durable (the
 // server's ModelStore) implements it, and ModelEntry calls it. Core never persists
@@ -197,27 +226,25 @@ class ModelRegistry {
   explicit ModelRegistry(Options options);
 
   // AlreadyExists if present, ResourceExhausted at max_models, InvalidArgument for a bad
-  // name or config. `journal` (may be null) becomes the new entry's: whoever makes
+  // config. `journal` (may be null) becomes the new entry's: whoever makes
   // models durable writes the model to its store first, with no registry lock held.
   absl::StatusOr<std::shared_ptr<ModelEntry>> Create(
-      absl::string_view tenant, absl::string_view model, const ModelConfig& config,
+      const ModelKey& id, const ModelConfig& config,
       std::shared_ptr<ModelJournal> journal = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Installs `learner` under (tenant, model), atomically replacing a model already there
+  // Installs `learner` under `id`, atomically replacing a model already there
   // (Restore), which is marked deleted. ResourceExhausted if it is new and the registry
   // is full.
   absl::StatusOr<std::shared_ptr<ModelEntry>> Put(
-      absl::string_view tenant, absl::string_view model, std::unique_ptr<Model> learner,
+      const ModelKey& id, std::unique_ptr<Model> learner,
       std::shared_ptr<ModelJournal> journal = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // NotFound if absent, InvalidArgument for a bad name.
-  absl::StatusOr<std::shared_ptr<ModelEntry>> Find(absl::string_view tenant,
-                                                   absl::string_view model) const
+  // NotFound if absent.
+  absl::StatusOr<std::shared_ptr<ModelEntry>> Find(const ModelKey& id) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Removes the model and marks its entry deleted. NotFound if absent.
-  absl::Status Delete(absl::string_view tenant, absl::string_view model)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Delete(const ModelKey& id) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The models of `tenant` (every tenant's if empty), sorted by (tenant, model).
   std::vector<std::shared_ptr<ModelEntry>> List(absl::string_view tenant) const

@@ -21,6 +21,7 @@
 #include "core/runtime/model_registry.h"
 #include "gtest/gtest.h"
 #include "tests/client/client_test_util.h"
+#include "tests/core/test_model_key.h"
 #include "tests/server/server_process.h"
 
 namespace okl::testing {
@@ -248,13 +249,14 @@ TEST(LocalModelTest, WrapsARegistryEntryAndPredictsWithAChosenHypothesis) {
   ModelRegistry registry({.max_models = 10});
   ModelConfig config = TestConfig();
   config.averaged = true;
-  absl::StatusOr<std::shared_ptr<ModelEntry>> entry = registry.Create("acme", "m", config);
+  absl::StatusOr<std::shared_ptr<ModelEntry>> entry =
+      registry.Create(TestKey("acme", "m"), config);
   ASSERT_TRUE(entry.ok());
   LocalModel model(*entry);
   EXPECT_EQ(model.id(), (ModelId{"acme", "m"}));
   const Data data = MakeData(200, kDim, /*seed=*/51);
   ASSERT_TRUE(model.Observe(data.xs, data.ys).ok());
-  absl::StatusOr<std::shared_ptr<ModelEntry>> found = registry.Find("acme", "m");
+  absl::StatusOr<std::shared_ptr<ModelEntry>> found = registry.Find(TestKey("acme", "m"));
   ASSERT_TRUE(found.ok());
   EXPECT_EQ((*found)->Summary()->stats.steps, 200u);
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/core/test_model_key.h"
 
 namespace okl {
 namespace {
@@ -41,14 +42,30 @@ TEST(ValidateNameTest, RejectsEmptyLongAndForeignCharacters) {
   }
 }
 
+TEST(ModelKeyTest, MakeChecksBothNames) {
+  absl::StatusOr<ModelKey> id = ModelKey::Make("acme", "churn");
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(id->tenant(), "acme");
+  EXPECT_EQ(id->model(), "churn");
+  EXPECT_EQ(id->Describe(), "model \"churn\" of tenant \"acme\"");
+  EXPECT_EQ(*id, TestKey("acme", "churn"));
+  EXPECT_NE(*id, TestKey("acme", "churn2"));
+  absl::Status bad_model = ModelKey::Make("t", "bad name").status();
+  EXPECT_EQ(bad_model.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad_model.message(), HasSubstr("model name \"bad name\""));
+  absl::Status bad_tenant = ModelKey::Make("", "m").status();
+  EXPECT_EQ(bad_tenant.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad_tenant.message(), HasSubstr("tenant name"));
+}
+
 TEST(ModelRegistryTest, CreateFindListDelete) {
   ModelRegistry registry({.max_models = 10});
-  ASSERT_TRUE(registry.Create("t1", "b", SmallConfig()).ok());
-  ASSERT_TRUE(registry.Create("t1", "a", SmallConfig()).ok());
-  ASSERT_TRUE(registry.Create("t2", "a", SmallConfig()).ok());
+  ASSERT_TRUE(registry.Create(TestKey("t1", "b"), SmallConfig()).ok());
+  ASSERT_TRUE(registry.Create(TestKey("t1", "a"), SmallConfig()).ok());
+  ASSERT_TRUE(registry.Create(TestKey("t2", "a"), SmallConfig()).ok());
   EXPECT_EQ(registry.size(), 3u);
 
-  absl::StatusOr<std::shared_ptr<ModelEntry>> found = registry.Find("t1", "b");
+  absl::StatusOr<std::shared_ptr<ModelEntry>> found = registry.Find(TestKey("t1", "b"));
   ASSERT_TRUE(found.ok());
   EXPECT_EQ((*found)->model(), "b");
 
@@ -58,33 +75,31 @@ TEST(ModelRegistryTest, CreateFindListDelete) {
   EXPECT_EQ(t1[1]->model(), "b");
   EXPECT_EQ(registry.List("").size(), 3u);
 
-  ASSERT_TRUE(registry.Delete("t1", "a").ok());
-  EXPECT_EQ(registry.Find("t1", "a").status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(registry.Delete("t1", "a").code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(registry.Delete(TestKey("t1", "a")).ok());
+  EXPECT_EQ(registry.Find(TestKey("t1", "a")).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(registry.Delete(TestKey("t1", "a")).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(registry.size(), 2u);
 }
 
-TEST(ModelRegistryTest, CreateRejectsDuplicatesFullRegistryBadNamesAndConfigs) {
+TEST(ModelRegistryTest, CreateRejectsDuplicatesFullRegistryAndBadConfigs) {
   ModelRegistry registry({.max_models = 1});
-  ASSERT_TRUE(registry.Create("t", "m", SmallConfig()).ok());
-  EXPECT_EQ(registry.Create("t", "m", SmallConfig()).status().code(),
+  ASSERT_TRUE(registry.Create(TestKey("t", "m"), SmallConfig()).ok());
+  EXPECT_EQ(registry.Create(TestKey("t", "m"), SmallConfig()).status().code(),
             absl::StatusCode::kAlreadyExists);
-  absl::Status full = registry.Create("t", "other", SmallConfig()).status();
+  absl::Status full = registry.Create(TestKey("t", "other"), SmallConfig()).status();
   EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(full.message(), HasSubstr("max_models"));
-  EXPECT_EQ(registry.Create("t", "bad name", SmallConfig()).status().code(),
-            absl::StatusCode::kInvalidArgument);
   ModelConfig bad = SmallConfig();
   bad.kernel.gamma = -1;
-  ASSERT_TRUE(registry.Delete("t", "m").ok());
-  EXPECT_EQ(registry.Create("t", "m", bad).status().code(),
+  ASSERT_TRUE(registry.Delete(TestKey("t", "m")).ok());
+  EXPECT_EQ(registry.Create(TestKey("t", "m"), bad).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(registry.size(), 0u);
 }
 
 TEST(ModelRegistryTest, EntryObservesAndPredictsLikeThePlainModel) {
   ModelRegistry registry({});
-  auto entry = registry.Create("t", "m", SmallConfig());
+  auto entry = registry.Create(TestKey("t", "m"), SmallConfig());
   ASSERT_TRUE(entry.ok());
   auto plain = CreateModel(SmallConfig());
   ASSERT_TRUE(plain.ok());
@@ -111,10 +126,10 @@ TEST(ModelRegistryTest, EntryObservesAndPredictsLikeThePlainModel) {
 
 TEST(ModelRegistryTest, DeletedEntryRefusesWorkHeldByInFlightRequests) {
   ModelRegistry registry({});
-  auto entry = registry.Create("t", "m", SmallConfig());
+  auto entry = registry.Create(TestKey("t", "m"), SmallConfig());
   ASSERT_TRUE(entry.ok());
   std::shared_ptr<ModelEntry> held = *entry;  // as a request in flight holds it
-  ASSERT_TRUE(registry.Delete("t", "m").ok());
+  ASSERT_TRUE(registry.Delete(TestKey("t", "m")).ok());
   std::vector<Observation> out;
   EXPECT_EQ(held->ObserveBatch({0.0, 0.0}, {1.0}, &out).code(),
             absl::StatusCode::kNotFound);
@@ -126,21 +141,22 @@ TEST(ModelRegistryTest, DeletedEntryRefusesWorkHeldByInFlightRequests) {
 
 TEST(ModelRegistryTest, PutReplacesAtomicallyAndRetiresTheOldEntry) {
   ModelRegistry registry({.max_models = 1});
-  auto old_entry = registry.Create("t", "m", SmallConfig());
+  auto old_entry = registry.Create(TestKey("t", "m"), SmallConfig());
   ASSERT_TRUE(old_entry.ok());
   std::vector<Observation> out;
   ASSERT_TRUE((*old_entry)->ObserveBatch({0.5, 0.5}, {1.0}, &out).ok());
 
   auto fresh = CreateModel(SmallConfig());
   ASSERT_TRUE(fresh.ok());
-  auto put = registry.Put("t", "m", std::move(*fresh));  // replacing needs no free slot
+  auto put =
+      registry.Put(TestKey("t", "m"), std::move(*fresh));  // replacing needs no free slot
   ASSERT_TRUE(put.ok());
-  EXPECT_EQ((*registry.Find("t", "m"))->Summary()->stats.steps, 0u);
+  EXPECT_EQ((*registry.Find(TestKey("t", "m")))->Summary()->stats.steps, 0u);
   EXPECT_EQ((*old_entry)->Summary().status().code(), absl::StatusCode::kNotFound);
 
   auto another = CreateModel(SmallConfig());
   ASSERT_TRUE(another.ok());
-  EXPECT_EQ(registry.Put("t", "n", std::move(*another)).status().code(),
+  EXPECT_EQ(registry.Put(TestKey("t", "n"), std::move(*another)).status().code(),
             absl::StatusCode::kResourceExhausted);
 }
 
@@ -149,7 +165,7 @@ TEST(ModelRegistryTest, PutReplacesAtomicallyAndRetiresTheOldEntry) {
 // model saw exactly the examples acknowledged to its writers.
 TEST(ModelRegistryTest, ConcurrentObservePredictCreateDelete) {
   ModelRegistry registry({.max_models = 100});
-  ASSERT_TRUE(registry.Create("t", "shared", SmallConfig()).ok());
+  ASSERT_TRUE(registry.Create(TestKey("t", "shared"), SmallConfig()).ok());
   constexpr int kWriters = 4;
   constexpr int kReaders = 4;
   constexpr int kStepsPerWriter = 300;
@@ -160,17 +176,17 @@ TEST(ModelRegistryTest, ConcurrentObservePredictCreateDelete) {
   for (int w = 0; w < kWriters; ++w) {
     threads.emplace_back([&, w] {
       const std::string own = absl::StrCat("own", w);
-      if (!registry.Create("t", own, SmallConfig()).ok()) failed = true;
+      if (!registry.Create(TestKey("t", own), SmallConfig()).ok()) failed = true;
       for (int i = 0; i < kStepsPerWriter; ++i) {
         const std::vector<double> x = {0.01 * i, -0.02 * w};
         std::vector<Observation> out;
-        auto shared = registry.Find("t", "shared");
+        auto shared = registry.Find(TestKey("t", "shared"));
         if (!shared.ok() || !(*shared)->ObserveBatch(x, {0.5}, &out).ok()) {
           failed = true;
         } else {
           ++acknowledged;
         }
-        auto mine = registry.Find("t", own);
+        auto mine = registry.Find(TestKey("t", own));
         if (!mine.ok() || !(*mine)->ObserveBatch(x, {-0.5}, &out).ok()) failed = true;
       }
     });
@@ -179,7 +195,7 @@ TEST(ModelRegistryTest, ConcurrentObservePredictCreateDelete) {
     threads.emplace_back([&] {
       std::vector<double> p(1);
       for (int i = 0; i < 2 * kStepsPerWriter; ++i) {
-        auto shared = registry.Find("t", "shared");
+        auto shared = registry.Find(TestKey("t", "shared"));
         if (!shared.ok() || !(*shared)->PredictBatch({0.1, 0.1}, absl::MakeSpan(p)).ok()) {
           failed = true;
         }
@@ -189,23 +205,23 @@ TEST(ModelRegistryTest, ConcurrentObservePredictCreateDelete) {
   threads.emplace_back([&] {  // churn: create and delete short-lived models
     for (int i = 0; i < 200; ++i) {
       const std::string name = absl::StrCat("temp", i % 5);
-      (void)registry.Create("t", name, SmallConfig());
-      if (auto e = registry.Find("t", name); e.ok()) {
+      (void)registry.Create(TestKey("t", name), SmallConfig());
+      if (auto e = registry.Find(TestKey("t", name)); e.ok()) {
         std::vector<Observation> out;
         (void)(*e)->ObserveBatch({0.0, 0.0}, {1.0}, &out);  // may race with Delete
       }
-      (void)registry.Delete("t", name);
+      (void)registry.Delete(TestKey("t", name));
     }
   });
   for (std::thread& t : threads) t.join();
 
   EXPECT_FALSE(failed);
-  auto shared = registry.Find("t", "shared");
+  auto shared = registry.Find(TestKey("t", "shared"));
   ASSERT_TRUE(shared.ok());
   EXPECT_EQ((*shared)->Summary()->stats.steps, static_cast<uint64_t>(acknowledged.load()));
   EXPECT_EQ(acknowledged.load(), kWriters * kStepsPerWriter);
   for (int w = 0; w < kWriters; ++w) {
-    auto own = registry.Find("t", absl::StrCat("own", w));
+    auto own = registry.Find(TestKey("t", absl::StrCat("own", w)));
     ASSERT_TRUE(own.ok());
     EXPECT_EQ((*own)->Summary()->stats.steps, static_cast<uint64_t>(kStepsPerWriter));
   }

@@ -21,6 +21,7 @@
 #include "core/runtime/model_registry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/core/test_model_key.h"
 
 namespace okl {
 namespace {
@@ -161,7 +162,7 @@ std::optional<RegretResult> PublishedRegret(const ModelEntry& entry) {
 TEST(RegretSchedulerTest, ComputesAfterTheFirstBatchAndThenEveryKSteps) {
   RegretScheduler scheduler({.threads = 1, .every_steps = 10});
   ModelRegistry registry({.max_models = 4, .regret_scheduler = &scheduler});
-  std::shared_ptr<ModelEntry> entry = *registry.Create("t", "m", WindowConfig(8));
+  std::shared_ptr<ModelEntry> entry = *registry.Create(TestKey("t", "m"), WindowConfig(8));
   EXPECT_FALSE(PublishedRegret(*entry).has_value());
 
   ObserveRange(*entry, 1, 5);  // first batch: due
@@ -192,7 +193,7 @@ TEST(RegretSchedulerTest, ComputesAfterTheFirstBatchAndThenEveryKSteps) {
 TEST(RegretSchedulerTest, ModelsWithoutAWindowAreNeverScheduled) {
   RegretScheduler scheduler({.threads = 1, .every_steps = 1});
   ModelRegistry registry({.max_models = 4, .regret_scheduler = &scheduler});
-  std::shared_ptr<ModelEntry> entry = *registry.Create("t", "m", WindowConfig(0));
+  std::shared_ptr<ModelEntry> entry = *registry.Create(TestKey("t", "m"), WindowConfig(0));
   ObserveRange(*entry, 1, 5);
   scheduler.WaitIdle();
   EXPECT_EQ(scheduler.stats().computations, 0u);
@@ -207,7 +208,7 @@ TEST(RegretSchedulerTest, ARestoredModelIsComputedWithoutWaitingForABatch) {
   ModelRegistry registry({.max_models = 4, .regret_scheduler = &scheduler});
   std::unique_ptr<NormaModel> model = *NormaModel::Create(WindowConfig(6));
   for (int t = 1; t <= 9; ++t) ASSERT_TRUE(model->Observe(X(t), Y(t)).ok());
-  std::shared_ptr<ModelEntry> entry = *registry.Put("t", "m", std::move(model));
+  std::shared_ptr<ModelEntry> entry = *registry.Put(TestKey("t", "m"), std::move(model));
   scheduler.WaitIdle();
   std::optional<RegretResult> published = PublishedRegret(*entry);
   ASSERT_TRUE(published.has_value());
@@ -218,10 +219,10 @@ TEST(RegretSchedulerTest, ARestoredModelIsComputedWithoutWaitingForABatch) {
 TEST(RegretSchedulerTest, ADeletedModelFailsQuietly) {
   RegretScheduler scheduler({.threads = 1, .every_steps = 1});
   ModelRegistry registry({.max_models = 4, .regret_scheduler = &scheduler});
-  std::shared_ptr<ModelEntry> entry = *registry.Create("t", "m", WindowConfig(6));
+  std::shared_ptr<ModelEntry> entry = *registry.Create(TestKey("t", "m"), WindowConfig(6));
   ObserveRange(*entry, 1, 3);
   scheduler.WaitIdle();
-  ASSERT_TRUE(registry.Delete("t", "m").ok());
+  ASSERT_TRUE(registry.Delete(TestKey("t", "m")).ok());
   EXPECT_EQ(entry->ComputeRegret().code(), absl::StatusCode::kNotFound);
   scheduler.Schedule(entry);
   scheduler.WaitIdle();
@@ -240,7 +241,7 @@ TEST(RegretSchedulerTest, StopsWithWorkQueued) {
   std::vector<std::shared_ptr<ModelEntry>> entries;
   constexpr int kModels = 8;
   for (int i = 0; i < kModels; ++i) {
-    entries.push_back(*registry.Create("t", absl::StrCat("m", i), WindowConfig(2048)));
+    entries.push_back(*registry.Create(TestKey("t", absl::StrCat("m", i)), WindowConfig(2048)));
     ObserveRange(*entries.back(), 1, 2048);
   }
   ASSERT_GT(scheduler->stats().queued, 0u);
@@ -261,7 +262,7 @@ TEST(RegretSchedulerTest, ConcurrentBatchesPredictsDeletesAndRestores) {
   RegretScheduler scheduler({.threads = 2, .every_steps = 3});
   ModelRegistry registry({.max_models = 8, .regret_scheduler = &scheduler});
   for (const char* name : {"a", "b"}) {
-    ASSERT_TRUE(registry.Create("t", name, WindowConfig(16)).ok());
+    ASSERT_TRUE(registry.Create(TestKey("t", name), WindowConfig(16)).ok());
   }
   std::atomic<bool> stop{false};
   std::vector<std::thread> threads;
@@ -269,7 +270,7 @@ TEST(RegretSchedulerTest, ConcurrentBatchesPredictsDeletesAndRestores) {
     threads.emplace_back([&, w] {
       for (int round = 0; round < 60 && !stop; ++round) {
         absl::StatusOr<std::shared_ptr<ModelEntry>> entry =
-            registry.Find("t", (round + w) % 2 ? "a" : "b");
+            registry.Find(TestKey("t", (round + w) % 2 ? "a" : "b"));
         if (!entry.ok()) continue;
         std::vector<double> xs, ys;
         for (int k = 0; k < 4; ++k) {
@@ -291,13 +292,13 @@ TEST(RegretSchedulerTest, ConcurrentBatchesPredictsDeletesAndRestores) {
   }
   threads.emplace_back([&] {
     for (int round = 0; round < 20; ++round) {
-      absl::StatusOr<std::shared_ptr<ModelEntry>> entry = registry.Find("t", "a");
+      absl::StatusOr<std::shared_ptr<ModelEntry>> entry = registry.Find(TestKey("t", "a"));
       if (entry.ok()) {
         absl::StatusOr<ModelState> state = (*entry)->ExportState();
-        if (state.ok()) (void)registry.Put("t", "a", *NormaModel::FromState(*state));
+        if (state.ok()) (void)registry.Put(TestKey("t", "a"), *NormaModel::FromState(*state));
       }
-      (void)registry.Delete("t", "b");
-      (void)registry.Create("t", "b", WindowConfig(16));
+      (void)registry.Delete(TestKey("t", "b"));
+      (void)registry.Create(TestKey("t", "b"), WindowConfig(16));
     }
   });
   for (std::thread& thread : threads) thread.join();

@@ -262,5 +262,45 @@ TEST(BoundedRequestTest, SparseFormKeepsTheNonZerosAndIsBoundedByThem) {
   EXPECT_THAT(status.message(), HasSubstr("examples[2].x"));
 }
 
+TEST(DecodedRequestTest, DecodesForTheModelsLayoutAndSaysWhenAnotherNeedsItAgain) {
+  v1::ObserveRequest observe;
+  auto* example = observe.add_examples();
+  *example->mutable_x() = Sparse({1}, {2.5});
+  example->set_y(-1);
+  ModelConfig dense3;
+  dense3.dim = 3;
+  DecodedRequest decoded;
+  EXPECT_FALSE(decoded.Fits(dense3));  // nothing decoded yet
+  ASSERT_TRUE(decoded.Decode(observe, dense3, SIZE_MAX).ok());
+  EXPECT_TRUE(decoded.Fits(dense3));
+  EXPECT_FALSE(decoded.inputs().sparse());
+  EXPECT_THAT(decoded.inputs().DenseRow(0), ::testing::ElementsAre(0, 2.5, 0));
+  EXPECT_THAT(decoded.ys(), ::testing::ElementsAre(-1));
+
+  // A model of another dim, or with sparse storage, is another layout.
+  ModelConfig dense4 = dense3;
+  dense4.dim = 4;
+  EXPECT_FALSE(decoded.Fits(dense4));
+  ModelConfig sparse3 = dense3;
+  sparse3.sparse.max_nonzeros = 2;
+  EXPECT_FALSE(decoded.Fits(sparse3));
+  ASSERT_TRUE(decoded.Decode(observe, sparse3, SIZE_MAX).ok());
+  EXPECT_TRUE(decoded.Fits(sparse3));
+  ASSERT_TRUE(decoded.inputs().sparse());
+  EXPECT_EQ(decoded.inputs().size(), 1u);
+  EXPECT_THAT(decoded.ys(), ::testing::ElementsAre(-1));
+
+  // A Predict has no labels; a failed decode fits nothing.
+  v1::PredictRequest predict;
+  *predict.add_inputs() = Dense({1, 2, 3});
+  ASSERT_TRUE(decoded.Decode(predict, dense3, SIZE_MAX).ok());
+  EXPECT_THAT(decoded.inputs().DenseRow(0), ::testing::ElementsAre(1, 2, 3));
+  EXPECT_TRUE(decoded.ys().empty());
+  EXPECT_EQ(decoded.Decode(predict, dense4, SIZE_MAX).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(decoded.Fits(dense4));
+  EXPECT_FALSE(decoded.Fits(dense3));
+}
+
 }  // namespace
 }  // namespace okl

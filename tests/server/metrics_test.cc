@@ -53,6 +53,7 @@
 #include "server/health_service.h"
 #include "server/model_host.h"
 #include "server/service.h"
+#include "tests/core/test_model_key.h"
 #include "tests/server/e2e_test_util.h"
 #include "tests/server/server_process.h"
 
@@ -202,7 +203,8 @@ void Feed(ModelEntry& entry, size_t n, uint32_t seed) {
 std::shared_ptr<ModelEntry> AddModel(ModelRegistry& registry, absl::string_view tenant,
                                      absl::string_view model, const ModelConfig& config,
                                      size_t examples, uint32_t seed) {
-  absl::StatusOr<std::shared_ptr<ModelEntry>> entry = registry.Create(tenant, model, config);
+  absl::StatusOr<std::shared_ptr<ModelEntry>> entry =
+      registry.Create(TestKey(tenant, model), config);
   EXPECT_TRUE(entry.ok()) << entry.status();
   if (!entry.ok()) return nullptr;
   if (examples > 0) Feed(**entry, examples, seed);
@@ -506,7 +508,7 @@ TEST(ServerMetricsTest, DeletedModelsSeriesVanish) {
   EXPECT_THAT(before.KeysContaining("model=\"gone\""), Not(IsEmpty()));
   EXPECT_EQ(before.Value("okl_models"), 2);
 
-  ASSERT_TRUE(registry.Delete("acme", "gone").ok());
+  ASSERT_TRUE(registry.Delete(TestKey("acme", "gone")).ok());
   const Exposition after = Parse(metrics.Scrape());
   EXPECT_THAT(after.KeysContaining("model=\"gone\""), IsEmpty());
   EXPECT_THAT(after.KeysContaining("model=\"kept\""), Not(IsEmpty()));
@@ -721,7 +723,7 @@ TEST(ServerMetricsRpcTest, ReadsThatWouldWaitForAWriterAreOffloadedAndSeeItsBatc
   ASSERT_TRUE(learner.ok()) << learner.status();
   auto journal = std::make_shared<BlockingJournal>();
   absl::StatusOr<std::shared_ptr<ModelEntry>> entry =
-      host.registry().Put("t", "busy", *std::move(learner), journal);
+      host.registry().Put(TestKey("t", "busy"), *std::move(learner), journal);
   ASSERT_TRUE(entry.ok()) << entry.status();
   EXPECT_FALSE((*entry)->writing());
 

@@ -25,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "proto/convert.h"
 #include "server/quotas.h"
+#include "tests/core/test_model_key.h"
 #include "tests/server/fault_file_system.h"
 
 namespace okl {
@@ -93,33 +94,33 @@ TEST_F(ModelHostTest, CreateReplaceDeleteAreDurableAndVisible) {
   std::vector<double> replaced_predictions;
   {
     auto host = OpenHost();
-    auto a = host->Create("acme", "a", SmallConfig());
+    auto a = host->Create(TestKey("acme", "a"), SmallConfig());
     ASSERT_TRUE(a.ok()) << a.status();
     Feed(**a, 20, 1);
-    auto b = host->Create("acme", "b", SmallConfig());
+    auto b = host->Create(TestKey("acme", "b"), SmallConfig());
     ASSERT_TRUE(b.ok()) << b.status();
-    EXPECT_EQ(host->Create("acme", "a", SmallConfig()).status().code(),
+    EXPECT_EQ(host->Create(TestKey("acme", "a"), SmallConfig()).status().code(),
               absl::StatusCode::kAlreadyExists);
     // Replace b with a's state: b now predicts as a does.
     absl::StatusOr<ModelState> state = (*a)->ExportState();
     ASSERT_TRUE(state.ok());
-    auto reservation = host->Reserve("acme", "b", state->config);
+    auto reservation = host->Reserve(TestKey("acme", "b"), state->config);
     ASSERT_TRUE(reservation.ok()) << reservation.status();
-    auto b2 = host->Replace("acme", "b", *state, *std::move(reservation));
+    auto b2 = host->Replace(TestKey("acme", "b"), *state, *std::move(reservation));
     ASSERT_TRUE(b2.ok()) << b2.status();
     EXPECT_EQ(PredictAt(**b2), PredictAt(**a));
     replaced_predictions = PredictAt(**b2);
     // The old entry refuses work: requests that found it look again.
     EXPECT_EQ((*b)->Summary().status().code(), absl::StatusCode::kNotFound);
-    ASSERT_TRUE(host->Create("other", "c", SmallConfig()).ok());
-    ASSERT_TRUE(host->Delete("other", "c").ok());
-    EXPECT_EQ(host->Delete("other", "c").code(), absl::StatusCode::kNotFound);
+    ASSERT_TRUE(host->Create(TestKey("other", "c"), SmallConfig()).ok());
+    ASSERT_TRUE(host->Delete(TestKey("other", "c")).ok());
+    EXPECT_EQ(host->Delete(TestKey("other", "c")).code(), absl::StatusCode::kNotFound);
     EXPECT_EQ(host->CheckpointModels(/*all=*/true), 1u);  // a has a log; b a checkpoint
   }
   auto host = OpenHost();
   EXPECT_EQ(host->List("").size(), 2u);
-  EXPECT_EQ(host->Find("other", "c").status().code(), absl::StatusCode::kNotFound);
-  auto b = host->Find("acme", "b");
+  EXPECT_EQ(host->Find(TestKey("other", "c")).status().code(), absl::StatusCode::kNotFound);
+  auto b = host->Find(TestKey("acme", "b"));
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(PredictAt(**b), replaced_predictions);
   // Restored models count against the quotas.
@@ -130,16 +131,16 @@ TEST_F(ModelHostTest, CreateReplaceDeleteAreDurableAndVisible) {
 
 TEST_F(ModelHostTest, WithModelRetriesOnTheEntryThatReplacedTheOneFound) {
   auto host = OpenHost();
-  auto first = host->Create("t", "m", SmallConfig());
+  auto first = host->Create(TestKey("t", "m"), SmallConfig());
   ASSERT_TRUE(first.ok());
   std::shared_ptr<ModelEntry> cached = *first;  // a stream found it earlier
   absl::StatusOr<ModelState> state = (*first)->ExportState();
-  auto reservation = host->Reserve("t", "m", state->config);
+  auto reservation = host->Reserve(TestKey("t", "m"), state->config);
   ASSERT_TRUE(reservation.ok());
-  auto second = host->Replace("t", "m", *state, *std::move(reservation));
+  auto second = host->Replace(TestKey("t", "m"), *state, *std::move(reservation));
   ASSERT_TRUE(second.ok());
   std::vector<const ModelEntry*> ran_on;
-  absl::Status status = host->WithModel("t", "m", &cached, [&](ModelEntry& entry) {
+  absl::Status status = host->WithModel(TestKey("t", "m"), &cached, [&](ModelEntry& entry) {
     ran_on.push_back(&entry);
     return entry.Summary().status();
   });
@@ -149,9 +150,9 @@ TEST_F(ModelHostTest, WithModelRetriesOnTheEntryThatReplacedTheOneFound) {
   EXPECT_EQ(ran_on[1], second->get());
   EXPECT_EQ(cached, *second);
   // A deleted model: NotFound after one more look.
-  ASSERT_TRUE(host->Delete("t", "m").ok());
+  ASSERT_TRUE(host->Delete(TestKey("t", "m")).ok());
   int runs = 0;
-  status = host->WithModel("t", "m", &cached, [&](ModelEntry& entry) {
+  status = host->WithModel(TestKey("t", "m"), &cached, [&](ModelEntry& entry) {
     ++runs;
     return entry.Summary().status();
   });
@@ -163,12 +164,14 @@ TEST_F(ModelHostTest, CheckConfigNamesTheLimit) {
   auto host = OpenHost();
   ModelConfig config = SmallConfig();
   config.dim = 2048;
-  EXPECT_THAT(host->Create("t", "m", config).status().message(), HasSubstr("--max_dim"));
+  EXPECT_THAT(host->Create(TestKey("t", "m"), config).status().message(),
+              HasSubstr("--max_dim"));
   config = SmallConfig(0);
-  EXPECT_THAT(host->Create("t", "m", config).status().message(),
+  EXPECT_THAT(host->Create(TestKey("t", "m"), config).status().message(),
               AllOf(HasSubstr("unbounded"), HasSubstr("--max_terms")));
   config = SmallConfig(200000);
-  EXPECT_THAT(host->Create("t", "m", config).status().message(), HasSubstr("--max_terms"));
+  EXPECT_THAT(host->Create(TestKey("t", "m"), config).status().message(),
+              HasSubstr("--max_terms"));
   EXPECT_TRUE(host->List("").empty());
 }
 
@@ -179,7 +182,7 @@ TEST_F(ModelHostTest, ConfigsThatCouldOutgrowTheSnapshotLimitAreRefused) {
   ASSERT_TRUE(host.Open().ok());
   ModelConfig config = SmallConfig(4100);
   config.dim = 65536;
-  const absl::Status status = host.Create("t", "m", config).status();
+  const absl::Status status = host.Create(TestKey("t", "m"), config).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   // 2^31 - 1 bytes over 65537 doubles + 10 bytes per term, less the fixed part.
   EXPECT_THAT(status.message(), AllOf(HasSubstr("snapshot size limit"),
@@ -192,22 +195,22 @@ TEST_F(ModelHostTest, QuotasAreReservedAtCreateAndReleasedAtDelete) {
   const uint64_t bytes = WorstCaseMemoryBytes(SmallConfig());
   auto host = OpenHost({.max_models = 10, .max_models_per_tenant = 2,
                         .max_bytes_per_tenant = 3 * bytes});
-  ASSERT_TRUE(host->Create("a", "1", SmallConfig()).ok());
-  ASSERT_TRUE(host->Create("a", "2", SmallConfig()).ok());
-  absl::Status status = host->Create("a", "3", SmallConfig()).status();
+  ASSERT_TRUE(host->Create(TestKey("a", "1"), SmallConfig()).ok());
+  ASSERT_TRUE(host->Create(TestKey("a", "2"), SmallConfig()).ok());
+  absl::Status status = host->Create(TestKey("a", "3"), SmallConfig()).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(status.message(), AllOf(HasSubstr("--max_models_per_tenant=2"),
                                       HasSubstr("holds 2 models")));
-  EXPECT_EQ(host->Find("a", "3").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(host->Find(TestKey("a", "3")).status().code(), absl::StatusCode::kNotFound);
   // Another tenant is not affected.
-  ASSERT_TRUE(host->Create("b", "1", SmallConfig()).ok());
+  ASSERT_TRUE(host->Create(TestKey("b", "1"), SmallConfig()).ok());
   // A bigger model goes over the tenant's bytes.
   ModelConfig big = SmallConfig(200);
-  ASSERT_TRUE(host->Delete("a", "2").ok());
-  status = host->Create("a", "2", big).status();
+  ASSERT_TRUE(host->Delete(TestKey("a", "2")).ok());
+  status = host->Create(TestKey("a", "2"), big).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(status.message(), HasSubstr("--max_bytes_per_tenant"));
-  ASSERT_TRUE(host->Create("a", "2", SmallConfig()).ok());
+  ASSERT_TRUE(host->Create(TestKey("a", "2"), SmallConfig()).ok());
   const ResourceQuotas::Usage usage = host->quotas().usage();
   EXPECT_EQ(usage.models, 3u);
   EXPECT_EQ(usage.bytes, 3 * bytes);
@@ -219,30 +222,30 @@ TEST_F(ModelHostTest, ReplaceSwapsTheReservationOfTheModelItReplaces) {
   const uint64_t small = WorstCaseMemoryBytes(SmallConfig(32));
   const uint64_t large = WorstCaseMemoryBytes(SmallConfig(64));
   auto host = OpenHost({.max_models = 1});
-  auto entry = host->Create("a", "m", SmallConfig(32));
+  auto entry = host->Create(TestKey("a", "m"), SmallConfig(32));
   ASSERT_TRUE(entry.ok());
   auto donor = CreateModel(SmallConfig(64));
   ASSERT_TRUE(donor.ok());
   const ModelState state = (*donor)->ExportState();
   // Replacing the one model the server may hold is not a new model.
-  auto reservation = host->Reserve("a", "m", state.config);
+  auto reservation = host->Reserve(TestKey("a", "m"), state.config);
   ASSERT_TRUE(reservation.ok()) << reservation.status();
   EXPECT_EQ(reservation->models(), 0u);
   EXPECT_EQ(host->quotas().usage().bytes, small + large);  // both, while it runs
-  ASSERT_TRUE(host->Replace("a", "m", state, *std::move(reservation)).ok());
+  ASSERT_TRUE(host->Replace(TestKey("a", "m"), state, *std::move(reservation)).ok());
   EXPECT_EQ(host->quotas().usage().models, 1u);
   EXPECT_EQ(host->quotas().usage().bytes, large);
   // A new name is one model too many.
-  EXPECT_EQ(host->Reserve("a", "n", state.config).status().code(),
+  EXPECT_EQ(host->Reserve(TestKey("a", "n"), state.config).status().code(),
             absl::StatusCode::kResourceExhausted);
   // An abandoned reservation gives everything back.
-  { auto dropped = host->Reserve("a", "m", state.config); }
+  { auto dropped = host->Reserve(TestKey("a", "m"), state.config); }
   EXPECT_EQ(host->quotas().usage().bytes, large);
 }
 
 TEST_F(ModelHostTest, MutationsOfOneNameRaceBatchesWithoutLosingOrder) {
   auto host = OpenHost();
-  ASSERT_TRUE(host->Create("t", "m", SmallConfig()).ok());
+  ASSERT_TRUE(host->Create(TestKey("t", "m"), SmallConfig()).ok());
   std::atomic<bool> stop{false};
   std::atomic<int> applied{0};
   std::vector<std::thread> writers;
@@ -255,7 +258,7 @@ TEST_F(ModelHostTest, MutationsOfOneNameRaceBatchesWithoutLosingOrder) {
       while (!stop.load()) {
         const std::vector<double> xs = {normal(rng), normal(rng)};
         const std::vector<double> ys = {normal(rng)};
-        absl::Status status = host->WithModel("t", "m", &entry, [&](ModelEntry& e) {
+        absl::Status status = host->WithModel(TestKey("t", "m"), &entry, [&](ModelEntry& e) {
           out.clear();
           return e.ObserveBatch(xs, ys, &out);
         });
@@ -270,18 +273,18 @@ TEST_F(ModelHostTest, MutationsOfOneNameRaceBatchesWithoutLosingOrder) {
     const int target = applied.load() + 5;
     const absl::Time give_up = absl::Now() + absl::Seconds(5);
     while (applied.load() < target && absl::Now() < give_up) absl::SleepFor(absl::Microseconds(100));
-    auto entry = host->Find("t", "m");
+    auto entry = host->Find(TestKey("t", "m"));
     if (entry.ok()) {
       absl::StatusOr<ModelState> state = (*entry)->ExportState();
       if (state.ok()) {
-        auto reservation = host->Reserve("t", "m", state->config);
+        auto reservation = host->Reserve(TestKey("t", "m"), state->config);
         ASSERT_TRUE(reservation.ok());
-        ASSERT_TRUE(host->Replace("t", "m", *state, *std::move(reservation)).ok());
+        ASSERT_TRUE(host->Replace(TestKey("t", "m"), *state, *std::move(reservation)).ok());
       }
     }
     if (round % 10 == 9) {
-      ASSERT_TRUE(host->Delete("t", "m").ok());
-      ASSERT_TRUE(host->Create("t", "m", SmallConfig()).ok());
+      ASSERT_TRUE(host->Delete(TestKey("t", "m")).ok());
+      ASSERT_TRUE(host->Create(TestKey("t", "m"), SmallConfig()).ok());
     }
   }
   stop.store(true);
@@ -290,13 +293,13 @@ TEST_F(ModelHostTest, MutationsOfOneNameRaceBatchesWithoutLosingOrder) {
   EXPECT_EQ(host->quotas().usage().models, 1u);
   EXPECT_EQ(host->quotas().usage().bytes, WorstCaseMemoryBytes(SmallConfig()));
   // What the store holds is what the registry holds.
-  auto live = host->Find("t", "m");
+  auto live = host->Find(TestKey("t", "m"));
   ASSERT_TRUE(live.ok());
   const std::vector<double> expected = PredictAt(**live);
   const uint64_t steps = (*live)->Summary()->stats.steps;
   host.reset();
   host = OpenHost();
-  auto restored = host->Find("t", "m");
+  auto restored = host->Find(TestKey("t", "m"));
   ASSERT_TRUE(restored.ok());
   EXPECT_EQ((*restored)->Summary()->stats.steps, steps);
   EXPECT_EQ(PredictAt(**restored), expected);
@@ -307,10 +310,10 @@ TEST_F(ModelHostTest, MutationsOfOneNameRaceBatchesWithoutLosingOrder) {
 // lets writes in again.
 TEST_F(ModelHostTest, AFenceRefusesEveryWriteOfItsTenantOnlyAndChangesNothing) {
   auto host = OpenHost();
-  auto model = host->Create("moving", "m", SmallConfig());
+  auto model = host->Create(TestKey("moving", "m"), SmallConfig());
   ASSERT_TRUE(model.ok());
   Feed(**model, 10, 1);
-  ASSERT_TRUE(host->Create("staying", "m", SmallConfig()).ok());
+  ASSERT_TRUE(host->Create(TestKey("staying", "m"), SmallConfig()).ok());
   ASSERT_TRUE(host->FenceWrites("moving", absl::InfiniteFuture()).ok());
 
   const std::vector<double> before = PredictAt(**model);
@@ -319,48 +322,51 @@ TEST_F(ModelHostTest, AFenceRefusesEveryWriteOfItsTenantOnlyAndChangesNothing) {
   std::vector<Observation> out;
   std::shared_ptr<ModelEntry> entry;
   bool ran = false;
-  absl::Status write = host->WithModelForWrite("moving", "m", &entry, [&](ModelEntry& e) {
-    ran = true;
-    return e.ObserveBatch(xs, ys, &out);
-  });
+  absl::Status write =
+      host->WithModelForWrite(TestKey("moving", "m"), &entry, [&](ModelEntry& e) {
+        ran = true;
+        return e.ObserveBatch(xs, ys, &out);
+      });
   EXPECT_EQ(write.code(), absl::StatusCode::kUnavailable) << write;
   EXPECT_THAT(write.message(), AllOf(HasSubstr("\"moving\" is being moved"),
                                      HasSubstr("not applied"), HasSubstr("retry")));
   EXPECT_FALSE(ran);
-  EXPECT_EQ(host->Create("moving", "n", SmallConfig()).status().code(),
+  EXPECT_EQ(host->Create(TestKey("moving", "n"), SmallConfig()).status().code(),
             absl::StatusCode::kUnavailable);
-  EXPECT_EQ(host->Delete("moving", "m").code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(host->Delete(TestKey("moving", "m")).code(), absl::StatusCode::kUnavailable);
   absl::StatusOr<ModelState> state = (*model)->ExportState();
   ASSERT_TRUE(state.ok());
-  EXPECT_EQ(host->Reserve("moving", "m", state->config).status().code(),
+  EXPECT_EQ(host->Reserve(TestKey("moving", "m"), state->config).status().code(),
             absl::StatusCode::kUnavailable);
-  EXPECT_EQ(host->Replace("moving", "m", *state, QuotaReservation()).status().code(),
+  EXPECT_EQ(host->Replace(TestKey("moving", "m"), *state, QuotaReservation()).status().code(),
             absl::StatusCode::kUnavailable);
   // Nothing changed, and reads are served.
   EXPECT_EQ((*model)->Summary()->stats.steps, 10u);
-  EXPECT_EQ(PredictAt(**host->Find("moving", "m")), before);
+  EXPECT_EQ(PredictAt(**host->Find(TestKey("moving", "m"))), before);
   EXPECT_EQ(host->List("moving").size(), 1u);
   EXPECT_TRUE(host->CheckNotMoved("moving").ok());
   // Another tenant writes on.
   entry.reset();
-  EXPECT_TRUE(host->WithModelForWrite("staying", "m", &entry, [&](ModelEntry& e) {
-                    return e.ObserveBatch(xs, ys, &out);
-                  }).ok());
+  EXPECT_TRUE(
+      host->WithModelForWrite(TestKey("staying", "m"), &entry,
+                              [&](ModelEntry& e) { return e.ObserveBatch(xs, ys, &out); })
+          .ok());
 
   host->LiftFence("moving");
   entry.reset();
-  EXPECT_TRUE(host->WithModelForWrite("moving", "m", &entry, [&](ModelEntry& e) {
-                    return e.ObserveBatch(xs, ys, &out);
-                  }).ok());
+  EXPECT_TRUE(
+      host->WithModelForWrite(TestKey("moving", "m"), &entry,
+                              [&](ModelEntry& e) { return e.ObserveBatch(xs, ys, &out); })
+          .ok());
   EXPECT_EQ((*model)->Summary()->stats.steps, 11u);
-  EXPECT_TRUE(host->Create("moving", "n", SmallConfig()).ok());
+  EXPECT_TRUE(host->Create(TestKey("moving", "n"), SmallConfig()).ok());
 }
 
 // The fence waits for the writes already running: when FenceWrites returns, every write
 // that was let in has finished (so a snapshot then holds them all).
 TEST_F(ModelHostTest, AFenceWaitsForTheWritesAlreadyRunning) {
   auto host = OpenHost();
-  ASSERT_TRUE(host->Create("t", "m", SmallConfig()).ok());
+  ASSERT_TRUE(host->Create(TestKey("t", "m"), SmallConfig()).ok());
   PlainMutex mu;
   CondVar cv;
   bool inside = false;
@@ -370,15 +376,16 @@ TEST_F(ModelHostTest, AFenceWaitsForTheWritesAlreadyRunning) {
     std::vector<Observation> out;
     const std::vector<double> xs = {0.5, 0.5};
     const std::vector<double> ys = {1.0};
-    absl::Status status = host->WithModelForWrite("t", "m", &entry, [&](ModelEntry& e) {
-      {
-        PlainLock lock(&mu);
-        inside = true;
-        cv.SignalAll();
-        while (!release) cv.Wait(&mu);
-      }
-      return e.ObserveBatch(xs, ys, &out);
-    });
+    absl::Status status =
+        host->WithModelForWrite(TestKey("t", "m"), &entry, [&](ModelEntry& e) {
+          {
+            PlainLock lock(&mu);
+            inside = true;
+            cv.SignalAll();
+            while (!release) cv.Wait(&mu);
+          }
+          return e.ObserveBatch(xs, ys, &out);
+        });
     EXPECT_TRUE(status.ok()) << status;
   });
   {
@@ -389,7 +396,7 @@ TEST_F(ModelHostTest, AFenceWaitsForTheWritesAlreadyRunning) {
   absl::Status fenced = host->FenceWrites("t", absl::Now() + absl::Milliseconds(50));
   EXPECT_EQ(fenced.code(), absl::StatusCode::kDeadlineExceeded) << fenced;
   EXPECT_THAT(fenced.message(), HasSubstr("1 write(s)"));
-  EXPECT_EQ(host->Create("t", "n", SmallConfig()).status().code(),
+  EXPECT_EQ(host->Create(TestKey("t", "n"), SmallConfig()).status().code(),
             absl::StatusCode::kUnavailable);
   // Fence again, and let the write finish meanwhile: the fence returns once it has.
   std::thread releaser([&] {
@@ -399,7 +406,7 @@ TEST_F(ModelHostTest, AFenceWaitsForTheWritesAlreadyRunning) {
     cv.SignalAll();
   });
   EXPECT_TRUE(host->FenceWrites("t", absl::Now() + absl::Seconds(30)).ok());
-  EXPECT_EQ((*host->Find("t", "m"))->Summary()->stats.steps, 1u);
+  EXPECT_EQ((*host->Find(TestKey("t", "m")))->Summary()->stats.steps, 1u);
   releaser.join();
   writer.join();
 }
@@ -408,33 +415,34 @@ TEST_F(ModelHostTest, AFenceWaitsForTheWritesAlreadyRunning) {
 // requests then get Unavailable ("moved"), not NotFound, until it is lifted.
 TEST_F(ModelHostTest, DroppingAMovedTenantLeavesItsRequestsUnavailable) {
   auto host = OpenHost();
-  ASSERT_TRUE(host->Create("gone", "a", SmallConfig()).ok());
-  ASSERT_TRUE(host->Create("gone", "b", SmallConfig()).ok());
-  ASSERT_TRUE(host->Create("kept", "a", SmallConfig()).ok());
+  ASSERT_TRUE(host->Create(TestKey("gone", "a"), SmallConfig()).ok());
+  ASSERT_TRUE(host->Create(TestKey("gone", "b"), SmallConfig()).ok());
+  ASSERT_TRUE(host->Create(TestKey("kept", "a"), SmallConfig()).ok());
   absl::StatusOr<std::vector<std::string>> dropped =
       host->DropTenant("gone", absl::InfiniteFuture());
   ASSERT_TRUE(dropped.ok()) << dropped.status();
   EXPECT_EQ(*dropped, (std::vector<std::string>{"a", "b"}));
   EXPECT_TRUE(host->List("gone").empty());
   EXPECT_EQ(host->quotas().usage().models, 1u);
-  absl::Status found = host->Find("gone", "a").status();
+  absl::Status found = host->Find(TestKey("gone", "a")).status();
   EXPECT_EQ(found.code(), absl::StatusCode::kUnavailable) << found;
   EXPECT_THAT(found.message(), HasSubstr("has moved to another replica"));
   std::shared_ptr<ModelEntry> entry;
-  EXPECT_EQ(host->WithModel("gone", "a", &entry, [](ModelEntry&) { return absl::OkStatus(); })
+  EXPECT_EQ(host->WithModel(TestKey("gone", "a"), &entry,
+                            [](ModelEntry&) { return absl::OkStatus(); })
                 .code(),
             absl::StatusCode::kUnavailable);
   EXPECT_EQ(host->CheckNotMoved("gone").code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(host->Create("gone", "a", SmallConfig()).status().code(),
+  EXPECT_EQ(host->Create(TestKey("gone", "a"), SmallConfig()).status().code(),
             absl::StatusCode::kUnavailable);
-  EXPECT_TRUE(host->Find("kept", "a").ok());
-  EXPECT_EQ(host->Find("kept", "zzz").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(host->Find(TestKey("kept", "a")).ok());
+  EXPECT_EQ(host->Find(TestKey("kept", "zzz")).status().code(), absl::StatusCode::kNotFound);
   // The deletions are durable: a restart (which lifts fences) finds no model of "gone".
   host.reset();
   host = OpenHost();
   EXPECT_TRUE(host->List("gone").empty());
-  EXPECT_EQ(host->Find("gone", "a").status().code(), absl::StatusCode::kNotFound);
-  EXPECT_TRUE(host->Create("gone", "a", SmallConfig()).ok());
+  EXPECT_EQ(host->Find(TestKey("gone", "a")).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(host->Create(TestKey("gone", "a"), SmallConfig()).ok());
 }
 
 using ::okl::testing::FaultInjectingFileSystem;
@@ -470,7 +478,7 @@ TEST_F(ModelHostTest, AnIoErrorDuringACheckpointLosesNothingAndTheNextStartIsExa
     {
       auto fs = std::make_shared<FaultInjectingFileSystem>();
       auto host = OpenHost({}, fs, c.sync_writes);
-      auto a = host->Create("acme", "a", SmallConfig());
+      auto a = host->Create(TestKey("acme", "a"), SmallConfig());
       ASSERT_TRUE(a.ok()) << a.status();
       for (uint32_t i = 0; i < 5; ++i) Feed(**a, 10, 100 + i);
       fs->Arm(c.fault);
@@ -511,7 +519,7 @@ TEST_F(ModelHostTest, AnIoErrorDuringACheckpointLosesNothingAndTheNextStartIsExa
       }
     }
     auto host = OpenHost();
-    auto a = host->Find("acme", "a");
+    auto a = host->Find(TestKey("acme", "a"));
     ASSERT_TRUE(a.ok()) << a.status();
     absl::StatusOr<ModelState> restored = (*a)->ExportState();
     ASSERT_TRUE(restored.ok());
@@ -524,7 +532,7 @@ TEST_F(ModelHostTest, AnIoErrorDuringACheckpointLosesNothingAndTheNextStartIsExa
 TEST_F(ModelHostTest, MaintainStoreRetriesAFullDiskAtMostOncePerInterval) {
   auto fs = std::make_shared<FaultInjectingFileSystem>();
   auto host = OpenHost({}, fs);
-  auto a = host->Create("acme", "a", SmallConfig());
+  auto a = host->Create(TestKey("acme", "a"), SmallConfig());
   ASSERT_TRUE(a.ok()) << a.status();
   fs->Arm({.op = FaultInjectingFileSystem::Op::kAppend,
            .file_suffix = "",

@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rocksdb/db.h"
+#include "tests/core/test_model_key.h"
 #include "tests/server/fault_file_system.h"
 
 namespace okl {
@@ -236,7 +237,7 @@ TEST_F(ModelStoreTest, RestoreModelsReplaysBitIdenticallyThroughCheckpointAndLog
     ModelRegistry registry({});
     absl::StatusOr<std::shared_ptr<ModelLog>> log = store->CreateModel("acme", "churn", config);
     ASSERT_TRUE(log.ok()) << log.status();
-    auto entry = registry.Create("acme", "churn", config, *log);
+    auto entry = registry.Create(TestKey("acme", "churn"), config, *log);
     ASSERT_TRUE(entry.ok());
     std::vector<Observation> out;
     for (int batch = 0; batch < 20; ++batch) {
@@ -260,7 +261,7 @@ TEST_F(ModelStoreTest, RestoreModelsReplaysBitIdenticallyThroughCheckpointAndLog
   EXPECT_EQ(stats->models, 1u);
   EXPECT_EQ(stats->log_batches, 8u);
   EXPECT_EQ(stats->log_examples, 40u);
-  auto entry = registry.Find("acme", "churn");
+  auto entry = registry.Find(TestKey("acme", "churn"));
   ASSERT_TRUE(entry.ok());
   EXPECT_EQ(*(*entry)->ExportState(), live);
   // The restored model logs on after its last record.
