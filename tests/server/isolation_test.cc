@@ -1,18 +1,14 @@
 // tests/server/isolation_test.cc
 //
 // Tenant isolation against a real okl_server process: what one tenant sends cannot make
-// the server allocate without bound, stall other tenants, or outgrow its quotas; and
-// what the server refuses, it refuses before it allocates or reads, with the code and a
-// message naming the flag. Each test reproduces one failure an isolation review found:
-//   a. a 13 KB sparse request that densified to 262 MB (peak RSS 24 MB -> 1.05 GB);
-//   b. a large Restore that stalled every other tenant's calls for 14 s;
-//   c. a NaN in a config field the schedule does not read, which made the stored model
-//      unequal to itself and the server unable to restart;
-//   d. junk Restores that were buffered whole (1.1 GB) before being refused;
-//   e. a config whose snapshot can never be written, and a failing checkpoint retried
-//      every 100 ms;
-// and covers the quotas (f), the Restore protocol (g), the ObserveStream response cap (h)
-// and cancellation (i). Another tenant's p99 under a noisy one's load (j) is
+// the server allocate without bound, stall other tenants, or leave a model it cannot
+// restart; and what the server refuses, it refuses before it allocates or reads, with
+// the code and a message naming the flag. Here: bounded requests (a small sparse request
+// that would densify to hundreds of MB), a large Restore beside another tenant's calls,
+// configs with non-finite numbers and restarts of every kind of config, the snapshot size
+// limit and the checkpoint's back-off, the ObserveStream response cap, and cancellation.
+// The quotas and the Restore protocol's bounds are in tenant_limits_test.cc, the shared
+// helpers in isolation_util.h. Another tenant's p99 under a noisy one's load is
 // noisy_neighbour_test.cc: it measures latency, so it runs in optimised builds only;
 // here the large Restore's bounds are loose enough for any build.
 // Memory is the server's peak RSS (VmHWM in /proc/<pid>/status),
@@ -61,21 +57,9 @@
 #include "proto/inputs.h"
 #include "proto/snapshot_codec.h"
 #include "tests/server/e2e_test_util.h"
+#include "tests/server/isolation_util.h"
 #include "tests/server/server_process.h"
 #include "tests/server/state_builder.h"
-
-// ASan and TSan builds run the same tests with smaller large snapshots and looser
-// latency bounds: instrumentation slows every byte the server touches several times.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define OKL_ISOLATION_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define OKL_ISOLATION_SANITIZED 1
-#endif
-#endif
-#ifndef OKL_ISOLATION_SANITIZED
-#define OKL_ISOLATION_SANITIZED 0
-#endif
 
 namespace okl::testing {
 namespace {
@@ -84,304 +68,12 @@ using Code = ::grpc::StatusCode;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-constexpr bool kSanitized = OKL_ISOLATION_SANITIZED != 0;
-constexpr size_t kMiB = size_t{1} << 20;
-
-bool Verbose() { return std::getenv("OKL_ISOLATION_VERBOSE") != nullptr; }
-
-std::string Mb(uint64_t bytes) {
-  return absl::StrCat(absl::SixDigits(static_cast<double>(bytes) / kMiB), " MiB");
-}
-
-// --- Configs ------------------------------------------------------------------------------
-
-// A small model every test can afford.
-constexpr char kSmallConfig[] = R"pb(
-  dim: 4
-  kernel { gaussian { gamma: 1 } }
-  loss { squared {} }
-  learning_rate { eta0: 0.3 }
-  lambda: 0.01
-  offset: true
-  budget { max_terms: 64 }
-)pb";
-
-// The issue's wide model: 65536 dimensions, so one dense example takes 512 KiB.
-constexpr uint32_t kWideDim = 65536;
-constexpr char kWideConfig[] = R"pb(
-  dim: 65536
-  kernel { gaussian { gamma: 0.5 } }
-  loss { squared {} }
-  learning_rate { eta0: 0.2 }
-  lambda: 0.01
-  budget { max_terms: 100 }
-)pb";
-
-// A model whose snapshots are large: 32 KiB per term.
-constexpr char kDim4096Config[] = R"pb(
-  dim: 4096
-  kernel { gaussian { gamma: 0.001 } }
-  loss { squared {} }
-  learning_rate { eta0: 0.1 }
-  lambda: 0.001
-  budget { max_terms: 10000 }
-)pb";
-
-ModelConfig CoreConfig(const v1::ModelConfig& config) {
-  absl::StatusOr<ModelConfig> core = FromProto(config);
-  EXPECT_TRUE(core.ok()) << core.status();
-  return core.ok() ? *core : ModelConfig();
-}
-
-uint64_t WorstCaseBytes(const v1::ModelConfig& config) {
-  return WorstCaseMemoryBytes(CoreConfig(config));
-}
-
-// `config` with another budget.
-v1::ModelConfig WithMaxTerms(v1::ModelConfig config, uint32_t max_terms) {
-  config.mutable_budget()->set_max_terms(max_terms);
-  return config;
-}
-
-// --- The server process as the kernel sees it -----------------------------------------------
-
-// A "<field>:  <n> kB" line of /proc/<pid>/status, in bytes; 0 if absent.
-uint64_t ProcStatusBytes(pid_t pid, absl::string_view field) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!absl::StartsWith(line, field) || line.size() <= field.size() ||
-        line[field.size()] != ':') {
-      continue;
-    }
-    const std::vector<absl::string_view> parts =
-        absl::StrSplit(absl::string_view(line).substr(field.size() + 1), absl::ByAnyChar(" \t"),
-                       absl::SkipEmpty());
-    uint64_t kb = 0;
-    if (!parts.empty() && absl::SimpleAtoi(parts[0], &kb)) {
-      return kb * 1024;
-    }
-  }
-  return 0;
-}
-
-// The most resident memory the process has had since it started.
-uint64_t PeakRssBytes(pid_t pid) { return ProcStatusBytes(pid, "VmHWM"); }
-
-// The CPU time (user + system, all threads) the process has used since it started.
-double CpuSeconds(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  const std::string text((std::istreambuf_iterator<char>(in)),
-                         std::istreambuf_iterator<char>());
-  // The command name (field 2) is in parentheses and may hold spaces: count after it.
-  const size_t close = text.rfind(')');
-  if (close == std::string::npos) return -1;
-  const std::vector<absl::string_view> fields =
-      absl::StrSplit(absl::string_view(text).substr(close + 2), ' ');
-  // fields[0] is field 3 (state); utime and stime are fields 14 and 15.
-  uint64_t utime = 0;
-  uint64_t stime = 0;
-  if (fields.size() < 13 || !absl::SimpleAtoi(fields[11], &utime) ||
-      !absl::SimpleAtoi(fields[12], &stime)) {
-    return -1;
-  }
-  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
-}
-
-// --- Metrics ------------------------------------------------------------------------------
-
-
-absl::StatusOr<double> Metric(const ServerProcess& server, absl::string_view series) {
-  return MetricValue(server.metrics_port(), series);
-}
-
-// The sample's value, or -1 (failing the test) if it cannot be read.
-double MetricOrFail(const ServerProcess& server, absl::string_view series) {
-  absl::StatusOr<double> value = Metric(server, series);
-  EXPECT_TRUE(value.ok()) << value.status();
-  return value.ok() ? *value : -1;
-}
-
-std::string Rejections(absl::string_view quota) {
-  return absl::StrCat("okl_quota_rejections_total{quota=\"", quota, "\"}");
-}
-
-// --- Servers ------------------------------------------------------------------------------
-
-// A server with `flags`; null (the test failed) if it does not start.
-std::unique_ptr<ServerProcess> StartServer(std::vector<std::string> flags = {},
-                                           ServerProcessOptions options = {}) {
-  options.flags.insert(options.flags.end(), flags.begin(), flags.end());
-  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
-  EXPECT_TRUE(server.ok()) << server.status();
-  return server.ok() ? *std::move(server) : nullptr;
-}
-
-// A stub over a connection of its own: another tenant is another client.
-std::unique_ptr<Stub> OwnStub(const ServerProcess& server) {
-  return v1::OnlineKernelLearning::NewStub(
-      MakeChannel(server.address(), /*own_connection=*/true));
-}
-
-// --- Calls --------------------------------------------------------------------------------
-
-// A Restore whose chunks the test writes one at a time: to hold the call open, or to see
-// how far the server read before it answered.
-class RestoreCall {
- public:
-  explicit RestoreCall(Stub& stub, absl::Duration timeout = kRpcTimeout) {
-    SetDeadline(&context_, timeout);
-    writer_ = stub.Restore(&context_, &info_);
-  }
-
-  // False once the server has ended the call (Finish() says how).
-  bool Write(const v1::RestoreChunk& chunk) {
-    if (!writer_->Write(chunk)) return false;
-    ++written_;
-    return true;
-  }
-
-  // Writes `bytes` in chunks of `chunk_bytes`, the first carrying `ref` and `declared`
-  // (snapshot_bytes), until the first failed write. True if all were written.
-  bool WriteAll(const v1::ModelRef& ref, absl::string_view bytes, size_t chunk_bytes,
-                uint64_t declared = 0) {
-    v1::RestoreChunk chunk;
-    for (size_t offset = 0; offset == 0 || offset < bytes.size(); offset += chunk_bytes) {
-      chunk.Clear();
-      if (offset == 0) {
-        *chunk.mutable_ref() = ref;
-        chunk.set_snapshot_bytes(declared);
-      }
-      chunk.set_data(std::string(bytes.substr(offset, chunk_bytes)));
-      if (!Write(chunk)) return false;
-    }
-    return true;
-  }
-
-  grpc::Status Finish() {
-    writer_->WritesDone();
-    return writer_->Finish();
-  }
-
-  void Cancel() { context_.TryCancel(); }
-  // Chunks the client library accepted before the call ended.
-  size_t written() const { return written_; }
-  const v1::ModelInfo& info() const { return info_; }
-
- private:
-  grpc::ClientContext context_;
-  v1::ModelInfo info_;
-  std::unique_ptr<grpc::ClientWriter<v1::RestoreChunk>> writer_;
-  size_t written_ = 0;
-};
-
-// Restores `bytes` in chunks of `chunk_bytes` with a declared size.
-grpc::Status RestoreDeclared(Stub& stub, const v1::ModelRef& ref, absl::string_view bytes,
-                             size_t chunk_bytes, uint64_t declared,
-                             v1::ModelInfo* info = nullptr) {
-  RestoreCall call(stub);
-  call.WriteAll(ref, bytes, chunk_bytes, declared);
-  grpc::Status status = call.Finish();
-  if (info != nullptr) *info = call.info();
-  return status;
-}
-
-// Writes `first` then copies of `filler` (up to `total_chunks` chunks in all, e.g. 300
-// MiB) until the server ends the call, and returns the status; `call` tells how many
-// chunks the client got out before that.
-grpc::Status StreamUntilRefused(RestoreCall& call, const v1::RestoreChunk& first,
-                                const std::string& filler, size_t total_chunks) {
-  if (call.Write(first)) {
-    v1::RestoreChunk chunk;
-    chunk.set_data(filler);
-    for (size_t i = 1; i < total_chunks && call.Write(chunk); ++i) {
-    }
-  }
-  return call.Finish();
-}
-
-// Bytes no snapshot starts with: random, after a first byte that is no field's tag.
-std::string Junk(size_t size, uint64_t seed) {
-  std::mt19937_64 random(seed);
-  std::string junk(size, '\0');
-  for (char& c : junk) c = static_cast<char>(random());
-  junk[0] = '\xff';
-  return junk;
-}
-
-// The model's snapshot bytes; empty (the test failed) on error.
-std::string SnapshotOf(Stub& stub, const v1::ModelRef& ref) {
-  std::string bytes;
-  grpc::Status status = Snapshot(stub, ref, &bytes);
-  EXPECT_TRUE(IsOk(status)) << "Snapshot " << RefName(ref);
-  return bytes;
-}
-
-grpc::Status ObserveOk(Stub& stub, const v1::ModelRef& ref,
-                       absl::Span<const v1::Example> examples) {
-  v1::ObserveResponse response;
-  return Observe(stub, ref, examples, &response);
-}
-
-// `n` examples with one nonzero coordinate each: ~26 bytes on the wire, 512 KiB dense at
-// dim 65536.
-std::vector<v1::Example> OneIndexExamples(size_t n, uint32_t dim, uint64_t seed) {
-  std::mt19937_64 random(seed);
-  std::uniform_real_distribution<double> value(-1.0, 1.0);
-  std::vector<v1::Example> examples;
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t index = static_cast<uint32_t>(random() % dim);
-    const double x = value(random);
-    examples.push_back(MakeExample(SparseVector({index}, {x}), 0.5 * x));
-  }
-  return examples;
-}
-
-std::vector<v1::Vector> InputsOf(absl::Span<const v1::Example> examples) {
-  std::vector<v1::Vector> inputs;
-  for (const v1::Example& example : examples) inputs.push_back(example.x());
-  return inputs;
-}
-
-// Success iff the server's model predicts `probes` as the twin does, to the last bit, and
-// has taken as many steps.
-::testing::AssertionResult MatchesTwin(Stub& stub, const v1::ModelRef& ref, CoreTwin& twin,
-                                       absl::Span<const v1::Vector> probes) {
-  v1::ModelInfo info;
-  grpc::Status status = GetModel(stub, ref, &info);
-  if (!status.ok()) return ::testing::AssertionFailure() << "GetModel: " << Describe(status);
-  if (info.stats().steps() != twin.model().steps()) {
-    return ::testing::AssertionFailure() << "the server's model took " << info.stats().steps()
-                                         << " steps, the twin " << twin.model().steps();
-  }
-  std::vector<double> predictions;
-  status = Predict(stub, ref, probes, &predictions);
-  if (!status.ok()) return ::testing::AssertionFailure() << "Predict: " << Describe(status);
-  const std::vector<double> expected = twin.Predict(probes);
-  if (Bits(predictions) != Bits(expected)) {
-    return ::testing::AssertionFailure()
-           << "predictions differ: server " << ::testing::PrintToString(predictions)
-           << ", twin " << ::testing::PrintToString(expected);
-  }
-  return ::testing::AssertionSuccess();
-}
-
-// The q-quantile (0 < q <= 1) of `values`, nearest rank; 0 if empty.
-absl::Duration Quantile(std::vector<absl::Duration> values, double q) {
-  if (values.empty()) return absl::ZeroDuration();
-  std::sort(values.begin(), values.end());
-  const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(values.size())));
-  return values[std::clamp<size_t>(rank, 1, values.size()) - 1];
-}
-
-double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
-
 // ====================================================================================
-// a. Bounded requests: a small sparse request densifying to hundreds of MB.
+// Bounded requests: a small sparse request densifying to hundreds of MB.
 // ====================================================================================
 
-// The issue's request: 500 examples of one index each, 13 KB on the wire, 262 MB as
-// dense doubles at dim 65536, over the default --max_request_bytes (64 MiB).
+// A small request that would be large dense: 500 examples of one index each, 13 KB on the wire,
+// 262 MB as dense doubles at dim 65536, over the default --max_request_bytes (64 MiB).
 constexpr size_t kOverBoundExamples = 500;
 // What the old server's peak RSS grew by was 1 GB; the dense copy alone is 262 MB. A
 // refusal before densifying grows it by what serving any small call does.
@@ -433,7 +125,7 @@ TEST_F(BoundedRequestTest, SparseObserveOverMaxRequestBytesIsRefusedBeforeDensif
   v1::ObserveRequest request;
   *request.mutable_ref() = ref_;
   request.mutable_examples()->Add(examples.begin(), examples.end());
-  ASSERT_LT(request.ByteSizeLong(), 16u << 10) << "finding a's request is 13 KB";
+  ASSERT_LT(request.ByteSizeLong(), 16u << 10) << "the request is about 13 KB";
   if (Verbose()) std::cerr << "the request is " << request.ByteSizeLong() << " bytes\n";
 
   v1::ObserveResponse response;
@@ -559,7 +251,7 @@ TEST(BoundedRequestFlagTest, MaxRequestBytesIsTheFlagsValue) {
 }
 
 // ====================================================================================
-// b. A large Restore by one tenant does not stall another tenant's calls.
+// A large Restore by one tenant does not stall another tenant's calls.
 // ====================================================================================
 
 // Another tenant's calls, back to back on their own connection, until stopped: each
@@ -675,7 +367,8 @@ TEST(RestoreIsolationTest, AnotherTenantsCallsStayFastDuringALargeRestoreAndSnap
       std::cerr << "Restore of " << Mb(bytes->size()) << " (" << terms
                 << " terms at dim 4096) took " << took << "; server peak RSS "
                 << Mb(peak_before) << " before, " << Mb(PeakRssBytes(server->pid()))
-                << " after, RSS after " << Mb(ProcStatusBytes(server->pid(), "VmRSS")) << "\n";
+                << " after, RSS after "
+                << Mb(ProcStatusBytes(server->pid(), "VmRSS").value_or(0)) << "\n";
     }
     EXPECT_TRUE(StayedFast(calls, "the Restore", max_p99, max_latency));
   }
@@ -774,7 +467,7 @@ TEST(RestoreIsolationTest, ObservesOnTheModelBeingReplacedContinueOnTheNewOne) {
 }
 
 // ====================================================================================
-// c. Every config number finite; a restart after Observe and SIGTERM.
+// Every config number finite; a restart after Observe and SIGTERM.
 // ====================================================================================
 
 TEST(ConfigValidationTest, NonFiniteNumberInAFieldTheConfigDoesNotReadIsInvalidArgument) {
@@ -785,7 +478,7 @@ TEST(ConfigValidationTest, NonFiniteNumberInAFieldTheConfigDoesNotReadIsInvalidA
     const char* config;
   };
   const Case cases[] = {
-      // The issue's: theta is read by POWER only.
+      // theta is read by the POWER schedule only.
       {"learning_rate.theta", R"pb(dim: 2
                                    kernel { gaussian { gamma: 1 } }
                                    loss { squared {} }
@@ -848,7 +541,7 @@ TEST(ConfigValidationTest, SnapshotWhoseConfigHasANaNIsRefused) {
   EXPECT_TRUE(HasCode(GetModel(server->stub(), ref, &info), Code::NOT_FOUND));
 }
 
-// The issue's restart: Observe, SIGTERM (the final checkpoint stores the config as the
+// A restart: Observe, SIGTERM (the final checkpoint stores the config as the
 // state holds it), start again on the same data. Stored configs are compared by their
 // canonical bytes, so every valid config must come back, whatever it holds in the fields
 // its mode does not read, and -0.0 where 0 is allowed.
@@ -932,118 +625,7 @@ TEST(RestartTest, ServerRestartsAfterObserveAndSigtermForEveryKindOfValidConfig)
 }
 
 // ====================================================================================
-// d. Junk Restores and the bound on concurrent Restores.
-// ====================================================================================
-
-TEST(RestoreProtocolTest, ConcurrentJunkRestoresAreRefusedAtTheFirstChunkWithoutBuffering) {
-  std::unique_ptr<ServerProcess> server = StartServer();
-  ASSERT_NE(server, nullptr);
-  const uint64_t peak_before = PeakRssBytes(server->pid());
-  const std::string junk = Junk(kMiB, 1);
-  // Each stream would be 512 MiB if the server kept reading (the old server buffered
-  // both whole: 1.1 GB).
-  constexpr size_t kChunks = 512;
-  grpc::Status statuses[2];
-  size_t written[2] = {0, 0};
-  absl::Duration took[2];
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 2; ++i) {
-    threads.emplace_back([&, i] {
-      std::unique_ptr<Stub> stub = OwnStub(*server);
-      RestoreCall call(*stub);
-      v1::RestoreChunk first;
-      *first.mutable_ref() = Ref("junk", absl::StrCat("model-", i));
-      first.set_data(junk);
-      const absl::Time start = absl::Now();
-      statuses[i] = StreamUntilRefused(call, first, junk, kChunks);
-      took[i] = absl::Now() - start;
-      written[i] = call.written();
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  const uint64_t peak_after = PeakRssBytes(server->pid());
-  if (Verbose()) {
-    std::cerr << "junk Restores: the clients got " << written[0] << " and " << written[1]
-              << " of " << kChunks << " 1 MiB chunks out, refused in " << took[0] << " and "
-              << took[1] << "; server peak RSS " << Mb(peak_before) << " before, "
-              << Mb(peak_after) << " after\n";
-  }
-  for (int i = 0; i < 2; ++i) {
-    EXPECT_TRUE(HasCode(statuses[i], Code::DATA_LOSS)) << "stream " << i;
-    // The server answered after the first chunk; what the client got out beyond it is
-    // what gRPC's flow control windows let through meanwhile.
-    EXPECT_LT(written[i], 64u) << "stream " << i;
-  }
-  EXPECT_LT(peak_after - peak_before, 100 * kMiB)
-      << "peak RSS " << Mb(peak_before) << " -> " << Mb(peak_after);
-  v1::ListModelsResponse list;
-  ASSERT_TRUE(IsOk(ListModels(server->stub(), "", &list)));
-  EXPECT_EQ(list.models_size(), 0);
-  // Both slots are free again.
-  const v1::ModelConfig config = ParseConfig(kSmallConfig);
-  absl::StatusOr<std::string> bytes = RandomSnapshot(config, 10, 2);
-  ASSERT_TRUE(bytes.ok()) << bytes.status();
-  EXPECT_TRUE(IsOk(Restore(server->stub(), Ref("valid", "m"), *bytes)));
-}
-
-TEST(RestoreProtocolTest, RestoreBeyondMaxConcurrentRestoresIsResourceExhausted) {
-  std::unique_ptr<ServerProcess> server = StartServer({"--max_concurrent_restores=2"});
-  ASSERT_NE(server, nullptr);
-  const v1::ModelConfig config = ParseConfig(kSmallConfig);
-  absl::StatusOr<std::string> bytes = RandomSnapshot(config, 30, 1);
-  ASSERT_TRUE(bytes.ok()) << bytes.status();
-  const uint64_t reserved = WorstCaseBytes(config);
-
-  // Two Restores held open after their first chunk (the config: the server reserves its
-  // quota then, which shows it is inside both).
-  std::unique_ptr<Stub> stubs[2] = {OwnStub(*server), OwnStub(*server)};
-  std::unique_ptr<RestoreCall> held[2];
-  const size_t first_size = 256;
-  ASSERT_GT(bytes->size(), first_size);
-  for (int i = 0; i < 2; ++i) {
-    held[i] = std::make_unique<RestoreCall>(*stubs[i]);
-    v1::RestoreChunk first;
-    *first.mutable_ref() = Ref("acme", absl::StrCat("held-", i));
-    first.set_data(bytes->substr(0, first_size));
-    ASSERT_TRUE(held[i]->Write(first));
-  }
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (MetricOrFail(*server, "okl_quota_reserved_bytes") < 2.0 * reserved &&
-         absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  ASSERT_EQ(MetricOrFail(*server, "okl_quota_reserved_bytes"), 2.0 * reserved)
-      << "the held Restores did not reach the server";
-
-  // The third, valid, is refused at once.
-  const absl::Time start = absl::Now();
-  const grpc::Status third = Restore(server->stub(), Ref("acme", "third"), *bytes);
-  EXPECT_TRUE(HasCode(third, Code::RESOURCE_EXHAUSTED));
-  EXPECT_THAT(third.error_message(),
-              AllOf(HasSubstr("--max_concurrent_restores"), HasSubstr("2")));
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-  v1::ModelInfo info;
-  EXPECT_TRUE(HasCode(GetModel(server->stub(), Ref("acme", "third"), &info), Code::NOT_FOUND));
-
-  // Meanwhile the rest of the server serves.
-  EXPECT_TRUE(IsOk(CreateModel(server->stub(), Ref("other", "m"), config)));
-
-  // The held ones finish and succeed; then a Restore runs again.
-  for (int i = 0; i < 2; ++i) {
-    v1::RestoreChunk rest;
-    rest.set_data(bytes->substr(first_size));
-    ASSERT_TRUE(held[i]->Write(rest));
-    EXPECT_TRUE(IsOk(held[i]->Finish())) << "held " << i;
-  }
-  EXPECT_TRUE(IsOk(Restore(server->stub(), Ref("acme", "third"), *bytes)));
-  for (const char* name : {"held-0", "held-1", "third"}) {
-    EXPECT_TRUE(IsOk(GetModel(server->stub(), Ref("acme", name), &info))) << name;
-    EXPECT_EQ(info.stats().expansion_size(), 30u) << name;
-  }
-}
-
-// ====================================================================================
-// e. The snapshot size limit, and the checkpoint's back-off.
+// The snapshot size limit, and the checkpoint's back-off.
 // ====================================================================================
 
 TEST(SnapshotLimitTest, ConfigWhoseSnapshotCouldExceed2GiBIsInvalidArgument) {
@@ -1199,552 +781,7 @@ TEST(FullDiskTest, APartlyAppliedObserveIsNotAnsweredWithARetryableCode) {
 }
 
 // ====================================================================================
-// f. Quotas.
-// ====================================================================================
-
-TEST(QuotaTest, MaxModelsRefusesTheNextModelUntilOneIsDeleted) {
-  std::unique_ptr<ServerProcess> server = StartServer({"--max_models=2"});
-  ASSERT_NE(server, nullptr);
-  const v1::ModelConfig config = ParseConfig(kSmallConfig);
-  ASSERT_TRUE(IsOk(CreateModel(server->stub(), Ref("a", "1"), config)));
-  ASSERT_TRUE(IsOk(CreateModel(server->stub(), Ref("b", "1"), config)));
-  EXPECT_EQ(MetricOrFail(*server, "okl_quota_limit{quota=\"models\"}"), 2);
-
-  const grpc::Status status = CreateModel(server->stub(), Ref("c", "1"), config);
-  EXPECT_TRUE(HasCode(status, Code::RESOURCE_EXHAUSTED));
-  EXPECT_THAT(status.error_message(), AllOf(HasSubstr("--max_models"), HasSubstr("2")));
-  v1::ModelInfo info;
-  EXPECT_TRUE(HasCode(GetModel(server->stub(), Ref("c", "1"), &info), Code::NOT_FOUND));
-  // A Restore of a new model is a new model too.
-  const std::string bytes = SnapshotOf(server->stub(), Ref("a", "1"));
-  EXPECT_TRUE(HasCode(Restore(server->stub(), Ref("c", "2"), bytes), Code::RESOURCE_EXHAUSTED));
-  EXPECT_EQ(MetricOrFail(*server, Rejections("models")), 2);
-  // Over an existing one it is not.
-  EXPECT_TRUE(IsOk(Restore(server->stub(), Ref("b", "1"), bytes)));
-
-  ASSERT_TRUE(IsOk(DeleteModel(server->stub(), Ref("a", "1"))));
-  EXPECT_TRUE(IsOk(CreateModel(server->stub(), Ref("c", "1"), config)));
-  EXPECT_EQ(MetricOrFail(*server, Rejections("models")), 2);
-}
-
-TEST(QuotaTest, MaxModelsPerTenantLimitsEachTenantAlone) {
-  std::unique_ptr<ServerProcess> server = StartServer({"--max_models_per_tenant=2"});
-  ASSERT_NE(server, nullptr);
-  const v1::ModelConfig config = ParseConfig(kSmallConfig);
-  ASSERT_TRUE(IsOk(CreateModel(server->stub(), Ref("a", "1"), config)));
-  ASSERT_TRUE(IsOk(CreateModel(server->stub(), Ref("a", "2"), config)));
-  const grpc::Status status = CreateModel(server->stub(), Ref("a", "3"), config);
-  EXPECT_TRUE(HasCode(status, Code::RESOURCE_EXHAUSTED));
-  // The flag, its limit, the tenant and what it holds.
-  EXPECT_THAT(status.error_message(),
-              AllOf(HasSubstr("--max_models_per_tenant=2"), HasSubstr("\"a\" holds 2")));
-  v1::ModelInfo info;
-  EXPECT_TRUE(HasCode(GetModel(server->stub(), Ref("a", "3"), &info), Code::NOT_FOUND));
-  EXPECT_EQ(MetricOrFail(*server, Rejections("models_per_tenant")), 1);
-  EXPECT_EQ(MetricOrFail(*server, Rejections("models")), 0);
-
-  // Another tenant is not affected.
-  EXPECT_TRUE(IsOk(CreateModel(server->stub(), Ref("b", "1"), config)));
-  EXPECT_TRUE(IsOk(CreateModel(server->stub(), Ref("b", "2"), config)));
-
-  // Restore: as a new model it counts, over an existing one it does not.
-  const std::string bytes = SnapshotOf(server->stub(), Ref("a", "1"));
-  const grpc::Status restored = Restore(server->stub(), Ref("a", "3"), bytes);
-  EXPECT_TRUE(HasCode(restored, Code::RESOURCE_EXHAUSTED));
-  EXPECT_THAT(restored.error_message(), HasSubstr("--max_models_per_tenant=2"));
-  EXPECT_TRUE(HasCode(GetModel(server->stub(), Ref("a", "3"), &info), Code::NOT_FOUND));
-  EXPECT_TRUE(IsOk(Restore(server->stub(), Ref("a", "2"), bytes)));
-  EXPECT_EQ(MetricOrFail(*server, Rejections("models_per_tenant")), 2);
-
-  // Deleting frees the quota.
-  ASSERT_TRUE(IsOk(DeleteModel(server->stub(), Ref("a", "1"))));
-  EXPECT_TRUE(IsOk(Restore(server->stub(), Ref("a", "3"), bytes)));
-  EXPECT_TRUE(
-      HasCode(CreateModel(server->stub(), Ref("a", "4"), config), Code::RESOURCE_EXHAUSTED));
-}
-
-TEST(QuotaTest, MaxBytesPerTenantCountsEachModelAtItsWorstCase) {
-  const v1::ModelConfig config = ParseConfig(kSmallConfig);
-  const uint64_t one = WorstCaseBytes(config);
-  // Room for two and a half models of `config` per tenant.
-  const uint64_t limit = one * 5 / 2;
-  std::unique_ptr<ServerProcess> server =
-      StartServer({absl::StrCat("--max_bytes_per_tenant=", limit)});
-  ASSERT_NE(server, nullptr);
-  ASSERT_TRUE(IsOk(CreateModel(server->stub(), Ref("a", "1"), config)));
-  ASSERT_TRUE(IsOk(CreateModel(server->stub(), Ref("a", "2"), config)));
-  EXPECT_EQ(MetricOrFail(*server, "okl_quota_reserved_bytes"), 2.0 * one);
-
-  const grpc::Status status = CreateModel(server->stub(), Ref("a", "3"), config);
-  EXPECT_TRUE(HasCode(status, Code::RESOURCE_EXHAUSTED));
-  // The flag and its limit, what the model may take and what the tenant has reserved.
-  EXPECT_THAT(status.error_message(),
-              AllOf(HasSubstr(absl::StrCat("--max_bytes_per_tenant=", limit)),
-                    HasSubstr(absl::StrCat(one)), HasSubstr(absl::StrCat(2 * one))));
-  v1::ModelInfo info;
-  EXPECT_TRUE(HasCode(GetModel(server->stub(), Ref("a", "3"), &info), Code::NOT_FOUND));
-  EXPECT_EQ(MetricOrFail(*server, "okl_quota_reserved_bytes"), 2.0 * one);
-  EXPECT_EQ(MetricOrFail(*server, Rejections("bytes_per_tenant")), 1);
-  EXPECT_EQ(MetricOrFail(*server, "okl_quota_limit{quota=\"bytes_per_tenant\"}"),
-            static_cast<double>(limit));
-
-  // A smaller model still fits in the half left.
-  EXPECT_TRUE(IsOk(CreateModel(server->stub(), Ref("a", "small"), WithMaxTerms(config, 16))));
-  // Another tenant has its own bytes.
-  EXPECT_TRUE(IsOk(CreateModel(server->stub(), Ref("b", "1"), config)));
-  EXPECT_TRUE(IsOk(CreateModel(server->stub(), Ref("b", "2"), config)));
-
-  // Deleting frees the model's bytes.
-  ASSERT_TRUE(IsOk(DeleteModel(server->stub(), Ref("a", "1"))));
-  EXPECT_TRUE(IsOk(CreateModel(server->stub(), Ref("a", "3"), config)));
-}
-
-TEST(QuotaTest, MaxMemoryBytesCountsEveryTenantsModels) {
-  const v1::ModelConfig config = ParseConfig(kSmallConfig);
-  const uint64_t one = WorstCaseBytes(config);
-  const uint64_t limit = one * 5 / 2;
-  std::unique_ptr<ServerProcess> server =
-      StartServer({absl::StrCat("--max_memory_bytes=", limit)});
-  ASSERT_NE(server, nullptr);
-  ASSERT_TRUE(IsOk(CreateModel(server->stub(), Ref("a", "1"), config)));
-  ASSERT_TRUE(IsOk(CreateModel(server->stub(), Ref("b", "1"), config)));
-  const grpc::Status status = CreateModel(server->stub(), Ref("c", "1"), config);
-  EXPECT_TRUE(HasCode(status, Code::RESOURCE_EXHAUSTED));
-  EXPECT_THAT(status.error_message(),
-              AllOf(HasSubstr(absl::StrCat("--max_memory_bytes=", limit)),
-                    HasSubstr(absl::StrCat(one)), HasSubstr(absl::StrCat(2 * one))));
-  v1::ModelInfo info;
-  EXPECT_TRUE(HasCode(GetModel(server->stub(), Ref("c", "1"), &info), Code::NOT_FOUND));
-  EXPECT_EQ(MetricOrFail(*server, Rejections("memory_bytes")), 1);
-  EXPECT_EQ(MetricOrFail(*server, "okl_quota_reserved_bytes"), 2.0 * one);
-  EXPECT_EQ(MetricOrFail(*server, "okl_quota_limit{quota=\"memory_bytes\"}"),
-            static_cast<double>(limit));
-  ASSERT_TRUE(IsOk(DeleteModel(server->stub(), Ref("a", "1"))));
-  EXPECT_EQ(MetricOrFail(*server, "okl_quota_reserved_bytes"), 1.0 * one);
-  EXPECT_TRUE(IsOk(CreateModel(server->stub(), Ref("c", "1"), config)));
-}
-
-// A Restore reserves its config's worst case at the first chunk: as a new model, or over
-// an existing one, whose reservation it then replaces.
-TEST(QuotaTest, RestoreReservesItsConfigsBytesAndSwapsTheReplacedModels) {
-  const v1::ModelConfig small = ParseConfig(kSmallConfig);
-  const v1::ModelConfig larger = WithMaxTerms(small, 128);
-  const uint64_t small_bytes = WorstCaseBytes(small);
-  const uint64_t larger_bytes = WorstCaseBytes(larger);
-  ASSERT_GT(larger_bytes, small_bytes);
-  const uint64_t limit = small_bytes + larger_bytes + small_bytes / 2;
-  std::unique_ptr<ServerProcess> server =
-      StartServer({absl::StrCat("--max_bytes_per_tenant=", limit)});
-  ASSERT_NE(server, nullptr);
-  ASSERT_TRUE(IsOk(CreateModel(server->stub(), Ref("a", "1"), small)));
-  absl::StatusOr<std::string> larger_snapshot = RandomSnapshot(larger, 100, 1);
-  ASSERT_TRUE(larger_snapshot.ok()) << larger_snapshot.status();
-
-  // Over the existing model: its bytes become the larger config's.
-  ASSERT_TRUE(IsOk(Restore(server->stub(), Ref("a", "1"), *larger_snapshot)));
-  EXPECT_EQ(MetricOrFail(*server, "okl_quota_reserved_bytes"),
-            static_cast<double>(larger_bytes));
-  // As a new model: larger + larger is over the limit.
-  const grpc::Status status = Restore(server->stub(), Ref("a", "2"), *larger_snapshot);
-  EXPECT_TRUE(HasCode(status, Code::RESOURCE_EXHAUSTED));
-  EXPECT_THAT(status.error_message(), HasSubstr("--max_bytes_per_tenant"));
-  v1::ModelInfo info;
-  EXPECT_TRUE(HasCode(GetModel(server->stub(), Ref("a", "2"), &info), Code::NOT_FOUND));
-  EXPECT_EQ(MetricOrFail(*server, Rejections("bytes_per_tenant")), 1);
-  EXPECT_EQ(MetricOrFail(*server, "okl_quota_reserved_bytes"),
-            static_cast<double>(larger_bytes));
-  // A small one fits beside it.
-  const std::string small_snapshot = [&] {
-    absl::StatusOr<std::string> bytes = RandomSnapshot(small, 10, 2);
-    EXPECT_TRUE(bytes.ok()) << bytes.status();
-    return bytes.ok() ? *bytes : std::string();
-  }();
-  EXPECT_TRUE(IsOk(Restore(server->stub(), Ref("a", "2"), small_snapshot)));
-  EXPECT_EQ(MetricOrFail(*server, "okl_quota_reserved_bytes"),
-            static_cast<double>(larger_bytes + small_bytes));
-  // While a Restore runs the model it replaces still serves, so it needs room for both:
-  // even the small config over the larger model does not fit now (larger + small +
-  // small is over the limit), though the result would take less.
-  const grpc::Status over = Restore(server->stub(), Ref("a", "1"), small_snapshot);
-  EXPECT_TRUE(HasCode(over, Code::RESOURCE_EXHAUSTED));
-  EXPECT_THAT(over.error_message(), HasSubstr("--max_bytes_per_tenant"));
-  EXPECT_EQ(MetricOrFail(*server, "okl_quota_reserved_bytes"),
-            static_cast<double>(larger_bytes + small_bytes));
-  v1::ModelInfo larger_info;
-  ASSERT_TRUE(IsOk(GetModel(server->stub(), Ref("a", "1"), &larger_info)));
-  EXPECT_EQ(larger_info.config().budget().max_terms(), 128u)
-      << "the refused Restore changed it";
-  // With a/2 deleted there is room, and the small config gives the larger's bytes back.
-  ASSERT_TRUE(IsOk(DeleteModel(server->stub(), Ref("a", "2"))));
-  EXPECT_EQ(MetricOrFail(*server, "okl_quota_reserved_bytes"),
-            static_cast<double>(larger_bytes));
-  EXPECT_TRUE(IsOk(Restore(server->stub(), Ref("a", "1"), small_snapshot)));
-  EXPECT_EQ(MetricOrFail(*server, "okl_quota_reserved_bytes"),
-            static_cast<double>(small_bytes));
-  ASSERT_TRUE(IsOk(DeleteModel(server->stub(), Ref("a", "1"))));
-  EXPECT_EQ(MetricOrFail(*server, "okl_quota_reserved_bytes"), 0);
-}
-
-TEST(QuotaTest, RequestRateLimitsEachTenantAlone) {
-  std::unique_ptr<ServerProcess> server =
-      StartServer({"--max_requests_per_second_per_tenant=5"});
-  ASSERT_NE(server, nullptr);
-  const v1::ModelConfig config = ParseConfig(kSmallConfig);
-  // One request from each tenant's burst of 5.
-  ASSERT_TRUE(IsOk(CreateModel(server->stub(), Ref("busy", "m"), config)));
-  ASSERT_TRUE(IsOk(CreateModel(server->stub(), Ref("quiet", "m"), config)));
-
-  // The busy tenant calls 30 times at once; the quiet one 3 times in between.
-  size_t admitted = 0;
-  size_t refused = 0;
-  grpc::Status refusal;
-  const absl::Time start = absl::Now();
-  for (int i = 0; i < 30; ++i) {
-    v1::ModelInfo info;
-    const grpc::Status status = GetModel(server->stub(), Ref("busy", "m"), &info);
-    if (status.ok()) {
-      ++admitted;
-    } else {
-      EXPECT_TRUE(HasCode(status, Code::RESOURCE_EXHAUSTED));
-      ++refused;
-      refusal = status;
-    }
-    if (i % 10 == 5) {
-      EXPECT_TRUE(IsOk(GetModel(server->stub(), Ref("quiet", "m"), &info))) << "call " << i;
-    }
-  }
-  const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
-  // The burst (4 left after CreateModel) and what refilled meanwhile at 5/s.
-  EXPECT_GE(admitted, 4u);
-  EXPECT_LE(admitted, 5 + static_cast<size_t>(5 * elapsed)) << "over " << elapsed << " s";
-  ASSERT_GT(refused, 0u) << "30 calls in " << elapsed << " s were all admitted";
-  EXPECT_THAT(refusal.error_message(), AllOf(HasSubstr("--max_requests_per_second_per_tenant"),
-                                             HasSubstr("5"), HasSubstr("\"busy\"")));
-  EXPECT_EQ(MetricOrFail(*server, Rejections("requests_per_second_per_tenant")),
-            static_cast<double>(refused));
-  EXPECT_EQ(MetricOrFail(*server, "okl_quota_limit{quota=\"requests_per_second_per_tenant\"}"),
-            5);
-
-  // A second later the bucket has refilled.
-  absl::SleepFor(absl::Milliseconds(1100));
-  v1::ModelInfo info;
-  EXPECT_TRUE(IsOk(GetModel(server->stub(), Ref("busy", "m"), &info)));
-}
-
-// Each ObserveStream message is one request: a stream faster than the rate is cut off,
-// with the messages before the refused one applied.
-TEST(QuotaTest, EachObserveStreamMessageCountsAgainstTheRate) {
-  std::unique_ptr<ServerProcess> server =
-      StartServer({"--max_requests_per_second_per_tenant=5"});
-  ASSERT_NE(server, nullptr);
-  const v1::ModelConfig config = ParseConfig(kSmallConfig);
-  const v1::ModelRef ref = Ref("busy", "m");
-  ASSERT_TRUE(IsOk(CreateModel(server->stub(), ref, config)));
-  const std::vector<v1::Example> stream = MakeStream(config, 20, 1);
-  v1::ObserveResponse response;
-  const absl::Time start = absl::Now();
-  const grpc::Status status = ObserveStream(
-      server->stub(), ref, SplitIntoBatches(stream, std::vector<size_t>{1}), &response);
-  const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
-  EXPECT_TRUE(HasCode(status, Code::RESOURCE_EXHAUSTED));
-  EXPECT_THAT(status.error_message(), HasSubstr("--max_requests_per_second_per_tenant"));
-  absl::SleepFor(absl::Milliseconds(1100));
-  v1::ModelInfo info;
-  ASSERT_TRUE(IsOk(GetModel(server->stub(), ref, &info)));
-  // The 4 tokens CreateModel left, and what refilled while the stream ran.
-  EXPECT_GE(info.stats().steps(), 4u);
-  EXPECT_LE(info.stats().steps(), 5 + static_cast<uint64_t>(5 * elapsed));
-  EXPECT_LT(info.stats().steps(), stream.size());
-  std::unique_ptr<CoreTwin> twin = CoreTwin::Create(config);
-  ASSERT_NE(twin, nullptr);
-  twin->Observe(absl::MakeConstSpan(stream).first(info.stats().steps()));
-  EXPECT_TRUE(MatchesTwin(server->stub(), ref, *twin, MakeProbes(4, 8, 2)));
-}
-
-// ====================================================================================
-// g. The Restore protocol.
-// ====================================================================================
-
-class RestoreStreamTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    server_ = StartServer();
-    ASSERT_NE(server_, nullptr);
-    ASSERT_TRUE(IsOk(CreateModel(server_->stub(), source_, config_)));
-    ASSERT_TRUE(IsOk(ObserveOk(server_->stub(), source_, MakeStream(config_, 300, 1))));
-    bytes_ = SnapshotOf(server_->stub(), source_);
-    ASSERT_GT(bytes_.size(), 2000u);
-  }
-
-  // Nothing was created under `ref`.
-  void ExpectAbsent(const v1::ModelRef& ref) {
-    v1::ModelInfo info;
-    EXPECT_TRUE(HasCode(GetModel(server_->stub(), ref, &info), Code::NOT_FOUND))
-        << RefName(ref);
-  }
-
-  const v1::ModelConfig config_ = ParseConfig(kSmallConfig);
-  const v1::ModelRef source_ = Ref("acme", "source");
-  const v1::ModelRef target_ = Ref("acme", "target");
-  std::unique_ptr<ServerProcess> server_;
-  std::string bytes_;
-};
-
-TEST_F(RestoreStreamTest, DeclaredSizeMustMatchTheStream) {
-  // Exactly: restored.
-  EXPECT_TRUE(IsOk(RestoreDeclared(server_->stub(), target_, bytes_, 1000, bytes_.size())));
-  ASSERT_TRUE(IsOk(DeleteModel(server_->stub(), target_)));
-
-  // Declared more than the stream carried: DATA_LOSS at its end.
-  grpc::Status status =
-      RestoreDeclared(server_->stub(), target_, bytes_, 1000, bytes_.size() + 100);
-  EXPECT_TRUE(HasCode(status, Code::DATA_LOSS));
-  EXPECT_THAT(status.error_message(), HasSubstr(absl::StrCat(bytes_.size() + 100)));
-  ExpectAbsent(target_);
-
-  // A stream running past what it declared: refused at the chunk that does.
-  status = RestoreDeclared(server_->stub(), target_, bytes_, 1000, bytes_.size() - 100);
-  EXPECT_TRUE(HasCode(status, Code::INVALID_ARGUMENT));
-  EXPECT_THAT(status.error_message(), HasSubstr("runs past"));
-  ExpectAbsent(target_);
-}
-
-TEST_F(RestoreStreamTest, DeclaredSizeOverTheLimitsIsRefusedAtTheFirstChunk) {
-  const std::string filler = Junk(kMiB, 2);
-  // Over 2 GiB, protobuf's limit on any snapshot.
-  {
-    RestoreCall call(server_->stub());
-    v1::RestoreChunk first;
-    *first.mutable_ref() = target_;
-    first.set_snapshot_bytes(uint64_t{3} << 30);
-    first.set_data(bytes_.substr(0, 1000));
-    const grpc::Status status = StreamUntilRefused(call, first, filler, 512);
-    EXPECT_TRUE(HasCode(status, Code::RESOURCE_EXHAUSTED));
-    EXPECT_THAT(status.error_message(), HasSubstr(absl::StrCat(uint64_t{3} << 30)));
-    EXPECT_LT(call.written(), 64u);
-  }
-  // More than any snapshot of its config can take.
-  {
-    const uint64_t most = MaxSnapshotBytes(CoreConfig(config_));
-    RestoreCall call(server_->stub());
-    v1::RestoreChunk first;
-    *first.mutable_ref() = target_;
-    first.set_snapshot_bytes(most + 1);
-    first.set_data(bytes_.substr(0, 1000));
-    const grpc::Status status = StreamUntilRefused(call, first, filler, 512);
-    EXPECT_TRUE(HasCode(status, Code::INVALID_ARGUMENT));
-    EXPECT_THAT(status.error_message(),
-                AllOf(HasSubstr(absl::StrCat(most + 1)), HasSubstr(absl::StrCat(most))));
-    EXPECT_LT(call.written(), 64u);
-  }
-  ExpectAbsent(target_);
-}
-
-// Bytes that stop before the config ends, or never reach one: DATA_LOSS.
-TEST_F(RestoreStreamTest, StreamWithoutAConfigIsDataLoss) {
-  // The snapshot's first 5 bytes: format_version and the start of the config.
-  grpc::Status status = Restore(server_->stub(), target_, bytes_.substr(0, 5));
-  EXPECT_TRUE(HasCode(status, Code::DATA_LOSS));
-  ExpectAbsent(target_);
-
-  // format_version, then a "config" 1 MiB long, in a 512 MiB stream: the server reads no
-  // further than 64 KiB before giving up on finding its end.
-  std::string prefix = "\x08\x01\x12";
-  for (uint32_t length = 1 << 20; length != 0; length >>= 7) {
-    prefix.push_back(static_cast<char>((length & 0x7f) | (length >= 0x80 ? 0x80 : 0)));
-  }
-  RestoreCall call(server_->stub());
-  v1::RestoreChunk first;
-  *first.mutable_ref() = target_;
-  first.set_data(prefix + std::string(4096, 'x'));
-  status = StreamUntilRefused(call, first, std::string(kMiB, 'x'), 512);
-  EXPECT_TRUE(HasCode(status, Code::DATA_LOSS));
-  EXPECT_THAT(status.error_message(), HasSubstr("config"));
-  EXPECT_LT(call.written(), 64u) << "the server kept reading";
-  ExpectAbsent(target_);
-
-  // format_version, then something else.
-  status = Restore(server_->stub(), target_, std::string("\x08\x01\x1a\x02hi") + bytes_);
-  EXPECT_TRUE(HasCode(status, Code::DATA_LOSS));
-  ExpectAbsent(target_);
-}
-
-// The config may arrive over many chunks: 10-byte chunks (and a 1-byte first one)
-// restore the same model.
-TEST_F(RestoreStreamTest, TinyChunksStillRestore) {
-  ASSERT_TRUE(IsOk(Restore(server_->stub(), target_, bytes_, /*chunk_bytes=*/10)));
-  EXPECT_EQ(SnapshotOf(server_->stub(), target_), bytes_);
-  // 1 byte, then 7, then the rest whole; with the size declared.
-  RestoreCall call(server_->stub());
-  const v1::ModelRef other = Ref("acme", "target-2");
-  v1::RestoreChunk chunk;
-  *chunk.mutable_ref() = other;
-  chunk.set_snapshot_bytes(bytes_.size());
-  chunk.set_data(bytes_.substr(0, 1));
-  ASSERT_TRUE(call.Write(chunk));
-  chunk.Clear();
-  chunk.set_data(bytes_.substr(1, 7));
-  ASSERT_TRUE(call.Write(chunk));
-  chunk.set_data(bytes_.substr(8));
-  ASSERT_TRUE(call.Write(chunk));
-  ASSERT_TRUE(IsOk(call.Finish()));
-  EXPECT_EQ(SnapshotOf(server_->stub(), other), bytes_);
-  // And it learns on as the source does.
-  const std::vector<v1::Example> more = MakeStream(config_, 50, 9);
-  v1::ObserveResponse a;
-  v1::ObserveResponse b;
-  ASSERT_TRUE(IsOk(Observe(server_->stub(), source_, more, &a)));
-  ASSERT_TRUE(IsOk(Observe(server_->stub(), other, more, &b)));
-  EXPECT_EQ(a.SerializeAsString(), b.SerializeAsString());
-}
-
-// The config is all a Restore needs to be refused for the server's limits or the
-// tenant's quota: the server answers after the first chunk of a 300 MiB stream,
-// without buffering it.
-TEST(RestoreLimitsTest, SnapshotOverTheServersLimitsIsRefusedBeforeTheRestIsRead) {
-  const v1::ModelConfig quota_breaker = ParseConfig(R"pb(
-    dim: 1024
-    kernel { gaussian { gamma: 0.01 } }
-    loss { squared {} }
-    learning_rate { eta0: 0.1 }
-    budget { max_terms: 1000 }
-  )pb");
-  std::unique_ptr<ServerProcess> server =
-      StartServer({"--max_dim=1024", "--max_terms=1000",
-                   absl::StrCat("--max_bytes_per_tenant=", WorstCaseBytes(quota_breaker) - 1)});
-  ASSERT_NE(server, nullptr);
-  struct Case {
-    std::string what;
-    v1::ModelConfig config;
-    Code code;
-    std::string message;
-  };
-  const std::vector<Case> cases = {
-      {"dim over --max_dim", ParseConfig(kDim4096Config), Code::INVALID_ARGUMENT, "--max_dim"},
-      {"max_terms over --max_terms", WithMaxTerms(quota_breaker, 5000), Code::INVALID_ARGUMENT,
-       "--max_terms"},
-      {"over --max_bytes_per_tenant", quota_breaker, Code::RESOURCE_EXHAUSTED,
-       "--max_bytes_per_tenant"},
-  };
-  const std::string filler = Junk(kMiB, 3);
-  const uint64_t peak_before = PeakRssBytes(server->pid());
-  for (const Case& c : cases) {
-    // A real snapshot's first chunk (20 terms), declared and continued as 300 MiB.
-    absl::StatusOr<std::string> bytes = RandomSnapshot(c.config, 20, 1);
-    ASSERT_TRUE(bytes.ok()) << bytes.status();
-    RestoreCall call(server->stub());
-    v1::RestoreChunk first;
-    *first.mutable_ref() = Ref("acme", "refused");
-    first.set_data(bytes->substr(0, std::min(bytes->size(), kMiB)));
-    const absl::Time start = absl::Now();
-    const grpc::Status status = StreamUntilRefused(call, first, filler, 300);
-    EXPECT_TRUE(HasCode(status, c.code)) << c.what;
-    EXPECT_THAT(status.error_message(), HasSubstr(c.message)) << c.what;
-    EXPECT_LT(call.written(), 64u) << c.what << ": the server kept reading";
-    if (Verbose()) {
-      std::cerr << c.what << ": refused after the client got " << call.written()
-                << " of 300 chunks out, in " << absl::Now() - start << "\n";
-    }
-  }
-  const uint64_t peak_after = PeakRssBytes(server->pid());
-  if (Verbose()) {
-    std::cerr << "server peak RSS " << Mb(peak_before) << " before, " << Mb(peak_after)
-              << " after\n";
-  }
-  EXPECT_LT(peak_after - peak_before, 100 * kMiB);
-  EXPECT_EQ(MetricOrFail(*server, Rejections("bytes_per_tenant")), 1);
-  v1::ListModelsResponse list;
-  ASSERT_TRUE(IsOk(ListModels(server->stub(), "", &list)));
-  EXPECT_EQ(list.models_size(), 0);
-}
-
-// A Restore that fails after it reserved its config's bytes (a bad checksum, a state
-// that does not fit together, a client that cancels or sends nothing) gives back its
-// quota and its slot: with one slot and room for one model, each next Restore runs, and
-// the last, valid one is the tenant's only model.
-TEST(RestoreLimitsTest, FailedRestoreGivesBackItsQuotaAndItsSlot) {
-  std::unique_ptr<ServerProcess> server =
-      StartServer({"--max_concurrent_restores=1", "--max_models_per_tenant=1"});
-  ASSERT_NE(server, nullptr);
-  const v1::ModelConfig config = ParseConfig(kSmallConfig);
-  const v1::ModelRef ref = Ref("acme", "m");
-  absl::StatusOr<ModelState> state = RandomState(CoreConfig(config), 30, 1);
-  ASSERT_TRUE(state.ok()) << state.status();
-  absl::StatusOr<std::string> valid = EncodeSnapshot(*state);
-  ASSERT_TRUE(valid.ok()) << valid.status();
-  std::string corrupted = *valid;
-  corrupted[corrupted.size() / 2] ^= 0x10;
-  ModelState inconsistent_state = *state;
-  inconsistent_state.added_at[0] = inconsistent_state.steps + 1;
-  absl::StatusOr<std::string> inconsistent = EncodeSnapshot(inconsistent_state);
-  ASSERT_TRUE(inconsistent.ok()) << inconsistent.status();
-
-  auto expect_nothing_held = [&](absl::string_view what) {
-    // A cancelled call ends on the server a moment after the client sees it end.
-    const absl::Time deadline = absl::Now() + absl::Seconds(5);
-    while (MetricOrFail(*server, "okl_quota_reserved_bytes") != 0 && absl::Now() < deadline) {
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    EXPECT_EQ(MetricOrFail(*server, "okl_quota_reserved_bytes"), 0) << what;
-    v1::ModelInfo info;
-    EXPECT_TRUE(HasCode(GetModel(server->stub(), ref, &info), Code::NOT_FOUND)) << what;
-  };
-
-  grpc::Status status = Restore(server->stub(), ref, corrupted, 64);
-  EXPECT_TRUE(HasCode(status, Code::DATA_LOSS));
-  EXPECT_THAT(status.error_message(), HasSubstr("checksum"));
-  expect_nothing_held("bad checksum");
-
-  status = Restore(server->stub(), ref, valid->substr(0, valid->size() - 100), 64);
-  EXPECT_TRUE(HasCode(status, Code::DATA_LOSS));
-  expect_nothing_held("truncated");
-
-  status = Restore(server->stub(), ref, *inconsistent, 64);
-  EXPECT_TRUE(HasCode(status, Code::DATA_LOSS));
-  EXPECT_THAT(status.error_message(), HasSubstr("added_at"));
-  expect_nothing_held("inconsistent state");
-
-  {
-    RestoreCall call(server->stub());
-    v1::RestoreChunk first;
-    *first.mutable_ref() = ref;
-    first.set_data(valid->substr(0, 256));
-    ASSERT_TRUE(call.Write(first));
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (MetricOrFail(*server, "okl_quota_reserved_bytes") == 0 && absl::Now() < deadline) {
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    ASSERT_GT(MetricOrFail(*server, "okl_quota_reserved_bytes"), 0)
-        << "the Restore did not reserve at its first chunk";
-    call.Cancel();
-    EXPECT_TRUE(HasCode(call.Finish(), Code::CANCELLED));
-  }
-  expect_nothing_held("cancelled");
-
-  {
-    RestoreCall call(server->stub());  // no chunk at all
-    status = call.Finish();
-    EXPECT_TRUE(HasCode(status, Code::INVALID_ARGUMENT));
-  }
-  {
-    RestoreCall call(server->stub());
-    v1::RestoreChunk no_ref;
-    no_ref.set_data(*valid);
-    call.Write(no_ref);
-    EXPECT_TRUE(HasCode(call.Finish(), Code::INVALID_ARGUMENT));
-  }
-  expect_nothing_held("no chunks, no ref");
-
-  EXPECT_TRUE(IsOk(Restore(server->stub(), ref, *valid)));
-  EXPECT_EQ(MetricOrFail(*server, "okl_quota_reserved_bytes"),
-            static_cast<double>(WorstCaseBytes(config)));
-  EXPECT_TRUE(HasCode(Restore(server->stub(), Ref("acme", "second"), *valid),
-                      Code::RESOURCE_EXHAUSTED));
-  EXPECT_EQ(MetricOrFail(*server, Rejections("models_per_tenant")), 1);
-}
-
-// ====================================================================================
-// h. The ObserveStream response cap.
+// The ObserveStream response cap.
 // ====================================================================================
 
 TEST(ObserveStreamCapTest, ResponseCarriesAtMostMaxResponsePredictions) {
@@ -1791,7 +828,7 @@ TEST(ObserveStreamCapTest, UnaryObserveReturnsEveryPrediction) {
 }
 
 // ====================================================================================
-// i. Cancellation: a call past its deadline stops using the server's CPU.
+// Cancellation: a call past its deadline stops using the server's CPU.
 // ====================================================================================
 
 class CancellationTest : public ::testing::Test {
