@@ -4,12 +4,12 @@
 // completion queue and one thread polling it per CPU, each call's events handled on the
 // thread that polled them.
 //
-// Why not gRPC's callback API (which okl_server used before): in gRPC 1.51 the callback
-// API hands every event between two "nexting" threads of its own, whatever the number of
-// CPUs: about 3 context switches per unary call at a partial load, where a Predict's own
-// work is under a microsecond (docs/benchmarks.md, "Load generator": how okl serves calls, and
-// why). And no callback (or sync) method may remain beside these queues: a callback method
-// brings those threads back, and they poll the same sockets.
+// Why not gRPC's callback API: in gRPC 1.51 the callback API hands every event between two
+// "nexting" threads of its own, whatever the number of CPUs: about 3 context switches per
+// unary call at a partial load, where a Predict's own work is under a microsecond
+// (docs/benchmarks.md, "Load generator": how okl serves calls, and why). And no callback
+// (or sync) method may remain beside these queues: a callback method brings those threads
+// back, and they poll the same sockets.
 //
 // The pieces:
 // - RawAsyncService: a grpc::Service whose methods are all declared bidirectional

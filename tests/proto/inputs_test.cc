@@ -176,8 +176,7 @@ TEST(ConvertObserveResponseTest, AppendsPredictionsAndLossesInOrder) {
 // --- Bounded request conversion ----------------------------------------------------
 
 TEST(BoundedRequestTest, SparseRequestsAreCheckedAndBoundedBeforeAnythingIsAllocated) {
-  // The reproduction: 500 one-index sparse examples at dim 65536 would be 262 MB
-  // dense.
+  // 500 one-index sparse examples at dim 65536: 13 KB on the wire, 262 MB dense.
   v1::ObserveRequest request;
   for (int i = 0; i < 500; ++i) {
     v1::Example* example = request.add_examples();

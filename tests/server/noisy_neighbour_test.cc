@@ -1,6 +1,6 @@
 // tests/server/noisy_neighbour_test.cc
 //
-// The tenant-isolation issue's acceptance test, against a real okl_server: while tenant A
+// Tenant isolation measured as latency, against a real okl_server: while tenant A
 // Restores a 300 MiB snapshot (twice: as a new model, then over it) and streams batches
 // of 64 examples into a dim 4096 model without pause, tenant B's sequential Predicts on
 // a small model (dim 16, budget 256) keep a p99 latency under 50 ms. B's p99 is measured
