@@ -81,7 +81,9 @@ absl::StatusOr<PredictResult> LocalModel::PredictWithVariance(
     absl::Span<const double> xs) const {
   if (!config().krls_tracker_kind()) {
     OKL_ASSIGN_OR_RETURN(std::vector<double> predictions, Predict(xs));
-    return PredictResult{.predictions = std::move(predictions)};
+    PredictResult result;
+    result.predictions = std::move(predictions);
+    return result;
   }
   const uint32_t dim = config().dim;
   if (xs.empty() || xs.size() % dim != 0) {

@@ -183,7 +183,8 @@ void OklService::ServeUnary(absl::string_view method, AdmitMethod<Request> admit
   // The service owns the handler, through the factory that hands it to each call.
   auto handler = std::make_shared<typename Call::Handler>([this, admit, handle](Call* call) {
     ActiveCall active(this, call->context());
-    Admission admission{.context = call->context()};
+    Admission admission;
+    admission.context = call->context();
     absl::Status admitted = active.status();
     if (admitted.ok()) admitted = (this->*admit)(active, call->request(), &admission);
     if (!admitted.ok()) {

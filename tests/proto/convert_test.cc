@@ -524,7 +524,9 @@ TEST(ConvertConfigTest, WireValuesAndCoreNameTablesAgree) {
   }
   for (const auto& [status, name] : kCandidateStatusNames) {
     ModelStats stats;
-    stats.candidates.push_back({.status = status});
+    CandidateStats candidate;
+    candidate.status = status;
+    stats.candidates.push_back(candidate);
     const v1::ModelStats proto = ToProto(stats, LossType::kSquared);
     ASSERT_EQ(proto.candidates_size(), 1);
     EXPECT_EQ(absl::AsciiStrToLower(v1::CandidateStatus_Name(proto.candidates(0).status())),
@@ -957,7 +959,10 @@ TEST(ConvertKrlsTrackerTest, MaxSnapshotBytesBoundsAFullTracker) {
 }
 
 TEST(ConvertKrlsTrackerTest, StatsCarryTheDictionaryThroughTheSummary) {
-  ModelSummary summary{.tenant = "t", .model = "m", .config = TrackerConfig(1.0)};
+  ModelSummary summary;
+  summary.tenant = "t";
+  summary.model = "m";
+  summary.config = TrackerConfig(1.0);
   summary.stats.expansion_size = 9;
   summary.stats.terms_removed = 31;
   summary.stats.noise_variance = 0.5;

@@ -379,7 +379,10 @@ std::vector<double> CoreTwin::Predict(absl::Span<const v1::Vector> inputs) const
 
 v1::ModelStats CoreTwin::WireStats() const {
   // As GetModel writes them: through the summary, which adds a tracker's dictionary.
-  return ToProto(ModelSummary{.config = model_->config(), .stats = model_->stats()}).stats();
+  ModelSummary summary;
+  summary.config = model_->config();
+  summary.stats = model_->stats();
+  return ToProto(summary).stats();
 }
 
 std::vector<double> PredictionsOf(absl::Span<const Observation> observations) {
