@@ -1,8 +1,9 @@
 // server/service.h
 //
-// OklService implements okl.v1.OnlineKernelLearning over a ModelHost. Each handler is
-// thin: check the call (serving, token, rate), convert the request (proto/convert.h),
-// call the host, convert the result and map the status (server/status.h). What the
+// OklService implements okl.v1.OnlineKernelLearning over a ModelHost. Each method is
+// two thin halves: an admission that checks the call (serving, token, request, grant,
+// rate) and finds its model, and a handler that converts the request (proto/convert.h),
+// calls the host, converts the result and maps the status (server/status.h). What the
 // service adds is what the wire needs: authentication and authorization of each call,
 // the bounds on a request's decoded size, the snapshot byte stream, and the serving
 // state (UNAVAILABLE while starting or draining).
