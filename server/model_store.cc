@@ -238,6 +238,75 @@ absl::string_view ToView(const rocksdb::Slice& slice) {
   return absl::string_view(slice.data(), slice.size());
 }
 
+// A model's record as stored: its names, and its config and incarnation still encoded.
+struct NamedRecord {
+  std::string tenant;
+  std::string model;
+  std::string value;
+};
+
+// Every model record ("m/<tenant>/<model>") `it` finds, in key order. DataLoss naming the
+// store at `path` for a key of another form; the caller checks it->status().
+absl::Status ReadModelRecords(rocksdb::Iterator* it, absl::string_view path,
+                              std::vector<NamedRecord>* records) {
+  for (it->Seek(kModelPrefix); it->Valid() && it->key().starts_with(kModelPrefix); it->Next()) {
+    const absl::string_view key = ToView(it->key()).substr(2);
+    const size_t slash = key.find('/');
+    if (slash == absl::string_view::npos) {
+      return absl::DataLossError(absl::StrCat("the model store at \"", path,
+                                              "\" holds an unrecognised key \"",
+                                              ToView(it->key()), "\""));
+    }
+    records->push_back({std::string(key.substr(0, slash)), std::string(key.substr(slash + 1)),
+                        std::string(ToView(it->value()))});
+  }
+  return absl::OkStatus();
+}
+
+// Reads `model`'s checkpoint and log records (its incarnation's keys, in order) with `it`,
+// checking that the checkpoint holds the model's config and that the log continues it
+// without a gap. DataLoss saying what is damaged.
+absl::Status ReadCheckpointAndLog(rocksdb::Iterator* it, StoredModel* stored) {
+  StoredModel& model = *stored;
+  const std::string begin = IncarnationBegin(model.incarnation);
+  const std::string checkpoint_key = CheckpointKey(model.incarnation);
+  const std::string log_prefix = absl::StrCat(begin, "l/");
+  for (it->Seek(begin); it->Valid() && it->key().starts_with(begin); it->Next()) {
+    const absl::string_view key = ToView(it->key());
+    if (key == checkpoint_key) {
+      ModelState state;
+      OKL_RETURN_IF_ERROR(DecodeCheckpoint(ToView(it->value()), &model.checkpoint_seq, &state));
+      if (CanonicalConfigBytes(state.config) != CanonicalConfigBytes(model.config)) {
+        return absl::DataLossError("the checkpoint's config differs from the model's");
+      }
+      model.checkpoint = std::move(state);
+      continue;
+    }
+    uint64_t seq = 0;
+    if (!absl::StartsWith(key, log_prefix) ||
+        !ParseHex16(key.substr(log_prefix.size()), &seq)) {
+      return absl::DataLossError(absl::StrCat("unrecognised key \"", key, "\""));
+    }
+    const uint64_t expected =
+        model.log.empty() ? model.checkpoint_seq + 1 : model.log.back().seq + 1;
+    if (seq != expected) {
+      return absl::DataLossError(
+          seq < expected
+              ? absl::StrCat("log record ", seq, " is at or before the checkpoint (record ",
+                             model.checkpoint_seq, ")")
+              : absl::StrCat("log records ", expected, " to ", seq - 1, " are missing"));
+    }
+    StoredModel::Batch batch;
+    batch.seq = seq;
+    if (absl::Status status = DecodeBatch(ToView(it->value()), model.config.dim, &batch);
+        !status.ok()) {
+      return absl::DataLossError(absl::StrCat("log record ", seq, " ", status.message()));
+    }
+    model.log.push_back(std::move(batch));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 bool WriteOutcomeUnknown(const absl::Status& status) {
@@ -415,35 +484,19 @@ absl::Status ModelStore::LoadModels(
   read.fill_cache = false;
 
   // 1. The models: "m/<tenant>/<model>".
-  struct Named {
-    std::string tenant;
-    std::string model;
-    std::string value;
-  };
-  std::vector<Named> named;
+  std::vector<NamedRecord> named;
   {
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read));
-    for (it->Seek(kModelPrefix); it->Valid() && it->key().starts_with(kModelPrefix);
-         it->Next()) {
-      const absl::string_view key = ToView(it->key()).substr(2);
-      const size_t slash = key.find('/');
-      if (slash == absl::string_view::npos) {
-        return absl::DataLossError(absl::StrCat("the model store at \"", path_,
-                                                "\" holds an unrecognised key \"",
-                                                ToView(it->key()), "\""));
-      }
-      named.push_back({std::string(key.substr(0, slash)), std::string(key.substr(slash + 1)),
-                       std::string(ToView(it->value()))});
-    }
+    OKL_RETURN_IF_ERROR(ReadModelRecords(it.get(), path_, &named));
     if (!it->status().ok()) return unreadable(it->status());
   }
 
   // 2. Their configs; the highest incarnation anywhere, so new ones never reuse one.
   std::vector<StoredModel> models;
-  std::vector<std::pair<const Named*, std::string>> damaged_configs;
+  std::vector<std::pair<const NamedRecord*, std::string>> damaged_configs;
   absl::flat_hash_set<uint64_t> live;
   uint64_t max_inc = 0;
-  for (const Named& n : named) {
+  for (const NamedRecord& n : named) {
     StoredModel model;
     model.tenant = n.tenant;
     model.model = n.model;
@@ -491,48 +544,7 @@ absl::Status ModelStore::LoadModels(
   // 3. Each model's checkpoint and log, one model at a time.
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read));
   for (StoredModel& model : models) {
-    const std::string begin = IncarnationBegin(model.incarnation);
-    const std::string checkpoint_key = CheckpointKey(model.incarnation);
-    const std::string log_prefix = absl::StrCat(begin, "l/");
-    absl::Status damage;
-    for (it->Seek(begin); it->Valid() && it->key().starts_with(begin); it->Next()) {
-      const absl::string_view key = ToView(it->key());
-      if (key == checkpoint_key) {
-        ModelState state;
-        damage = DecodeCheckpoint(ToView(it->value()), &model.checkpoint_seq, &state);
-        if (!damage.ok()) break;
-        if (CanonicalConfigBytes(state.config) != CanonicalConfigBytes(model.config)) {
-          damage = absl::DataLossError("the checkpoint's config differs from the model's");
-          break;
-        }
-        model.checkpoint = std::move(state);
-        continue;
-      }
-      uint64_t seq = 0;
-      if (!absl::StartsWith(key, log_prefix) ||
-          !ParseHex16(key.substr(log_prefix.size()), &seq)) {
-        damage = absl::DataLossError(absl::StrCat("unrecognised key \"", key, "\""));
-        break;
-      }
-      const uint64_t expected =
-          model.log.empty() ? model.checkpoint_seq + 1 : model.log.back().seq + 1;
-      if (seq != expected) {
-        damage = absl::DataLossError(
-            seq < expected
-                ? absl::StrCat("log record ", seq, " is at or before the checkpoint (record ",
-                               model.checkpoint_seq, ")")
-                : absl::StrCat("log records ", expected, " to ", seq - 1, " are missing"));
-        break;
-      }
-      StoredModel::Batch batch;
-      batch.seq = seq;
-      damage = DecodeBatch(ToView(it->value()), model.config.dim, &batch);
-      if (!damage.ok()) {
-        damage = absl::DataLossError(absl::StrCat("log record ", seq, " ", damage.message()));
-        break;
-      }
-      model.log.push_back(std::move(batch));
-    }
+    absl::Status damage = ReadCheckpointAndLog(it.get(), &model);
     if (damage.ok() && !it->status().ok()) {
       damage = absl::DataLossError(absl::StrCat("unreadable: ", it->status().ToString()));
       it.reset(db_->NewIterator(read));  // a failed iterator stays failed

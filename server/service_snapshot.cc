@@ -191,7 +191,12 @@ class OklService::RestoreSession {
       }
       // The rest of this chunk (its prefix is in already).
       bytes_.resize(bytes_.size() - std::min(chunk.data().size(), kMaxRestorePrefixBytes));
-      bytes_.reserve(std::min<size_t>(max_bytes_, size_t{64} << 20));
+      // A declared size (checked against the config's limits, its quota reserved) is
+      // reserved whole: growing the buffer would copy what arrived so far, on the
+      // queue's thread that every tenant's calls share. Pages are touched only as bytes
+      // arrive. An undeclared snapshot grows from at most 64 MiB.
+      bytes_.reserve(declared_ > 0 ? declared_
+                                   : std::min<size_t>(max_bytes_, size_t{64} << 20));
     }
     if (chunk.data().size() > max_bytes_ - std::min(bytes_.size(), max_bytes_)) {
       return absl::InvalidArgumentError(

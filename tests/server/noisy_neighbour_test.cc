@@ -11,18 +11,25 @@
 // machine of 2 cores A's load keeps both busy; B's calls compete for CPU only, not for
 // locks.
 
+#include <stdio.h>
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
@@ -31,6 +38,7 @@
 #include "proto/convert.h"
 #include "proto/snapshot_codec.h"
 #include "tests/server/e2e_test_util.h"
+#include "tests/server/security_util.h"
 #include "tests/server/server_process.h"
 #include "tests/server/state_builder.h"
 
@@ -232,6 +240,106 @@ TEST(NoisyNeighbourTest,
   v1::ModelInfo info;
   ASSERT_TRUE(IsOk(GetModel(*b_stub, Ref("tenant-a", "big"), &info)));
   EXPECT_EQ(info.stats().expansion_size(), terms);
+}
+
+// The JSON number after `"key": ` in the first object after `"section": {` of `json`
+// (okl_loadgen's report); nullopt if absent.
+std::optional<double> JsonNumberIn(const std::string& json, absl::string_view section,
+                                   absl::string_view key) {
+  const size_t at = json.find(absl::StrCat("\"", section, "\": {"));
+  if (at == std::string::npos) return std::nullopt;
+  const size_t end = json.find('}', at);
+  const size_t k = json.find(absl::StrCat("\"", key, "\": "), at);
+  if (k == std::string::npos || k > end) return std::nullopt;
+  return std::strtod(json.c_str() + k + key.size() + 4, nullptr);
+}
+
+// The GetModels okl_server answered within `seconds` (okl_rpc_duration_seconds' bucket of
+// that bound) and in all, from the server's /metrics; nullopt if absent.
+std::optional<std::pair<double, double>> GetModelsWithin(const std::string& metrics,
+                                                         absl::string_view seconds) {
+  std::optional<double> within, count;
+  for (absl::string_view line : absl::StrSplit(metrics, '\n')) {
+    if (!absl::StrContains(line, "method=\"GetModel\"")) continue;
+    const size_t space = line.rfind(' ');
+    if (space == absl::string_view::npos) continue;
+    const double value = std::strtod(std::string(line.substr(space + 1)).c_str(), nullptr);
+    if (absl::StartsWith(line, "okl_rpc_duration_seconds_count")) count = value;
+    if (absl::StartsWith(line, "okl_rpc_duration_seconds_bucket") &&
+        absl::StrContains(line, absl::StrCat("le=\"", seconds, "\""))) {
+      within = value;
+    }
+  }
+  if (!within || !count) return std::nullopt;
+  return std::make_pair(*within, *count);
+}
+
+// Another process's GetModels on a fixed schedule, every 5 ms, over TLS with a token
+// (okl_loadgen, "get" in open loop: each latency from the call's scheduled time, so a
+// stall counts for every call it delayed), while tenant A restores a 93 MiB snapshot over
+// its own model again and again on the same 2 cores. What okl controls is asserted: the
+// server answers 99% of B's calls within 25 ms of their arrival (its own histogram, from
+// the call's start to its status). B's latency end to end, from the schedule, is printed:
+// it adds gRPC's transport on threads that also read A's 93 MiB, and three processes'
+// turns on two full cores (docs/benchmarks.md, "Noisy neighbour").
+TEST(NoisyNeighbourTest, ScheduledGetModelsFromAnotherProcessAreServedFastWhileARestoreRepeats) {
+#ifndef OKL_LOADGEN_BINARY
+  GTEST_SKIP() << "okl_loadgen is not built (OKL_BUILD_BENCHMARKS=OFF)";
+#else
+  absl::StatusOr<std::unique_ptr<SecureServer>> started = SecureServer::Start();
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::unique_ptr<SecureServer> server = *std::move(started);
+  const v1::ModelConfig restore_config = ParseConfig(kRestoreConfig);
+  const size_t terms = TermsForSnapshotBytes(restore_config, 93 * kMiB);
+  absl::StatusOr<std::string> snapshot = RandomSnapshot(restore_config, terms, 4);
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+
+  std::atomic<bool> stop{false};
+  std::vector<grpc::Status> restores;
+  std::thread restorer([&] {
+    std::unique_ptr<Stub> stub = server->StubFor(Who::kWriteA);
+    while (!stop.load()) restores.push_back(StreamRestore(*stub, Ref("a", "big"), *snapshot));
+  });
+  // B: its own process, tenant and token (through the environment, out of the process
+  // list).
+  const std::string command = absl::StrCat(
+      "OKL_TOKEN=", server->token(Who::kWriteAB), " ", OKL_LOADGEN_BINARY,
+      " --server=", server->process().address(), " --tls_ca_file=", server->certs().ca.path,
+      " --tenant=b --scenarios=get --rate=200 --duration=8s --warmup=1s 2>&1");
+  FILE* loadgen = popen(command.c_str(), "r");
+  ASSERT_NE(loadgen, nullptr);
+  std::string output;
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), loadgen)) > 0;) output.append(buffer, n);
+  const int exit_status = pclose(loadgen);
+  stop.store(true);
+  restorer.join();
+  absl::StatusOr<std::string> metrics = HttpGet(server->process().metrics_port(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+
+  const std::optional<std::pair<double, double>> served = GetModelsWithin(*metrics, "0.025");
+  auto scheduled = [&](absl::string_view key) {
+    return JsonNumberIn(output, "get@200/s", key).value_or(-1);
+  };
+  std::cout << "noisy neighbour: another process's GetModel every 5 ms over TLS with a "
+            << "token, while tenant A restored " << snapshot->size() / kMiB << " MiB "
+            << restores.size() << " times: served within 25 ms "
+            << (served ? served->first : -1) << " of " << (served ? served->second : -1)
+            << "; from the schedule, end to end: p50 " << scheduled("p50_us") / 1000
+            << " ms, p99 " << scheduled("p99_us") / 1000 << " ms, p999 "
+            << scheduled("p999_us") / 1000 << " ms (" << scheduled("requests") << " calls)"
+            << std::endl;
+  ASSERT_TRUE(WIFEXITED(exit_status) && WEXITSTATUS(exit_status) == 0)
+      << "okl_loadgen failed:\n"
+      << output;
+  for (const grpc::Status& status : restores) EXPECT_TRUE(IsOk(status)) << "A's Restore";
+  EXPECT_GE(restores.size(), 2u) << "too few of A's Restores during B's calls";
+  EXPECT_EQ(scheduled("errors"), 0) << output;
+  EXPECT_GE(scheduled("requests"), 1500) << output;
+  ASSERT_TRUE(served.has_value()) << *metrics;
+  EXPECT_GE(served->first, 0.99 * served->second)
+      << "fewer than 99% of B's GetModels were served within 25 ms of their arrival";
+#endif
 }
 
 }  // namespace
