@@ -11,9 +11,6 @@
 // machine of 2 cores A's load keeps both busy; B's calls compete for CPU only, not for
 // locks.
 
-#include <stdio.h>
-#include <sys/wait.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -27,9 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
@@ -254,26 +249,6 @@ std::optional<double> JsonNumberIn(const std::string& json, absl::string_view se
   return std::strtod(json.c_str() + k + key.size() + 4, nullptr);
 }
 
-// The GetModels okl_server answered within `seconds` (okl_rpc_duration_seconds' bucket of
-// that bound) and in all, from the server's /metrics; nullopt if absent.
-std::optional<std::pair<double, double>> GetModelsWithin(const std::string& metrics,
-                                                         absl::string_view seconds) {
-  std::optional<double> within, count;
-  for (absl::string_view line : absl::StrSplit(metrics, '\n')) {
-    if (!absl::StrContains(line, "method=\"GetModel\"")) continue;
-    const size_t space = line.rfind(' ');
-    if (space == absl::string_view::npos) continue;
-    const double value = std::strtod(std::string(line.substr(space + 1)).c_str(), nullptr);
-    if (absl::StartsWith(line, "okl_rpc_duration_seconds_count")) count = value;
-    if (absl::StartsWith(line, "okl_rpc_duration_seconds_bucket") &&
-        absl::StrContains(line, absl::StrCat("le=\"", seconds, "\""))) {
-      within = value;
-    }
-  }
-  if (!within || !count) return std::nullopt;
-  return std::make_pair(*within, *count);
-}
-
 // Another process's GetModels on a fixed schedule, every 5 ms, over TLS with a token
 // (okl_loadgen, "get" in open loop: each latency from the call's scheduled time, so a
 // stall counts for every call it delayed), while tenant A restores a 93 MiB snapshot over
@@ -302,42 +277,42 @@ TEST(NoisyNeighbourTest, ScheduledGetModelsFromAnotherProcessAreServedFastWhileA
   });
   // B: its own process, tenant and token (through the environment, out of the process
   // list).
-  const std::string command = absl::StrCat(
-      "OKL_TOKEN=", server->token(Who::kWriteAB), " ", OKL_LOADGEN_BINARY,
-      " --server=", server->process().address(), " --tls_ca_file=", server->certs().ca.path,
-      " --tenant=b --scenarios=get --rate=200 --duration=8s --warmup=1s 2>&1");
-  FILE* loadgen = popen(command.c_str(), "r");
-  ASSERT_NE(loadgen, nullptr);
-  std::string output;
-  char buffer[4096];
-  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), loadgen)) > 0;) output.append(buffer, n);
-  const int exit_status = pclose(loadgen);
+  absl::StatusOr<CommandResult> loadgen =
+      RunCommand({OKL_LOADGEN_BINARY, absl::StrCat("--server=", server->process().address()),
+                  absl::StrCat("--tls_ca_file=", server->certs().ca.path), "--tenant=b",
+                  "--scenarios=get", "--rate=200", "--duration=8s", "--warmup=1s"},
+                 {absl::StrCat("OKL_TOKEN=", server->token(Who::kWriteAB))});
   stop.store(true);
   restorer.join();
-  absl::StatusOr<std::string> metrics = HttpGet(server->process().metrics_port(), "/metrics");
-  ASSERT_TRUE(metrics.ok()) << metrics.status();
-
-  const std::optional<std::pair<double, double>> served = GetModelsWithin(*metrics, "0.025");
+  ASSERT_TRUE(loadgen.ok()) << loadgen.status();
+  const std::string& output = loadgen->out;
+  const std::string within_25ms =
+      "okl_rpc_duration_seconds_bucket{service=\"okl.v1.OnlineKernelLearning\","
+      "method=\"GetModel\",le=\"0.025\"}";
+  const int metrics_port = server->process().metrics_port();
+  absl::StatusOr<double> served_within = MetricValue(metrics_port, within_25ms);
+  absl::StatusOr<double> served =
+      MetricValue(metrics_port,
+                  "okl_rpc_duration_seconds_count{service=\"okl.v1.OnlineKernelLearning\","
+                  "method=\"GetModel\"}");
   auto scheduled = [&](absl::string_view key) {
     return JsonNumberIn(output, "get@200/s", key).value_or(-1);
   };
   std::cout << "noisy neighbour: another process's GetModel every 5 ms over TLS with a "
             << "token, while tenant A restored " << snapshot->size() / kMiB << " MiB "
-            << restores.size() << " times: served within 25 ms "
-            << (served ? served->first : -1) << " of " << (served ? served->second : -1)
-            << "; from the schedule, end to end: p50 " << scheduled("p50_us") / 1000
-            << " ms, p99 " << scheduled("p99_us") / 1000 << " ms, p999 "
-            << scheduled("p999_us") / 1000 << " ms (" << scheduled("requests") << " calls)"
-            << std::endl;
-  ASSERT_TRUE(WIFEXITED(exit_status) && WEXITSTATUS(exit_status) == 0)
-      << "okl_loadgen failed:\n"
-      << output;
+            << restores.size() << " times: served within 25 ms " << served_within.value_or(-1)
+            << " of " << served.value_or(-1) << "; from the schedule, end to end: p50 "
+            << scheduled("p50_us") / 1000 << " ms, p99 " << scheduled("p99_us") / 1000
+            << " ms, p999 " << scheduled("p999_us") / 1000 << " ms (" << scheduled("requests")
+            << " calls)" << std::endl;
+  ASSERT_EQ(loadgen->exit_code(), 0) << "okl_loadgen failed:\n" << loadgen->err;
   for (const grpc::Status& status : restores) EXPECT_TRUE(IsOk(status)) << "A's Restore";
   EXPECT_GE(restores.size(), 2u) << "too few of A's Restores during B's calls";
   EXPECT_EQ(scheduled("errors"), 0) << output;
   EXPECT_GE(scheduled("requests"), 1500) << output;
-  ASSERT_TRUE(served.has_value()) << *metrics;
-  EXPECT_GE(served->first, 0.99 * served->second)
+  ASSERT_TRUE(served_within.ok()) << served_within.status();
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_GE(*served_within, 0.99 * *served)
       << "fewer than 99% of B's GetModels were served within 25 ms of their arrival";
 #endif
 }
