@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/runtime/thread_name.h"
 
 namespace okl {
 
@@ -137,8 +138,11 @@ void CompletionQueueThreads::Start() {
       }
     }
   }
-  for (const std::unique_ptr<grpc::ServerCompletionQueue>& queue : queues_) {
-    threads_.emplace_back([this, queue = queue.get()] { Run(queue); });
+  for (size_t i = 0; i < queues_.size(); ++i) {
+    threads_.emplace_back([this, i, queue = queues_[i].get()] {
+      NameThisThread(absl::StrCat("okl-rpc-", i));
+      Run(queue);
+    });
   }
 }
 

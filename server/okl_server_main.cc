@@ -7,6 +7,7 @@
 // The signals are blocked before any thread exists, so every thread inherits the mask
 // and only the main thread's sigwait() ever receives them: no async signal handler.
 
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <tuple>
@@ -198,6 +200,22 @@ absl::Status WritePortFile(const std::string& path, int port, absl::string_view 
   return absl::UnavailableError(absl::StrCat(status.message(), " (", flag, ")"));
 }
 
+// glibc's malloc hands the free memory at the top of a heap back to the kernel once it
+// exceeds M_TRIM_THRESHOLD, while it holds that heap's lock. After a large model's
+// buffers are freed (a Restore, a Snapshot) that took milliseconds on a 2-core VM, and
+// every serving thread that allocated from the same heap waited: with the threshold
+// raised, another tenant's GetModel every 5 ms during repeated 93 MiB Restores has a p999
+// of 25-87 ms instead of up to 373 ms (docs/benchmarks.md, "Noisy neighbour").
+// Allocations of 128 KiB and more still get their own mappings, returned when freed, so
+// what a heap keeps is small objects' space. GLIBC_TUNABLES, when it sets the threshold,
+// wins.
+void KeepFreedHeapMemory() {
+  constexpr int kTrimThresholdBytes = 256 << 20;
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if (tunables != nullptr && std::strstr(tunables, "trim_threshold") != nullptr) return;
+  mallopt(M_TRIM_THRESHOLD, kTrimThresholdBytes);
+}
+
 // Sets *out to a flag's parsed value; or prints why it is wrong and returns false.
 template <typename T>
 bool TakeParsed(absl::StatusOr<T> parsed, T* out) {
@@ -224,6 +242,7 @@ int main(int argc, char** argv) {
   signal(SIGTERM, SIG_DFL);
   signal(SIGINT, SIG_DFL);
   signal(SIGHUP, SIG_DFL);
+  KeepFreedHeapMemory();
 
   absl::SetProgramUsageMessage(
       "Serves okl.v1.OnlineKernelLearning (online kernel learning, NORMA) over gRPC.\n"

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "core/runtime/file.h"
+#include "core/runtime/thread_name.h"
 #include "core/status_macros.h"
 
 namespace okl {
@@ -320,7 +321,10 @@ absl::Status Server::Start() {
   queue_threads_ = std::move(queue_threads);
   port_ = port;
   SetHealth(false);
-  background_thread_ = std::thread([this] { RunBackgroundWork(); });
+  background_thread_ = std::thread([this] {
+    NameThisThread("okl-background");
+    RunBackgroundWork();
+  });
   service_->SetServing();
   SetHealth(true);
   return absl::OkStatus();

@@ -215,7 +215,8 @@ OklService::OklService(ModelHost* host, const Authenticator* authenticator, Opti
     : host_(host),
       authenticator_(authenticator),
       options_(options),
-      offload_pool_(options.offload_threads > 0 ? options.offload_threads : UsableCpus()) {
+      offload_pool_(options.offload_threads > 0 ? options.offload_threads : UsableCpus(),
+                    "okl-offload") {
   // The small reads run inline, on the queue's thread that received them: handing each to
   // another thread would cost more server CPU than a GetModel's or a small Predict's own
   // work (docs/benchmarks.md, "Load generator"). Anything that writes to the store, may run

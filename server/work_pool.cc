@@ -3,14 +3,23 @@
 #include "server/work_pool.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/runtime/thread_name.h"
 
 namespace okl {
 
-WorkPool::WorkPool(int threads) {
+WorkPool::WorkPool(int threads, absl::string_view name) {
   if (threads < 1) threads = 1;
   workers_.reserve(threads);
-  for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  for (int i = 0; i < threads; ++i) {
+    workers_.emplace_back([this, i, prefix = std::string(name)] {
+      NameThisThread(absl::StrCat(prefix, "-", i));
+      WorkerLoop();
+    });
+  }
 }
 
 WorkPool::~WorkPool() {

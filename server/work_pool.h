@@ -20,6 +20,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
+#include "absl/strings/string_view.h"
 #include "core/runtime/mutex.h"
 #include "core/runtime/usable_cpus.h"  // UsableCpus, for the pool's size
 
@@ -27,8 +28,8 @@ namespace okl {
 
 class WorkPool {
  public:
-  // `threads` < 1 is taken as 1.
-  explicit WorkPool(int threads);
+  // `threads` < 1 is taken as 1. Its threads are named `name`-0, `name`-1, ...
+  explicit WorkPool(int threads, absl::string_view name = "okl-work");
   // Runs everything queued, then joins the threads.
   ~WorkPool();
 

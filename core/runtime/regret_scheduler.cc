@@ -9,14 +9,21 @@
 #include <chrono>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "core/runtime/model_registry.h"
+#include "core/runtime/thread_name.h"
 
 namespace okl {
 
 RegretScheduler::RegretScheduler(Options options) : options_(options) {
   const int threads = options_.threads < 1 ? 1 : options_.threads;
   workers_.reserve(threads);
-  for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  for (int i = 0; i < threads; ++i) {
+    workers_.emplace_back([this, i] {
+      NameThisThread(absl::StrCat("okl-regret-", i));
+      WorkerLoop();
+    });
+  }
 }
 
 RegretScheduler::~RegretScheduler() {

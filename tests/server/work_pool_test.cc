@@ -3,11 +3,13 @@
 
 #include "server/work_pool.h"
 
+#include <pthread.h>
 #include <sched.h>
 
 #include <atomic>
 #include <memory>
 #include <set>
+#include <string>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
@@ -50,6 +52,42 @@ TEST(WorkPoolTest, RunsEveryClosureOnceOffTheCallersThread) {
   }  // the destructor runs what is queued
   for (int i = 0; i < kClosures; ++i) EXPECT_EQ(runs[i].load(), 1) << "closure " << i;
   EXPECT_EQ(on_caller.load(), 0);
+}
+
+// Each thread carries the pool's name and its index (top -H, perf and gdb show it); a
+// name past Linux's 15 bytes is cut, not refused.
+TEST(WorkPoolTest, NamesItsThreads) {
+  constexpr int kThreads = 2;
+  std::set<std::string> names;
+  PlainMutex mu;
+  absl::Notification all_named;
+  {
+    WorkPool pool(kThreads, "test-pool");
+    for (int i = 0; i < kThreads; ++i) {
+      // Each closure holds its thread until both threads have one, so both names are seen.
+      pool.Schedule([&] {
+        char name[16] = {};
+        pthread_getname_np(pthread_self(), name, sizeof(name));
+        {
+          PlainLock lock(&mu);
+          names.insert(name);
+          if (names.size() == kThreads) all_named.Notify();
+        }
+        all_named.WaitForNotificationWithTimeout(absl::Seconds(30));
+      });
+    }
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"test-pool-0", "test-pool-1"}));
+  std::string seen;
+  {
+    WorkPool pool(1, "a-name-longer-than-fifteen-bytes");
+    pool.Schedule([&] {
+      char name[16] = {};
+      pthread_getname_np(pthread_self(), name, sizeof(name));
+      seen = name;
+    });
+  }  // joined: `seen` is written
+  EXPECT_EQ(seen, "a-name-longer-t");
 }
 
 TEST(WorkPoolTest, ItsThreadsRunClosuresInParallel) {
