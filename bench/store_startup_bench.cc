@@ -152,7 +152,8 @@ int main(int argc, char** argv) {
       for (int b = 0; b < log_batches; ++b) {
         for (double& x : xs) x = normal(rng);
         for (double& y : ys) y = normal(rng);
-        if (absl::Status s = (*log)->Append(okl::InputBatch::Dense(xs, dim), ys); !s.ok()) {
+        if (absl::Status s = (*log)->Append(okl::InputBatch::Dense(xs, dim), ys, nullptr);
+            !s.ok()) {
           return Fail(s);
         }
       }

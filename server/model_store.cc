@@ -263,28 +263,27 @@ absl::Status ReadModelRecords(rocksdb::Iterator* it, absl::string_view path,
   return absl::OkStatus();
 }
 
-// Reads `model`'s checkpoint and log records (its incarnation's keys, in order) with `it`,
-// checking that the checkpoint holds the model's config and that the log continues it
-// without a gap. DataLoss saying what is damaged.
+// Reads `model`'s checkpoint and log records with `it`, checking that the checkpoint
+// holds the model's config and that the log continues it without a gap. The
+// incarnation's other keys, its remembered events (server/model_events.h), are not read
+// here. DataLoss saying what is damaged.
 absl::Status ReadCheckpointAndLog(rocksdb::Iterator* it, StoredModel* stored) {
   StoredModel& model = *stored;
-  const std::string begin = IncarnationBegin(model.incarnation);
   const std::string checkpoint_key = CheckpointKey(model.incarnation);
-  const std::string log_prefix = absl::StrCat(begin, "l/");
-  for (it->Seek(begin); it->Valid() && it->key().starts_with(begin); it->Next()) {
-    const absl::string_view key = ToView(it->key());
-    if (key == checkpoint_key) {
-      ModelState state;
-      OKL_RETURN_IF_ERROR(DecodeCheckpoint(ToView(it->value()), &model.checkpoint_seq, &state));
-      if (CanonicalConfigBytes(state.config) != CanonicalConfigBytes(model.config)) {
-        return absl::DataLossError("the checkpoint's config differs from the model's");
-      }
-      model.checkpoint = std::move(state);
-      continue;
+  it->Seek(checkpoint_key);
+  if (it->Valid() && ToView(it->key()) == checkpoint_key) {
+    ModelState state;
+    OKL_RETURN_IF_ERROR(DecodeCheckpoint(ToView(it->value()), &model.checkpoint_seq, &state));
+    if (CanonicalConfigBytes(state.config) != CanonicalConfigBytes(model.config)) {
+      return absl::DataLossError("the checkpoint's config differs from the model's");
     }
+    model.checkpoint = std::move(state);
+  }
+  const std::string log_prefix = absl::StrCat(IncarnationBegin(model.incarnation), "l/");
+  for (it->Seek(log_prefix); it->Valid() && it->key().starts_with(log_prefix); it->Next()) {
+    const absl::string_view key = ToView(it->key());
     uint64_t seq = 0;
-    if (!absl::StartsWith(key, log_prefix) ||
-        !ParseHex16(key.substr(log_prefix.size()), &seq)) {
+    if (!ParseHex16(key.substr(log_prefix.size()), &seq)) {
       return absl::DataLossError(absl::StrCat("unrecognised key \"", key, "\""));
     }
     const uint64_t expected =
@@ -690,21 +689,41 @@ ModelLog::ModelLog(ModelStore* store, std::string tenant, std::string model,
       checkpoint_seq_(checkpoint_seq),
       last_checkpoint_(absl::Now()) {}
 
-absl::Status ModelLog::Append(const InputBatch& xs, absl::Span<const double> ys) {
-  const std::string value = EncodeBatch(xs, ys);
-  WriterLock lock(&mu_);
-  if (closed_) {
-    return absl::NotFoundError(absl::StrCat("model \"", model_, "\" of tenant \"", tenant_,
-                                            "\" was deleted or replaced"));
-  }
+absl::Status ModelLog::CheckOpen() const {
+  if (!closed_) return absl::OkStatus();
+  return absl::NotFoundError(absl::StrCat("model \"", model_, "\" of tenant \"", tenant_,
+                                          "\" was deleted or replaced"));
+}
+
+absl::Status ModelLog::Write(rocksdb::WriteBatch* batch) const {
   rocksdb::WriteOptions write;
   write.sync = store_->options_.sync_writes;
+  rocksdb::Status status = store_->db_->Write(write, batch);
+  return status.ok() ? absl::OkStatus() : store_->WriteError(status);
+}
+
+absl::Status ModelLog::Append(const InputBatch& xs, absl::Span<const double> ys,
+                              const JournalNote* note) {
+  rocksdb::WriteBatch batch;
+  const std::string value = EncodeBatch(xs, ys);
+  if (const auto* events = dynamic_cast<const EventNote*>(note)) {
+    for (const StoredEvent& stored : events->labelled) {
+      batch.Put(EventKey(incarnation_, stored.event.id),
+                EncodeEvent(EventState::kLabelled, stored.event));
+    }
+    for (const StoredEvent& stored : events->forgotten) {
+      batch.Delete(EventKey(incarnation_, stored.event.id));
+      batch.Delete(EventExpiryKey(incarnation_, stored.event.expires, stored.event.id));
+    }
+  }
+  WriterLock lock(&mu_);
+  OKL_RETURN_IF_ERROR(CheckOpen());
   // If the write fails the sequence is not consumed. A record whose fsync failed after
   // its bytes reached RocksDB's log (--sync_writes) is dropped when writes resume, since
   // RocksDB then flushes its memtables and starts a new log; only a restart before that
   // replays it (WriteError says so).
-  rocksdb::Status status = store_->db_->Put(write, LogKey(incarnation_, next_seq_), value);
-  if (!status.ok()) return store_->WriteError(status);
+  batch.Put(LogKey(incarnation_, next_seq_), value);
+  OKL_RETURN_IF_ERROR(Write(&batch));
   ++next_seq_;
   examples_ += ys.size();
   return absl::OkStatus();

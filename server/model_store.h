@@ -48,9 +48,11 @@
 #include "core/model.h"
 #include "core/runtime/model_registry.h"
 #include "core/runtime/mutex.h"
+#include "server/model_events.h"
 
 namespace rocksdb {
 class DB;
+class WriteBatch;
 class Env;
 class Status;
 class FileSystem;
@@ -202,8 +204,8 @@ class ModelLog final : public ModelJournal {
   // Writes the batch as record next_seq (sync if the store says so). ResourceExhausted
   // ("the model store is full ...") or Unavailable ("the model store cannot write ...")
   // if RocksDB refuses; NotFound once closed. The sequence advances only on success.
-  absl::Status Append(const InputBatch& xs, absl::Span<const double> ys) override
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Append(const InputBatch& xs, absl::Span<const double> ys,
+                      const JournalNote* note) override ABSL_LOCKS_EXCLUDED(mu_);
 
   // Where the log is: the sequence of the last record appended (0: none) and the
   // examples appended in all. Read it where the state cannot change, i.e. inside
@@ -229,6 +231,22 @@ class ModelLog final : public ModelJournal {
   // True if the latest checkpoint attempt failed.
   bool checkpoint_failing() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // --- Remembered events (server/model_events.h, docs/delayed-feedback.md) ------------
+  // Append's `note`, if an EventNote, changes its events in the same atomic write as the
+  // record.
+
+  // Stores `events` as pending, with their index entries, in one atomic write.
+  // AlreadyExists naming the first id that is stored already (pending or labelled), or
+  // repeated in `events`: then nothing is stored. Errors as Append's.
+  absl::Status Remember(absl::Span<const RememberedEvent> events) ABSL_LOCKS_EXCLUDED(mu_);
+  // The event stored under `id`; nullopt if none.
+  absl::StatusOr<std::optional<StoredEvent>> FindEvent(absl::string_view id) const;
+  // Up to `max` events whose wait ended at or before `now`, earliest first.
+  absl::StatusOr<std::vector<StoredEvent>> DueEvents(absl::Time now, size_t max) const;
+  // Removes `events` and their index entries, in one atomic write (expired events
+  // without a default label, and labelled ones past their wait).
+  absl::Status ForgetEvents(absl::Span<const StoredEvent> events) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Writes `state`, which is the model at `at` (after record at.seq), as the checkpoint,
   // and removes the records up to at.seq, in one atomic write. A no-op if a checkpoint at
   // or after at.seq was written already, or the log is closed.
@@ -237,11 +255,18 @@ class ModelLog final : public ModelJournal {
  private:
   friend class ModelStore;
 
+  // NotFound if the log is closed (the model deleted or replaced).
+  absl::Status CheckOpen() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Writes `batch` (sync if the store says so); the store's error if RocksDB refuses.
+  absl::Status Write(rocksdb::WriteBatch* batch) const;
+
   ModelStore* const store_;
   const std::string tenant_;
   const std::string model_;
   const uint64_t incarnation_;
   mutable Mutex mu_;
+  // Orders Remember's check that its ids are new before its write; taken before mu_.
+  Mutex remember_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_);
   uint64_t checkpoint_seq_ ABSL_GUARDED_BY(mu_);
   uint64_t examples_ ABSL_GUARDED_BY(mu_) = 0;  // appended by this process

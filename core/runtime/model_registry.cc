@@ -57,7 +57,8 @@ absl::Status ModelEntry::CheckLive() const {
 }
 
 absl::Status ModelEntry::ObserveBatch(const InputBatch& xs, absl::Span<const double> ys,
-                                      std::vector<Observation>* out, ModelStats* stats_after) {
+                                      std::vector<Observation>* out, ModelStats* stats_after,
+                                      const JournalNote* note) {
   absl::Status status;
   bool regret_due = false;
   {
@@ -70,7 +71,7 @@ absl::Status ModelEntry::ObserveBatch(const InputBatch& xs, absl::Span<const dou
       // Only valid batches are logged; and a batch is logged before it is applied, in the
       // order of application, because both happen under this writer lock.
       OKL_RETURN_IF_ERROR(learner_->ValidateBatch(xs, ys));
-      OKL_RETURN_IF_ERROR(journal_->Append(xs, ys));
+      OKL_RETURN_IF_ERROR(journal_->Append(xs, ys, note));
     }
     status = learner_->ObserveBatch(xs, ys, out);
     if (stats_after != nullptr) *stats_after = StatsLocked();

@@ -75,6 +75,15 @@ class ModelKey {
   std::string model_;
 };
 
+// What the caller of ModelEntry::ObserveBatch asks the journal to record in the same
+// atomic write as the batch (the server's store: the remembered events a batch of labels
+// consumes, so that a crash keeps both or neither). Opaque to core: the journal that
+// understands it downcasts.
+class JournalNote {
+ public:
+  virtual ~JournalNote() = default;
+};
+
 // The write-ahead log of one model, as core sees it: whoever makes models durable (the
 // server's ModelStore) implements it, and ModelEntry calls it. Core never persists
 // anything itself.
@@ -87,8 +96,10 @@ class ModelJournal {
   // the journal sees batches in exactly the order they are applied. Returns OK only once
   // the batch is logged; any other status is returned to the caller and the model is left
   // unchanged. NotFound means the journal was closed (the model deleted or replaced).
-  // The batch is dense or sparse as the caller gave it (core/input_batch.h).
-  virtual absl::Status Append(const InputBatch& xs, absl::Span<const double> ys) = 0;
+  // The batch is dense or sparse as the caller gave it (core/input_batch.h). `note` (may
+  // be null) is the caller's, written atomically with the batch.
+  virtual absl::Status Append(const InputBatch& xs, absl::Span<const double> ys,
+                              const JournalNote* note) = 0;
 };
 
 class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
@@ -116,10 +127,11 @@ class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
   // With a journal, the validated batch is appended to it first, and not applied if
   // that fails.
   // If `stats_after` is set, it receives the statistics right after this batch, taken
-  // under the same lock (another writer's batch may follow at once).
+  // under the same lock (another writer's batch may follow at once). `note` goes to the
+  // journal with the batch (ModelJournal::Append); without a journal it is ignored.
   absl::Status ObserveBatch(const InputBatch& xs, absl::Span<const double> ys,
-                            std::vector<Observation>* out, ModelStats* stats_after = nullptr)
-      ABSL_LOCKS_EXCLUDED(mu_);
+                            std::vector<Observation>* out, ModelStats* stats_after = nullptr,
+                            const JournalNote* note = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
   // The same for a dense batch (ys.size() * dim values).
   absl::Status ObserveBatch(absl::Span<const double> xs, absl::Span<const double> ys,
                             std::vector<Observation>* out, ModelStats* stats_after = nullptr)

@@ -698,7 +698,8 @@ TEST(ServerMetricsRpcTest, PredictsOverMaxInlineWorkAreOffloadedCountedAndAnswer
 // writer lock, as a slow store write would hold it.
 class BlockingJournal final : public ModelJournal {
  public:
-  absl::Status Append(const InputBatch&, absl::Span<const double>) override {
+  absl::Status Append(const InputBatch&, absl::Span<const double>,
+                      const JournalNote*) override {
     entered_.Notify();
     released_.WaitForNotification();
     return absl::OkStatus();

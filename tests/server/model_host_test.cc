@@ -27,23 +27,13 @@
 #include "server/quotas.h"
 #include "tests/core/test_model_key.h"
 #include "tests/server/fault_file_system.h"
+#include "tests/server/store_test_util.h"
 
 namespace okl {
 namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-
-ModelConfig SmallConfig(uint32_t max_terms = 32) {
-  ModelConfig config;
-  config.dim = 2;
-  config.kernel = {.type = KernelType::kGaussian, .gamma = 0.5};
-  config.loss = {.type = LossType::kSquared};
-  config.learning_rate = {.schedule = Schedule::kConstant, .eta0 = 0.2};
-  config.lambda = 0.01;
-  config.budget = {.max_terms = max_terms};
-  return config;
-}
 
 // `n` examples of dimension 2 from `seed`.
 void Feed(ModelEntry& entry, int n, uint32_t seed) {

@@ -22,6 +22,7 @@
 #include "rocksdb/db.h"
 #include "tests/core/test_model_key.h"
 #include "tests/server/fault_file_system.h"
+#include "tests/server/store_test_util.h"
 
 namespace okl {
 namespace {
@@ -29,25 +30,9 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-ModelConfig SmallConfig() {
-  ModelConfig config;
-  config.dim = 2;
-  config.kernel = {.type = KernelType::kGaussian, .gamma = 0.5};
-  config.loss = {.type = LossType::kSquared};
-  config.learning_rate = {.schedule = Schedule::kConstant, .eta0 = 0.2};
-  config.lambda = 0.01;
-  config.budget = {.max_terms = 32};
-  return config;
-}
-
 class ModelStoreTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           absl::StrCat("okl_model_store_test_", getpid(), "_",
-                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-  }
+  void SetUp() override { dir_ = ScratchDirForTest("okl_model_store_test"); }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   std::unique_ptr<ModelStore> OpenStore(ModelStore::Options options = {}) {
@@ -93,8 +78,8 @@ TEST_F(ModelStoreTest, ConfigAndLoggedBatchesSurviveReopenInOrder) {
     auto store = OpenStore();
     auto log = store->CreateModel("acme", "churn", SmallConfig());
     ASSERT_TRUE(log.ok()) << log.status();
-    ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}).ok());
-    ASSERT_TRUE((*log)->Append(InputBatch::Dense({3, 4, 5, 6}, 2), {1.5, -2}).ok());
+    ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}, nullptr).ok());
+    ASSERT_TRUE((*log)->Append(InputBatch::Dense({3, 4, 5, 6}, 2), {1.5, -2}, nullptr).ok());
     EXPECT_EQ((*log)->position().seq, 2u);
     EXPECT_EQ((*log)->position().examples, 3u);
   }
@@ -133,7 +118,7 @@ TEST_F(ModelStoreTest, SparseBatchesSurviveReopenAsRows) {
     auto store = OpenStore();
     auto log = store->CreateModel("acme", "text", config);
     ASSERT_TRUE(log.ok()) << log.status();
-    ASSERT_TRUE((*log)->Append(InputBatch::Sparse(rows), {1, -1, 1}).ok());
+    ASSERT_TRUE((*log)->Append(InputBatch::Sparse(rows), {1, -1, 1}, nullptr).ok());
     EXPECT_EQ((*log)->position().examples, 3u);
   }
   auto store = OpenStore();
@@ -157,11 +142,13 @@ TEST_F(ModelStoreTest, CheckpointReplacesTheLogUpToItsSequenceAtomically) {
     auto store = OpenStore();
     auto log = store->CreateModel("acme", "churn", SmallConfig());
     ASSERT_TRUE(log.ok());
-    ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}).ok());
+    ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}, nullptr).ok());
     ASSERT_TRUE((*norma)->ObserveBatch({1, 2}, {0.5}, &out).ok());
     const ModelLog::Position at = (*log)->position();
     const ModelState state = (*norma)->ExportState();
-    ASSERT_TRUE((*log)->Append(InputBatch::Dense({3, 4}, 2), {1.0}).ok());  // after the exported state
+    ASSERT_TRUE((*log)
+                    ->Append(InputBatch::Dense({3, 4}, 2), {1.0}, nullptr)
+                    .ok());  // after the exported state
     ASSERT_TRUE((*log)->Checkpoint(state, at).ok());
     EXPECT_TRUE((*log)->HasLog());
     // An older checkpoint never overwrites a newer one.
@@ -184,9 +171,10 @@ TEST_F(ModelStoreTest, DeletedModelDoesNotComeBackAndARecreatedOneStartsEmpty) {
     auto store = OpenStore();
     auto log = store->CreateModel("acme", "churn", SmallConfig());
     ASSERT_TRUE(log.ok());
-    ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}).ok());
+    ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}, nullptr).ok());
     ASSERT_TRUE(store->DeleteModel(log->get()).ok());
-    EXPECT_EQ((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}).code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}, nullptr).code(),
+              absl::StatusCode::kNotFound);
     auto other = store->CreateModel("acme", "other", SmallConfig());
     ASSERT_TRUE(other.ok());
   }
@@ -213,10 +201,11 @@ TEST_F(ModelStoreTest, ReplaceModelInstallsTheCheckpointAndDropsTheOldLog) {
   {
     auto store = OpenStore();
     auto log = store->CreateModel("acme", "churn", SmallConfig());
-    ASSERT_TRUE((*log)->Append(InputBatch::Dense({9, 9}, 2), {9}).ok());
+    ASSERT_TRUE((*log)->Append(InputBatch::Dense({9, 9}, 2), {9}, nullptr).ok());
     auto replaced = store->ReplaceModel("acme", "churn", (*norma)->ExportState(), log->get());
     ASSERT_TRUE(replaced.ok()) << replaced.status();
-    EXPECT_EQ((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}).code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}, nullptr).code(),
+              absl::StatusCode::kNotFound);
   }
   auto store = OpenStore();
   Loaded loaded = Load(store.get());
@@ -277,7 +266,7 @@ TEST_F(ModelStoreTest, CorruptRecordsAreReportedWithTheModelsName) {
     auto store = OpenStore();
     ASSERT_TRUE(store->CreateModel("acme", "good", SmallConfig()).ok());
     auto log = store->CreateModel("acme", "bad_log", SmallConfig());
-    ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}).ok());
+    ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}, nullptr).ok());
     ASSERT_TRUE(store->CreateModel("acme", "bad_config", SmallConfig()).ok());
   }
   RawPut("m/acme/bad_config", "garbage that is long enough");
@@ -402,14 +391,14 @@ TEST_F(ModelStoreFaultTest, AFullDiskStopsWritesUntilSpaceIsFreedThenTheyResume)
     auto store = OpenFaultyStore();
     auto log = store->CreateModel("acme", "churn", SmallConfig());
     ASSERT_TRUE(log.ok()) << log.status();
-    ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}).ok());
+    ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}, nullptr).ok());
     EXPECT_TRUE(store->health().writable);
 
     fs_->Arm({.op = FaultInjectingFileSystem::Op::kAppend,
               .file_suffix = "",
               .error = rocksdb::IOStatus::NoSpace("injected"),
               .sticky = true});
-    absl::Status refused = (*log)->Append(InputBatch::Dense({3, 4}, 2), {1.0});
+    absl::Status refused = (*log)->Append(InputBatch::Dense({3, 4}, 2), {1.0}, nullptr);
     EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
     EXPECT_THAT(refused.message(), HasSubstr("the model store is full"));
     EXPECT_THAT(refused.message(), HasSubstr("resume"));
@@ -422,7 +411,7 @@ TEST_F(ModelStoreFaultTest, AFullDiskStopsWritesUntilSpaceIsFreedThenTheyResume)
     EXPECT_EQ((*log)->position().seq, 1u);  // the failed record consumed no sequence
 
     // Stopped: a write fails at once, and so does every kind of write.
-    EXPECT_EQ((*log)->Append(InputBatch::Dense({5, 6}, 2), {2.0}).code(),
+    EXPECT_EQ((*log)->Append(InputBatch::Dense({5, 6}, 2), {2.0}, nullptr).code(),
               absl::StatusCode::kResourceExhausted);
     EXPECT_EQ(store->CreateModel("acme", "other", SmallConfig()).status().code(),
               absl::StatusCode::kResourceExhausted);
@@ -443,7 +432,7 @@ TEST_F(ModelStoreFaultTest, AFullDiskStopsWritesUntilSpaceIsFreedThenTheyResume)
     EXPECT_TRUE(health.writable);
     EXPECT_EQ(health.resumptions, 1u);
     EXPECT_TRUE(health.error.empty());
-    ASSERT_TRUE((*log)->Append(InputBatch::Dense({7, 8}, 2), {3.0}).ok());
+    ASSERT_TRUE((*log)->Append(InputBatch::Dense({7, 8}, 2), {3.0}, nullptr).ok());
     EXPECT_TRUE(store->TryResume().ok());  // nothing to resume: a no-op
     EXPECT_EQ(store->health().resumptions, 1u);
   }
@@ -464,9 +453,9 @@ TEST_F(ModelStoreFaultTest, AnIoErrorStopsWritesUntilARestartAndLosesNothing) {
     auto store = OpenFaultyStore();
     auto log = store->CreateModel("acme", "churn", SmallConfig());
     ASSERT_TRUE(log.ok()) << log.status();
-    ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}).ok());
+    ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}, nullptr).ok());
     fs_->Arm({.op = FaultInjectingFileSystem::Op::kAppend, .file_suffix = ".log"});
-    absl::Status refused = (*log)->Append(InputBatch::Dense({3, 4}, 2), {1.0});
+    absl::Status refused = (*log)->Append(InputBatch::Dense({3, 4}, 2), {1.0}, nullptr);
     EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
     EXPECT_THAT(refused.message(), HasSubstr("until okl_server is restarted"));
     EXPECT_TRUE(WriteOutcomeUnknown(refused));
@@ -475,7 +464,7 @@ TEST_F(ModelStoreFaultTest, AnIoErrorStopsWritesUntilARestartAndLosesNothing) {
     EXPECT_FALSE(health.resumable);
     EXPECT_EQ(health.io_error_refusals, 1u);
     EXPECT_EQ(store->TryResume().code(), absl::StatusCode::kFailedPrecondition);
-    EXPECT_EQ((*log)->Append(InputBatch::Dense({5, 6}, 2), {2.0}).code(),
+    EXPECT_EQ((*log)->Append(InputBatch::Dense({5, 6}, 2), {2.0}, nullptr).code(),
               absl::StatusCode::kUnavailable);
   }
   auto store = OpenStore();
@@ -498,11 +487,11 @@ TEST_F(ModelStoreFaultTest, AWriteWhoseFsyncFailedIsDroppedWhenWritesResume) {
       auto store = OpenFaultyStore(/*sync_writes=*/true);
       auto log = store->CreateModel("acme", "churn", SmallConfig());
       ASSERT_TRUE(log.ok()) << log.status();
-      ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}).ok());
+      ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}, nullptr).ok());
       fs_->Arm({.op = FaultInjectingFileSystem::Op::kSync,
                 .file_suffix = ".log",
                 .error = rocksdb::IOStatus::NoSpace("injected at fsync")});
-      absl::Status refused = (*log)->Append(InputBatch::Dense({3, 4}, 2), {1.0});
+      absl::Status refused = (*log)->Append(InputBatch::Dense({3, 4}, 2), {1.0}, nullptr);
       EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
       EXPECT_THAT(refused.message(), HasSubstr("a restart before writes resume replays it"));
       ASSERT_EQ(fs_->injected(), 1);
@@ -530,7 +519,7 @@ TEST_F(ModelStoreTest, AFailedCheckpointBacksOffDoublingUpToFiveMinutes) {
   auto store = OpenStore();
   auto log = store->CreateModel("acme", "churn", SmallConfig());
   ASSERT_TRUE(log.ok()) << log.status();
-  ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}).ok());
+  ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}, nullptr).ok());
   const absl::Time t0 = absl::Now();
   auto due = [&](absl::Duration after) {
     return (*log)->CheckpointDue(/*every_examples=*/1, absl::ZeroDuration(), t0 + after);
@@ -551,7 +540,7 @@ TEST_F(ModelStoreTest, AFailedCheckpointBacksOffDoublingUpToFiveMinutes) {
   EXPECT_EQ(expected_wait, absl::Minutes(5));
   ASSERT_TRUE((*log)->Checkpoint((*norma)->ExportState(), (*log)->position()).ok());
   EXPECT_FALSE((*log)->checkpoint_failing());
-  ASSERT_TRUE((*log)->Append(InputBatch::Dense({3, 4}, 2), {1.0}).ok());
+  ASSERT_TRUE((*log)->Append(InputBatch::Dense({3, 4}, 2), {1.0}, nullptr).ok());
   EXPECT_TRUE(due(failed_at));  // due at once again
 }
 

@@ -1,0 +1,220 @@
+// server/model_events.cc
+
+#include "server/model_events.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/status_macros.h"
+#include "rocksdb/db.h"
+#include "rocksdb/write_batch.h"
+#include "server/model_store.h"
+
+namespace okl {
+namespace {
+
+std::string IncarnationHex(uint64_t incarnation) { return absl::StrFormat("%016x", incarnation); }
+
+template <typename T>
+void Put(const T& value, std::string* out) {
+  char bytes[sizeof(T)];
+  std::memcpy(bytes, &value, sizeof(T));
+  out->append(bytes, sizeof(T));
+}
+
+// Reads a T from the front of `in`; false if it is too short.
+template <typename T>
+bool Take(absl::string_view* in, T* value) {
+  if (in->size() < sizeof(T)) return false;
+  std::memcpy(value, in->data(), sizeof(T));
+  in->remove_prefix(sizeof(T));
+  return true;
+}
+
+bool IsEventIdChar(char c) {
+  return absl::ascii_isalnum(c) || c == '.' || c == '_' || c == ':' || c == '-';
+}
+
+}  // namespace
+
+absl::Status ValidateEventId(absl::string_view id) {
+  if (id.empty()) return absl::InvalidArgumentError("an event id is empty: give 1 to 128 bytes");
+  if (id.size() > kMaxEventIdBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("event id \"", id.substr(0, 16), "...\" is ",
+                                                   id.size(), " bytes: at most ",
+                                                   kMaxEventIdBytes, " are accepted"));
+  }
+  for (char c : id) {
+    if (!IsEventIdChar(c)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("event id \"", absl::CHexEscape(id),
+                       "\" has a character outside [A-Za-z0-9._:-]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string EventKey(uint64_t incarnation, absl::string_view id) {
+  return absl::StrCat("i/", IncarnationHex(incarnation), "/e/", id);
+}
+
+std::string EventExpiryKey(uint64_t incarnation, absl::Time expires, absl::string_view id) {
+  // Times before the epoch sort as 0: an event is never remembered with one.
+  const int64_t micros = std::max<int64_t>(0, absl::ToUnixMicros(expires));
+  return absl::StrCat("i/", IncarnationHex(incarnation), "/x/",
+                      absl::StrFormat("%016x", static_cast<uint64_t>(micros)), "/", id);
+}
+
+std::string EventExpiryBegin(uint64_t incarnation) {
+  return absl::StrCat("i/", IncarnationHex(incarnation), "/x/");
+}
+
+std::string EncodeEvent(EventState state, const RememberedEvent& event) {
+  const bool keep_input = state == EventState::kPending;
+  const uint32_t n = keep_input ? static_cast<uint32_t>(event.values.size()) : 0;
+  std::string value;
+  value.reserve(36 + n * (event.sparse ? 12 : 8));
+  Put(static_cast<uint8_t>(state), &value);
+  Put(absl::ToUnixMicros(event.expires), &value);
+  Put(static_cast<uint8_t>(event.default_label.has_value()), &value);
+  Put(event.default_label.value_or(0.0), &value);
+  Put(event.prediction, &value);
+  Put(static_cast<uint8_t>(event.sparse), &value);
+  Put(n, &value);
+  if (n == 0) return value;
+  if (event.sparse) {
+    value.append(reinterpret_cast<const char*>(event.indices.data()), 4 * size_t{n});
+  }
+  value.append(reinterpret_cast<const char*>(event.values.data()), 8 * size_t{n});
+  return value;
+}
+
+absl::StatusOr<StoredEvent> DecodeEvent(absl::string_view id, absl::string_view value) {
+  auto damaged = [&](absl::string_view what) {
+    return absl::DataLossError(absl::StrCat("remembered event \"", id, "\" is damaged: ", what));
+  };
+  StoredEvent out;
+  out.event.id = std::string(id);
+  uint8_t state = 0, has_default = 0, sparse = 0;
+  int64_t micros = 0;
+  double default_label = 0;
+  uint32_t n = 0;
+  if (!Take(&value, &state) || !Take(&value, &micros) || !Take(&value, &has_default) ||
+      !Take(&value, &default_label) || !Take(&value, &out.event.prediction) ||
+      !Take(&value, &sparse) || !Take(&value, &n)) {
+    return damaged("its record is truncated");
+  }
+  if (state != static_cast<uint8_t>(EventState::kPending) &&
+      state != static_cast<uint8_t>(EventState::kLabelled)) {
+    return damaged(absl::StrCat("unknown state ", state));
+  }
+  out.state = static_cast<EventState>(state);
+  out.event.expires = absl::FromUnixMicros(micros);
+  if (has_default != 0) out.event.default_label = default_label;
+  out.event.sparse = sparse != 0;
+  const size_t expected = size_t{n} * (out.event.sparse ? 12 : 8);
+  if (value.size() != expected) {
+    return damaged(absl::StrCat("its input holds ", value.size(), " bytes for ", n,
+                                " values"));
+  }
+  if (out.state == EventState::kLabelled && n != 0) return damaged("a labelled event has an input");
+  if (n == 0) return out;
+  if (out.event.sparse) {
+    out.event.indices.resize(n);
+    std::memcpy(out.event.indices.data(), value.data(), 4 * size_t{n});
+    value.remove_prefix(4 * size_t{n});
+  }
+  out.event.values.resize(n);
+  std::memcpy(out.event.values.data(), value.data(), 8 * size_t{n});
+  return out;
+}
+
+// --- ModelLog's events (declared in server/model_store.h) ----------------------------
+
+absl::Status ModelLog::Remember(absl::Span<const RememberedEvent> events) {
+  rocksdb::WriteBatch batch;
+  absl::flat_hash_set<absl::string_view> ids;
+  for (const RememberedEvent& event : events) {
+    OKL_RETURN_IF_ERROR(ValidateEventId(event.id));
+    if (!ids.insert(event.id).second) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("event id \"", event.id, "\" is given twice in one request"));
+    }
+    batch.Put(EventKey(incarnation_, event.id), EncodeEvent(EventState::kPending, event));
+    batch.Put(EventExpiryKey(incarnation_, event.expires, event.id), "");
+  }
+  WriterLock remember_lock(&remember_mu_);
+  for (const RememberedEvent& event : events) {
+    OKL_ASSIGN_OR_RETURN(std::optional<StoredEvent> stored, FindEvent(event.id));
+    if (stored.has_value()) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "event id \"", event.id, "\" is already remembered for this model: give each ",
+          "prediction its own id, or leave event_ids empty and the server makes them"));
+    }
+  }
+  // Under mu_ (shared), so a Delete or Restore of the model, which closes the log under
+  // it, cannot leave these keys behind under the incarnation it removed.
+  ReaderLock lock(&mu_);
+  OKL_RETURN_IF_ERROR(CheckOpen());
+  return Write(&batch);
+}
+
+absl::StatusOr<std::optional<StoredEvent>> ModelLog::FindEvent(absl::string_view id) const {
+  std::string value;
+  const rocksdb::Status status =
+      store_->db_->Get(rocksdb::ReadOptions(), EventKey(incarnation_, id), &value);
+  if (status.IsNotFound()) return std::nullopt;
+  if (!status.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("the model store cannot read event \"", id, "\": ", status.ToString()));
+  }
+  OKL_ASSIGN_OR_RETURN(StoredEvent event, DecodeEvent(id, value));
+  return event;
+}
+
+absl::StatusOr<std::vector<StoredEvent>> ModelLog::DueEvents(absl::Time now,
+                                                             size_t max) const {
+  const std::string begin = EventExpiryBegin(incarnation_);
+  // Every index key of an event due at or before `now` sorts before this one.
+  const std::string end = EventExpiryKey(incarnation_, now + absl::Microseconds(1), "");
+  rocksdb::ReadOptions read;
+  const rocksdb::Slice upper(end);
+  read.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(store_->db_->NewIterator(read));
+  std::vector<StoredEvent> due;
+  for (it->Seek(begin); it->Valid() && due.size() < max; it->Next()) {
+    // "<begin><16 hex>/<id>"
+    const absl::string_view key(it->key().data(), it->key().size());
+    const absl::string_view id = key.substr(std::min(key.size(), begin.size() + 17));
+    OKL_ASSIGN_OR_RETURN(std::optional<StoredEvent> stored, FindEvent(id));
+    if (!stored.has_value()) {
+      return absl::DataLossError(absl::StrCat("the expiry index names event \"", id,
+                                              "\", which is not stored"));
+    }
+    due.push_back(*std::move(stored));
+  }
+  if (!it->status().ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("the model store cannot read its events: ", it->status().ToString()));
+  }
+  return due;
+}
+
+absl::Status ModelLog::ForgetEvents(absl::Span<const StoredEvent> events) {
+  rocksdb::WriteBatch batch;
+  for (const StoredEvent& stored : events) {
+    batch.Delete(EventKey(incarnation_, stored.event.id));
+    batch.Delete(EventExpiryKey(incarnation_, stored.event.expires, stored.event.id));
+  }
+  ReaderLock lock(&mu_);
+  OKL_RETURN_IF_ERROR(CheckOpen());
+  return Write(&batch);
+}
+
+}  // namespace okl

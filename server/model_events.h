@@ -1,0 +1,92 @@
+// server/model_events.h
+//
+// Remembered events, for delayed feedback (docs/delayed-feedback.md): a Predict with
+// `remember` keeps each input and the prediction served for it under an event id, until
+// a label arrives or the wait ends. This file holds the event's value type, its record in
+// the model store, and the JournalNote through which a batch of labels changes its events
+// in the same atomic write as the batch's log record (ModelLog, server/model_store.h).
+//
+// Store keys, under the model's incarnation (so deleting or replacing a model removes its
+// events with the rest of the incarnation):
+//   "i/<inc>/e/<event id>"                 the event (EncodeEvent)
+//   "i/<inc>/x/<expiry µs, 16 hex>/<id>"   empty: the expiry index, in time order
+#ifndef OKL_SERVER_MODEL_EVENTS_H_
+#define OKL_SERVER_MODEL_EVENTS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "core/runtime/model_registry.h"
+
+namespace okl {
+
+// Longest event id, in bytes.
+inline constexpr size_t kMaxEventIdBytes = 128;
+
+// InvalidArgument saying what to fix unless `id` is 1 to kMaxEventIdBytes bytes of
+// [A-Za-z0-9._:-].
+absl::Status ValidateEventId(absl::string_view id);
+
+// One remembered input and what was served for it.
+struct RememberedEvent {
+  std::string id;
+  absl::Time expires;                   // when its wait ends
+  std::optional<double> default_label;  // learned at expiry if set; else it is dropped
+  double prediction = 0;                // the prediction served for it
+  // The input: dense (`indices` empty, `values` holds dim entries) or sparse (both the
+  // same length, indices strictly increasing).
+  bool sparse = false;
+  std::vector<uint32_t> indices;
+  std::vector<double> values;
+
+  friend bool operator==(const RememberedEvent&, const RememberedEvent&) = default;
+};
+
+enum class EventState : uint8_t {
+  kPending = 1,   // awaiting its label
+  kLabelled = 2,  // labelled (its input dropped); remembered until it would have expired,
+                  // so that a repeated label is known as a duplicate
+};
+
+struct StoredEvent {
+  EventState state = EventState::kPending;
+  RememberedEvent event;
+
+  friend bool operator==(const StoredEvent&, const StoredEvent&) = default;
+};
+
+// The events a batch's log record changes, written in the same atomic write as the record
+// (ModelEntry::ObserveBatch's note, ModelLog::Append):
+class EventNote final : public JournalNote {
+ public:
+  // Pending events the batch labels: stored as labelled, without their inputs.
+  std::vector<StoredEvent> labelled;
+  // Events removed with their index entries (an expired event whose default label the
+  // batch applies).
+  std::vector<StoredEvent> forgotten;
+};
+
+// The store's keys and record of an event (the layout above).
+std::string EventKey(uint64_t incarnation, absl::string_view id);
+std::string EventExpiryKey(uint64_t incarnation, absl::Time expires, absl::string_view id);
+// The expiry index of an incarnation lies in [EventExpiryBegin, EventExpiryKey(inc, t, ""))
+// for the events that expire before t.
+std::string EventExpiryBegin(uint64_t incarnation);
+
+// Record: state (u8), expires (i64 µs since the epoch), has default (u8), default label,
+// prediction (raw doubles), sparse (u8), n (u32), then n indices (u32, sparse only) and
+// n values (raw doubles). A labelled event keeps no input. No checksum of its own:
+// RocksDB checksums its log records and table blocks.
+std::string EncodeEvent(EventState state, const RememberedEvent& event);
+// DataLoss naming the event if `value` is not a record EncodeEvent wrote.
+absl::StatusOr<StoredEvent> DecodeEvent(absl::string_view id, absl::string_view value);
+
+}  // namespace okl
+
+#endif  // OKL_SERVER_MODEL_EVENTS_H_

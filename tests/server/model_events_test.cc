@@ -1,0 +1,246 @@
+// tests/server/model_events_test.cc
+//
+// Remembered events in the model store (server/model_events.h) against a real RocksDB in
+// a temporary directory: the record's round trip, id validation, Remember's all-or-nothing
+// write, a label batch's note written atomically with its log record (through a real
+// ModelEntry), the expiry index's order, and events going with their model.
+
+#include "server/model_events.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/model_store.h"
+#include "tests/server/store_test_util.h"
+
+namespace okl {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+const absl::Time kT0 = absl::FromUnixSeconds(1'800'000'000);
+
+RememberedEvent DenseEvent(std::string id, absl::Time expires, double x0, double x1) {
+  return RememberedEvent{.id = std::move(id),
+                         .expires = expires,
+                         .prediction = x0 + x1,
+                         .values = {x0, x1}};
+}
+
+TEST(EventRecordTest, RoundTripsDenseSparseAndDefaultsAndALabelledOneDropsItsInput) {
+  RememberedEvent dense = DenseEvent("click-1", kT0 + absl::Microseconds(7), 0.5, -1e300);
+  dense.default_label = -1;
+  RememberedEvent sparse{.id = "s",
+                         .expires = kT0,
+                         .prediction = -0.25,
+                         .sparse = true,
+                         .indices = {3, 70000},
+                         .values = {1.5, 2.5}};
+  for (const RememberedEvent& event : {dense, sparse}) {
+    absl::StatusOr<StoredEvent> decoded =
+        DecodeEvent(event.id, EncodeEvent(EventState::kPending, event));
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    EXPECT_EQ(decoded->state, EventState::kPending);
+    EXPECT_EQ(decoded->event, event);
+  }
+  absl::StatusOr<StoredEvent> labelled =
+      DecodeEvent("s", EncodeEvent(EventState::kLabelled, sparse));
+  ASSERT_TRUE(labelled.ok()) << labelled.status();
+  EXPECT_EQ(labelled->state, EventState::kLabelled);
+  EXPECT_TRUE(labelled->event.values.empty());
+  EXPECT_TRUE(labelled->event.indices.empty());
+  EXPECT_EQ(labelled->event.expires, sparse.expires);
+  EXPECT_EQ(labelled->event.prediction, sparse.prediction);
+}
+
+TEST(EventRecordTest, ADamagedRecordIsDataLossNamingTheEvent) {
+  const std::string good = EncodeEvent(EventState::kPending, DenseEvent("e", kT0, 1, 2));
+  for (const std::string& bad :
+       {good.substr(0, 10), good.substr(0, good.size() - 1), std::string(1, '\x07') +
+                                                                  good.substr(1)}) {
+    absl::StatusOr<StoredEvent> decoded = DecodeEvent("e", bad);
+    EXPECT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_THAT(decoded.status().message(), HasSubstr("\"e\""));
+  }
+}
+
+TEST(EventIdTest, AcceptsTheDocumentedCharactersAndLengths) {
+  EXPECT_TRUE(ValidateEventId("a").ok());
+  EXPECT_TRUE(ValidateEventId("user-7:ad.3_x").ok());
+  EXPECT_TRUE(ValidateEventId(std::string(kMaxEventIdBytes, 'z')).ok());
+  for (const std::string& bad :
+       {std::string(), std::string(kMaxEventIdBytes + 1, 'z'), std::string("a/b"),
+        std::string("a b"), std::string("caf\xc3\xa9")}) {
+    absl::Status status = ValidateEventId(bad);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+class ModelEventsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ScratchDirForTest("okl_model_events_test");
+    store_ = OpenStore();
+  }
+  void TearDown() override {
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::unique_ptr<ModelStore> OpenStore() {
+    absl::StatusOr<std::unique_ptr<ModelStore>> store = ModelStore::Open(dir_.string(), {});
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? *std::move(store) : nullptr;
+  }
+
+  // Closes and reopens the store; returns the log of its one model.
+  std::shared_ptr<ModelLog> Reopen() {
+    store_.reset();
+    store_ = OpenStore();
+    std::vector<StoredModel> models;
+    absl::Status status = store_->LoadModels(
+        [&](StoredModel model) {
+          models.push_back(std::move(model));
+          return absl::OkStatus();
+        },
+        [&](absl::string_view, absl::string_view, absl::string_view what) {
+          return absl::DataLossError(what);
+        });
+    EXPECT_TRUE(status.ok()) << status;
+    EXPECT_EQ(models.size(), 1u);
+    return models.empty() ? nullptr : store_->OpenLog(models[0]);
+  }
+
+  std::optional<StoredEvent> Find(ModelLog& log, absl::string_view id) {
+    absl::StatusOr<std::optional<StoredEvent>> found = log.FindEvent(id);
+    EXPECT_TRUE(found.ok()) << found.status();
+    return found.ok() ? *found : std::nullopt;
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<ModelStore> store_;
+};
+
+TEST_F(ModelEventsTest, RememberedEventsSurviveAReopenBesideTheModelsLog) {
+  std::shared_ptr<ModelLog> log = *store_->CreateModel("acme", "ads", SmallConfig());
+  ASSERT_TRUE(log->Append(InputBatch::Dense({1, 2}, 2), {0.5}, nullptr).ok());
+  const std::vector<RememberedEvent> events = {DenseEvent("a", kT0, 1, 2),
+                                               DenseEvent("b", kT0, 3, 4)};
+  ASSERT_TRUE(log->Remember(events).ok());
+  log = Reopen();  // LoadModels reads the model as before, its events beside it
+  ASSERT_NE(log, nullptr);
+  EXPECT_EQ(log->position().seq, 1u);
+  for (const RememberedEvent& event : events) {
+    std::optional<StoredEvent> found = Find(*log, event.id);
+    ASSERT_TRUE(found.has_value()) << event.id;
+    EXPECT_EQ(found->state, EventState::kPending);
+    EXPECT_EQ(found->event, event);
+  }
+  EXPECT_FALSE(Find(*log, "c").has_value());
+}
+
+TEST_F(ModelEventsTest, RememberRefusesAKnownOrRepeatedIdAndStoresNothingOfTheRequest) {
+  std::shared_ptr<ModelLog> log = *store_->CreateModel("acme", "ads", SmallConfig());
+  ASSERT_TRUE(log->Remember({DenseEvent("a", kT0, 1, 2)}).ok());
+  absl::Status known = log->Remember({DenseEvent("new", kT0, 1, 2), DenseEvent("a", kT0, 5, 6)});
+  EXPECT_EQ(known.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(known.message(), HasSubstr("\"a\""));
+  absl::Status repeated =
+      log->Remember({DenseEvent("new", kT0, 1, 2), DenseEvent("new", kT0, 5, 6)});
+  EXPECT_EQ(repeated.code(), absl::StatusCode::kAlreadyExists);
+  absl::Status bad_id = log->Remember({DenseEvent("new", kT0, 1, 2), DenseEvent("a b", kT0, 5, 6)});
+  EXPECT_EQ(bad_id.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(Find(*log, "new").has_value());
+  EXPECT_EQ(Find(*log, "a")->event, DenseEvent("a", kT0, 1, 2));
+}
+
+// A batch of labels through a real ModelEntry: its log record and its events' new state
+// are one write, so after a reopen the record is there to replay and the events are
+// labelled; a batch the entry refuses changes no event.
+TEST_F(ModelEventsTest, ALabelBatchsEventsChangeInTheSameWriteAsItsLogRecord) {
+  std::shared_ptr<ModelLog> log = *store_->CreateModel("acme", "ads", SmallConfig());
+  ASSERT_TRUE(log->Remember({DenseEvent("a", kT0, 1, 2), DenseEvent("b", kT0, 3, 4),
+                             DenseEvent("c", kT0 - absl::Seconds(1), 5, 6)})
+                  .ok());
+  auto learner = CreateModel(SmallConfig());
+  ASSERT_TRUE(learner.ok()) << learner.status();
+  auto entry = std::make_shared<ModelEntry>("acme", "ads", *std::move(learner), log);
+
+  EventNote note;
+  note.labelled = {*Find(*log, "a"), *Find(*log, "b")};
+  note.forgotten = {*Find(*log, "c")};  // an expired event's default label
+  std::vector<Observation> out;
+  ASSERT_TRUE(entry->ObserveBatch(InputBatch::Dense({1, 2, 3, 4, 5, 6}, 2), {1, -1, 0}, &out,
+                                  nullptr, &note)
+                  .ok());
+  // A batch that fails validation (a non-finite label) is not logged: its note is not
+  // written.
+  EventNote refused;
+  refused.forgotten = {*Find(*log, "a")};
+  EXPECT_FALSE(entry->ObserveBatch(InputBatch::Dense({1, 2}, 2), {NAN}, &out, nullptr,
+                                   &refused)
+                   .ok());
+
+  log = Reopen();
+  ASSERT_NE(log, nullptr);
+  EXPECT_EQ(log->position().seq, 1u);
+  for (const char* id : {"a", "b"}) {
+    std::optional<StoredEvent> found = Find(*log, id);
+    ASSERT_TRUE(found.has_value()) << id;
+    EXPECT_EQ(found->state, EventState::kLabelled) << id;
+    EXPECT_TRUE(found->event.values.empty()) << id;
+  }
+  EXPECT_FALSE(Find(*log, "c").has_value());
+  // "c"'s index entry went with it: only a and b are ever due.
+  absl::StatusOr<std::vector<StoredEvent>> due = log->DueEvents(kT0 + absl::Hours(1), 10);
+  ASSERT_TRUE(due.ok()) << due.status();
+  ASSERT_EQ(due->size(), 2u);
+}
+
+TEST_F(ModelEventsTest, DueEventsComeEarliestFirstUpToNowAndForgottenOnesAreGone) {
+  std::shared_ptr<ModelLog> log = *store_->CreateModel("acme", "ads", SmallConfig());
+  ASSERT_TRUE(log->Remember({DenseEvent("late", kT0 + absl::Seconds(30), 1, 1),
+                             DenseEvent("early", kT0 + absl::Seconds(10), 2, 2),
+                             DenseEvent("middle", kT0 + absl::Seconds(20), 3, 3),
+                             DenseEvent("edge", kT0 + absl::Seconds(20) + absl::Microseconds(1), 4, 4)})
+                  .ok());
+  auto ids = [&](absl::Time now, size_t max) {
+    std::vector<std::string> out;
+    absl::StatusOr<std::vector<StoredEvent>> due = log->DueEvents(now, max);
+    EXPECT_TRUE(due.ok()) << due.status();
+    if (due.ok()) {
+      for (const StoredEvent& event : *due) out.push_back(event.event.id);
+    }
+    return out;
+  };
+  EXPECT_THAT(ids(kT0, 10), ElementsAre());
+  EXPECT_THAT(ids(kT0 + absl::Seconds(20), 10), ElementsAre("early", "middle"));
+  EXPECT_THAT(ids(kT0 + absl::Seconds(40), 3), ElementsAre("early", "middle", "edge"));
+  ASSERT_TRUE(log->ForgetEvents({*Find(*log, "early"), *Find(*log, "middle")}).ok());
+  EXPECT_THAT(ids(kT0 + absl::Seconds(40), 10), ElementsAre("edge", "late"));
+  EXPECT_FALSE(Find(*log, "early").has_value());
+}
+
+TEST_F(ModelEventsTest, EventsGoWithTheirModelAndAClosedLogRemembersNothing) {
+  std::shared_ptr<ModelLog> log = *store_->CreateModel("acme", "ads", SmallConfig());
+  ASSERT_TRUE(log->Remember({DenseEvent("a", kT0, 1, 2)}).ok());
+  ASSERT_TRUE(store_->DeleteModel(log.get()).ok());
+  EXPECT_EQ(log->Remember({DenseEvent("b", kT0, 1, 2)}).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(log->ForgetEvents({}).code(), absl::StatusCode::kNotFound);
+  // The same name again is a new model, with none of the old one's events.
+  std::shared_ptr<ModelLog> again = *store_->CreateModel("acme", "ads", SmallConfig());
+  EXPECT_FALSE(Find(*again, "a").has_value());
+  EXPECT_FALSE(Find(*again, "b").has_value());
+}
+
+}  // namespace
+}  // namespace okl
