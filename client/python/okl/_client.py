@@ -1,0 +1,479 @@
+"""okl.Client and okl.Model: okl_server's calls with numpy in and out."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from typing import (Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar,
+                    Union)
+
+import grpc
+import numpy as np
+import numpy.typing as npt
+
+from okl import _arrays
+from okl._calls import Metadata, Options, Retry, call, call_metadata
+from okl._config import ConfigLike, model_config
+from okl._errors import Internal, InvalidArgument
+from okl._stream import ObserveStream
+from okl._types import AckedBatch, FloatArray, ModelInfo, ModelStats, ObserveResult, Prediction
+from okl.v1 import okl_pb2 as pb
+from okl.v1 import okl_pb2_grpc as pb_grpc
+
+T = TypeVar("T")
+PathOrPem = Union[str, "os.PathLike[str]", bytes]
+
+_SERVICE = "/" + pb.DESCRIPTOR.services_by_name["OnlineKernelLearning"].full_name + "/"
+_HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+_SNAPSHOT_CHUNK_BYTES = 1 << 20  # as okl's server and C++ client chunk snapshots
+# An observe() of more examples (or bytes) than one request may carry streams them in
+# messages of about this many.
+_STREAM_BATCH = 1000
+_STREAM_MESSAGE_BYTES = 4 << 20
+# okl_server's --max_response_predictions: a stream's answer holds the predictions of at
+# most this many examples, so observe() closes its streams before.
+_PREDICTIONS_PER_STREAM = 100_000
+
+
+def _read_pem(value: Optional[PathOrPem], what: str) -> Optional[bytes]:
+    if value is None or isinstance(value, bytes):
+        return value
+    try:
+        with open(value, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise InvalidArgument(f"{what}: cannot read {value}: {e.strerror}") from None
+
+
+class Client:
+    """A connection to okl_server (service okl.v1.OnlineKernelLearning).
+
+    Every call has a deadline (`deadline` seconds, 30 by default, covering its retries)
+    and carries the metadata x-okl-tenant with the model's tenant (a router in front of
+    several servers sends a tenant's calls to the one holding its models) and, with a
+    token, `authorization: Bearer TOKEN`. The read-only calls (get, list, predict,
+    snapshot, health) are retried on UNAVAILABLE with exponential backoff; writes are
+    retried only when the server said it applied nothing (okl-batches-applied: 0);
+    create, delete and restore never. Errors are okl.Error subclasses by status code,
+    carrying the server's message.
+
+    The channel connects lazily: an unreachable server shows as okl.Unavailable on the
+    first call. A Client is thread-safe; close() it (or use `with`) when done.
+
+    Args:
+      address: okl_server's host:port (or any gRPC target).
+      token: a bearer token (okl token new); over plain TCP it travels in clear text.
+      tls_ca: connect with TLS, authenticating the server by these CA certificates (a
+        PEM file's path, or its bytes); tls=True with no tls_ca uses the system's roots.
+      tls_cert, tls_key: a client certificate chain and its key (paths or PEM bytes),
+        both or neither, for mutual TLS.
+      deadline and the other keyword arguments: see okl.Options.
+
+    Example:
+        client = okl.Client("127.0.0.1:50051")
+        model = client.create_model("demo", "sine", "dim: 1 kernel { gaussian { gamma: 10 } } "
+                                    "loss { squared {} } learning_rate { eta0: 0.5 } "
+                                    "budget { max_terms: 200 }")
+        model.observe(X, y)
+        print(model.predict(X[:5]))
+    """
+
+    def __init__(self, address: str, token: Optional[str] = None,
+                 tls_ca: Optional[PathOrPem] = None, tls_cert: Optional[PathOrPem] = None,
+                 tls_key: Optional[PathOrPem] = None, *, tls: bool = False,
+                 options: Optional[Options] = None, **option_fields: Any) -> None:
+        if not address:
+            raise InvalidArgument("address is empty: pass okl_server's host:port")
+        if token is not None and (not token or not token.isascii() or not token.isprintable()
+                                  or " " in token):
+            raise InvalidArgument("token must be printable ASCII without spaces")
+        if (tls_cert is None) != (tls_key is None):
+            raise InvalidArgument("tls_cert and tls_key go together: pass both or neither")
+        try:
+            self._options = dataclasses.replace(options or Options(), **option_fields)
+        except TypeError as e:
+            raise InvalidArgument(f"Client: {e}; see okl.Options") from None
+        if self._options.deadline <= 0:
+            raise InvalidArgument(f"deadline must be positive, got {self._options.deadline}")
+        self._address = address
+        self._token = token
+        reconnect_ms = max(int(self._options.max_reconnect_backoff * 1000), 1)
+        channel_options = [
+            ("grpc.max_receive_message_length", self._options.max_receive_message_bytes),
+            ("grpc.max_send_message_length", -1),
+            ("grpc.max_reconnect_backoff_ms", reconnect_ms),
+            ("grpc.initial_reconnect_backoff_ms", min(reconnect_ms, 100)),
+        ]
+        if tls or tls_ca is not None or tls_cert is not None:
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=_read_pem(tls_ca, "tls_ca"),
+                private_key=_read_pem(tls_key, "tls_key"),
+                certificate_chain=_read_pem(tls_cert, "tls_cert"))
+            self._channel = grpc.secure_channel(address, credentials, channel_options)
+        else:
+            self._channel = grpc.insecure_channel(address, channel_options)
+        self._stub = pb_grpc.OnlineKernelLearningStub(self._channel)  # type: ignore[no-untyped-call]
+        # The hot calls take requests already serialized (okl._arrays writes them).
+        self._observe = self._channel.unary_unary(
+            _SERVICE + "Observe", response_deserializer=pb.ObserveResponse.FromString)
+        self._observe_stream = self._channel.stream_unary(
+            _SERVICE + "ObserveStream", response_deserializer=pb.ObserveResponse.FromString)
+        self._predict = self._channel.unary_unary(
+            _SERVICE + "Predict", response_deserializer=pb.PredictResponse.FromString)
+        self._health = self._channel.unary_unary(_HEALTH_CHECK)
+        self._metadata_by_tenant: Dict[str, Metadata] = {}
+
+    # --- The connection -------------------------------------------------------------------
+
+    @property
+    def address(self) -> str:
+        """The address the client connects to."""
+        return self._address
+
+    @property
+    def options(self) -> Options:
+        """The deadline, retry and size options of every call."""
+        return self._options
+
+    @property
+    def channel(self) -> grpc.Channel:
+        """The gRPC channel (e.g. for the generated stubs of okl.v1.okl_pb2_grpc)."""
+        return self._channel
+
+    def with_deadline(self, seconds: float) -> "Client":
+        """A client whose calls have this deadline instead; it shares the channel."""
+        if seconds <= 0:
+            raise InvalidArgument(f"deadline must be positive, got {seconds}")
+        other = object.__new__(Client)
+        other.__dict__.update(self.__dict__)
+        other._options = dataclasses.replace(self._options, deadline=seconds)
+        return other
+
+    def close(self) -> None:
+        """Closes the channel; calls in flight are cancelled."""
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"okl.Client({self._address!r})"
+
+    def _metadata(self, tenant: str) -> Metadata:
+        metadata = self._metadata_by_tenant.get(tenant)
+        if metadata is None:
+            metadata = call_metadata(tenant, self._token)
+            if len(self._metadata_by_tenant) < 4096:
+                self._metadata_by_tenant[tenant] = metadata
+        return metadata
+
+    def _call(self, method: Callable[..., T], request: Any, tenant: str, retry: Retry) -> T:
+        metadata = self._metadata(tenant)
+        return call(self._options, retry,
+                    lambda timeout: method(request, timeout=timeout, metadata=metadata))
+
+    # --- Models -----------------------------------------------------------------------------
+
+    def model(self, tenant: str, model: str) -> "Model":
+        """The model `model` of `tenant`, which exists on the server. No call is made: a
+        model that does not exist raises okl.NotFound when first used."""
+        return Model(self, tenant, model)
+
+    def create_model(self, tenant: str, model: str, config: ConfigLike) -> "Model":
+        """Creates a model: config is a dict, a protobuf text-format string or an
+        okl.pb.ModelConfig (see okl.model_config). okl.AlreadyExists if the name is taken;
+        okl.InvalidArgument for a bad name or a config the server cannot run, saying why.
+        Not retried."""
+        request = pb.CreateModelRequest(ref=pb.ModelRef(tenant=tenant, model=model),
+                                        config=model_config(config))
+        self._call(self._stub.CreateModel, request, tenant, Retry.NEVER)
+        return Model(self, tenant, model)
+
+    def list_models(self, tenant: Optional[str] = None) -> List[ModelInfo]:
+        """The models of `tenant` (of every tenant the caller may see if None), ordered by
+        (tenant, model), each with its config and statistics. Retried. Through a router
+        that routes by tenant, name the tenant."""
+        request = pb.ListModelsRequest(tenant=tenant or "")
+        response = self._call(self._stub.ListModels, request, tenant or "", Retry.ON_UNAVAILABLE)
+        return [ModelInfo.from_proto(info) for info in response.models]
+
+    def restore(self, tenant: str, model: str, snapshot: Union[str, "os.PathLike[str]", bytes]
+                ) -> "Model":
+        """Installs a model from a snapshot (a file's path, or Model.snapshot_bytes()'s
+        bytes) under tenant/model, replacing a model already there; it continues
+        bit-identically. okl.DataLoss for bytes that are not an intact snapshot; on any
+        error nothing changes. Not retried."""
+        ref = pb.ModelRef(tenant=tenant, model=model)
+        if isinstance(snapshot, bytes):
+            data = snapshot
+        else:
+            try:
+                with open(snapshot, "rb") as f:
+                    data = f.read()
+            except OSError as e:
+                raise InvalidArgument(f"cannot read the snapshot {snapshot}: {e.strerror}") \
+                    from None
+
+        def chunks() -> Iterator[pb.RestoreChunk]:
+            # Every chunk is sent, so even empty bytes reach the server (and its DATA_LOSS).
+            yield pb.RestoreChunk(ref=ref, data=data[:_SNAPSHOT_CHUNK_BYTES],
+                                  snapshot_bytes=len(data))
+            for offset in range(_SNAPSHOT_CHUNK_BYTES, len(data), _SNAPSHOT_CHUNK_BYTES):
+                yield pb.RestoreChunk(data=data[offset:offset + _SNAPSHOT_CHUNK_BYTES])
+
+        metadata = self._metadata(tenant)
+        def attempt(timeout: float) -> None:
+            self._stub.Restore(chunks(), timeout=timeout, metadata=metadata)
+
+        call(self._options, Retry.NEVER, attempt)
+        return Model(self, tenant, model)
+
+    def health(self, service: str = "") -> bool:
+        """grpc.health.v1.Health/Check: whether `service` ("" for the server as a whole,
+        "okl.v1.OnlineKernelLearning" for the service) is SERVING; False while the server
+        starts or drains. okl.NotFound for a service it does not know. Retried."""
+        encoded = service.encode("utf-8")
+        request = (b"\x0a" + _arrays.varint(len(encoded)) + encoded) if encoded else b""
+        response = self._call(self._health, request, "", Retry.ON_UNAVAILABLE)
+        # HealthCheckResponse: field 1 (status), a varint; SERVING is 1.
+        return bytes(response) == b"\x08\x01"
+
+    def fence_tenant(self, tenant: str, fenced: bool = True, delete_models: bool = False
+                     ) -> List[str]:
+        """Admin (a token with the admin role; `okl move` uses it): with `fenced`, fences
+        the tenant's writes on this server and waits for those running to finish; with
+        `delete_models` too, then deletes its models here; without `fenced`, lifts the
+        fence. Returns the tenant's models here. Not retried."""
+        request = pb.FenceTenantRequest(tenant=tenant, fenced=fenced,
+                                        delete_models=delete_models)
+        response = self._call(self._stub.FenceTenant, request, tenant, Retry.NEVER)
+        return list(response.models)
+
+
+class Model:
+    """One model on the server: observe, predict, inspect, snapshot, delete.
+
+    A cheap handle (a client and two names); get one from Client.create_model,
+    Client.model or Client.restore. Inputs are 2-D: a numpy array of shape (n, dim) of
+    any real dtype (converted to float64), anything np.asarray makes one of, or a
+    scipy.sparse matrix; labels are 1-D. Thread-safe, as the Client is.
+    """
+
+    def __init__(self, client: Client, tenant: str, name: str) -> None:
+        self._client = client
+        self._tenant = tenant
+        self._name = name
+        self._ref_bytes = _arrays.ref_field(tenant, name)
+
+    @property
+    def client(self) -> Client:
+        """The client this model's calls go through."""
+        return self._client
+
+    @property
+    def tenant(self) -> str:
+        """The tenant that owns the model."""
+        return self._tenant
+
+    @property
+    def name(self) -> str:
+        """The model's name within its tenant."""
+        return self._name
+
+    @property
+    def ref(self) -> pb.ModelRef:
+        """The model's okl.pb.ModelRef."""
+        return pb.ModelRef(tenant=self._tenant, model=self._name)
+
+    def __repr__(self) -> str:
+        return f"okl.Model({self._tenant!r}, {self._name!r}, address={self._client.address!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Model) and other._client is self._client
+                and (other._tenant, other._name) == (self._tenant, self._name))
+
+    def __hash__(self) -> int:
+        return hash((id(self._client), self._tenant, self._name))
+
+    # --- Reading ------------------------------------------------------------------------
+
+    def info(self) -> ModelInfo:
+        """The model's config and live statistics. okl.NotFound if absent. Retried."""
+        return ModelInfo.from_proto(
+            self._client._call(self._client._stub.GetModel, self.ref, self._tenant,
+                               Retry.ON_UNAVAILABLE))
+
+    def stats(self) -> ModelStats:
+        """The model's live statistics (steps, stored terms, losses, regret, ...)."""
+        return self.info().stats
+
+    def config(self) -> pb.ModelConfig:
+        """The model's config as the server holds it."""
+        return self.info().config
+
+    # --- Learning and predicting ----------------------------------------------------------
+
+    def observe(self, X: Any, y: Any) -> ObserveResult:
+        """Learns from the examples (X, y) in order, one step each, and returns each
+        example's prediction made before learning it (prequential) and its loss.
+
+        X: shape (n, dim), y: n labels (for hinge and logistic, -1 or +1). Up to
+        Options.max_batch examples (and max_request_bytes) go as one request, validated
+        whole: if the server rejects it, nothing is applied. More go as one
+        ObserveStream of messages validated one by one: if one is rejected, the messages
+        before it stay applied and the error's note says which examples were on the
+        failed stream. Writes are retried only when the server says nothing was applied
+        (a tenant being moved), so no example is applied twice. Predictions a refused
+        stream acknowledged without are NaN."""
+        x = _arrays.matrix(X)
+        labels = _arrays.labels(y, x.shape[0])
+        if x.shape[0] == 0:
+            raise InvalidArgument("X has no rows: nothing to observe")
+        rows = _arrays.encode(x, labels)
+        options = self._client.options
+        if rows.count > options.max_batch or len(rows.blob) > options.max_request_bytes:
+            # The server checks each message of a stream, not the stream: a bad value
+            # found here leaves nothing applied.
+            _arrays.check_finite(x, labels)
+            return self._observe_streamed(rows)
+        response = self._client._call(self._client._observe, self._ref_bytes + rows.blob,
+                                      self._tenant, Retry.WHEN_NOT_APPLIED)
+        predictions = np.array(response.predictions, dtype=np.float64)
+        losses = np.array(response.losses, dtype=np.float64)
+        if predictions.shape[0] != rows.count or losses.shape[0] != rows.count:
+            raise Internal(f"Observe: the server answered {predictions.shape[0]} "
+                           f"predictions and {losses.shape[0]} losses for {rows.count} "
+                           "examples")
+        return ObserveResult(predictions=predictions, losses=losses, steps=response.steps,
+                             expansion_size=response.expansion_size)
+
+    def _observe_streamed(self, rows: _arrays.Rows) -> ObserveResult:
+        options = self._client.options
+        batch = _arrays.rows_per_request(rows, min(options.max_batch, _STREAM_BATCH),
+                                         _STREAM_MESSAGE_BYTES)
+        predictions = np.full(rows.count, np.nan)
+        losses = np.full(rows.count, np.nan)
+        last: List[AckedBatch] = []
+
+        def on_ack(ack: AckedBatch) -> None:
+            answered = ack.predictions.shape[0]
+            predictions[ack.first:ack.first + answered] = ack.predictions
+            losses[ack.first:ack.first + answered] = ack.losses
+            if answered:
+                last[:] = [ack]
+
+        stream = ObserveStream(self, dim=None, steps_at_open=None, batch_size=batch,
+                               batches_per_stream=max(1, _PREDICTIONS_PER_STREAM // batch),
+                               on_ack=on_ack)
+        stream._add_rows(rows)
+        stream.close()
+        steps, size = (last[0].steps, last[0].expansion_size) if last else (0, 0)
+        if not last:
+            stats = self.stats()
+            steps, size = stats.steps, stats.expansion_size
+        return ObserveResult(predictions=predictions, losses=losses, steps=steps,
+                             expansion_size=size)
+
+    def stream(self, batch_size: int = 256, batches_per_stream: int = 64,
+               on_ack: Optional[Callable[[AckedBatch], Any]] = None) -> ObserveStream:
+        """An ObserveStream into this model (see ObserveStream): batch_size examples a
+        message, batches_per_stream messages a stream (each stream's answer holds 16
+        bytes per example, which must fit the client's max_receive_message_bytes), on_ack
+        called with each acknowledged stream's AckedBatch. Reads the model first (its dim
+        and steps), so okl.NotFound if it does not exist."""
+        info = self.info()
+        return ObserveStream(self, dim=info.config.dim, steps_at_open=info.stats.steps,
+                             batch_size=batch_size, batches_per_stream=batches_per_stream,
+                             on_ack=on_ack)
+
+    def predict(self, X: Any) -> FloatArray:
+        """The model's predictions for the rows of X (shape (n, dim)): a 1-D float64 array
+        of n. Retried. More than Options.max_batch inputs go in several requests."""
+        responses, count = self._predict(X)
+        if len(responses) == 1:
+            predictions = np.array(responses[0].predictions, dtype=np.float64)
+        else:
+            predictions = np.array([p for r in responses for p in r.predictions],
+                                   dtype=np.float64)
+        if predictions.shape[0] != count:
+            raise Internal(f"Predict: the server answered {predictions.shape[0]} predictions "
+                           f"for {count} inputs")
+        return predictions
+
+    def predict_details(self, X: Any) -> Prediction:
+        """predict(), with the novelty flags of a novelty model and the predictive variances
+        of a KRLS tracker (each empty for the other kinds)."""
+        responses, count = self._predict(X)
+        predictions = _joined(responses, "predictions", np.float64, count)
+        if predictions.shape[0] != count:
+            raise Internal(f"Predict: the server's answer does not hold one prediction for "
+                           f"each of the {count} inputs")
+        return Prediction(predictions=predictions,
+                          novel=_joined(responses, "novel", bool, count),
+                          variances=_joined(responses, "variances", np.float64, count))
+
+    def _predict(self, X: Any) -> Tuple[List[Any], int]:
+        """The PredictResponses for the rows of X, and how many rows there are."""
+        rows = _arrays.inputs(X)
+        client = self._client
+        if rows.count <= client.options.max_batch and \
+                len(rows.blob) <= client.options.max_request_bytes:
+            if rows.count == 0:
+                return [], 0
+            return [client._call(client._predict, self._ref_bytes + rows.blob, self._tenant,
+                                 Retry.ON_UNAVAILABLE)], rows.count
+        per_request = _arrays.rows_per_request(rows, client.options.max_batch,
+                                               client.options.max_request_bytes)
+        return [client._call(client._predict,
+                             self._ref_bytes + rows.slice(first, min(first + per_request,
+                                                                     rows.count)),
+                             self._tenant, Retry.ON_UNAVAILABLE)
+                for first in range(0, rows.count, per_request)], rows.count
+
+    # --- Snapshots and deletion -----------------------------------------------------------
+
+    def snapshot_bytes(self) -> bytes:
+        """The model's whole state (one serialized okl.v1.ModelSnapshot with its checksum),
+        for Client.restore. Retried (from the start)."""
+        metadata = self._client._metadata(self._tenant)
+        ref = self.ref
+
+        def attempt(timeout: float) -> bytes:
+            return b"".join(chunk.data for chunk in self._client._stub.Snapshot(
+                ref, timeout=timeout, metadata=metadata))
+
+        return call(self._client.options, Retry.ON_UNAVAILABLE, attempt)
+
+    def snapshot(self, path: Union[str, "os.PathLike[str]"]) -> int:
+        """Writes snapshot_bytes() to the file `path`: beside it first, synced, then
+        renamed over it, so `path` holds its old contents or the whole snapshot. Returns
+        the bytes written."""
+        data = self.snapshot_bytes()
+        directory = os.path.dirname(os.path.abspath(path))
+        fd, temporary = tempfile.mkstemp(prefix=".okl-snapshot.", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(temporary, path)
+        except BaseException:
+            os.unlink(temporary)
+            raise
+        return len(data)
+
+    def delete(self) -> None:
+        """Deletes the model and its stored state. okl.NotFound if absent. Not retried."""
+        self._client._call(self._client._stub.DeleteModel, self.ref, self._tenant, Retry.NEVER)
+
+
+def _joined(responses: Sequence[Any], field: str, dtype: Any, count: int) -> "npt.NDArray[Any]":
+    """A repeated field of Predict's responses, one array; empty unless every response
+    has one entry per input."""
+    parts: List[Tuple[Any, ...]] = [tuple(getattr(r, field)) for r in responses]
+    values = np.array([v for part in parts for v in part], dtype=dtype)
+    return values if values.shape[0] == count else np.empty(0, dtype=dtype)
