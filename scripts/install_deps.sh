@@ -16,8 +16,11 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   openssl  # the TLS tests and bench/security_cost.sh make their certificates with it
   libdlib-dev  # bench/krls_peer_bench.cc: dlib's krls, the peer of okl's KRLS tracker
-  # the Python client test: stubs generated at test time with protoc + grpc_python_plugin
-  python3 python3-grpcio python3-protobuf python3-yaml
+  # the Python client tests (stubs generated at test time with protoc + grpc_python_plugin)
+  # and the okl Python package (client/python): pip-installed and tested with pytest;
+  # scipy (sparse inputs) and sklearn (Pipelines, cross_val_score) are its optional ones
+  python3 python3-grpcio python3-protobuf python3-yaml python3-numpy python3-pytest
+  python3-pip python3-setuptools python3-wheel python3-scipy python3-sklearn
   # the metrics tests: promtool checks the exposition, a real Prometheus scrapes the server
   prometheus
   nginx  # deploy/cluster/local_cluster.sh's router (the cluster system test)

@@ -54,12 +54,12 @@ def generate_stubs(out_dir):
 
 
 class BuildPyWithStubs(build_py):
-    """build_py, then the stubs into the build tree (into the sources when editable)."""
+    """build_py, then the stubs into the build tree (into src/ when editable)."""
 
     def run(self):
         super().run()
         editable = getattr(self, "editable_mode", False)
-        generate_stubs(HERE if editable else self.build_lib)
+        generate_stubs(os.path.join(HERE, "src") if editable else self.build_lib)
 
 
 setup(cmdclass={"build_py": BuildPyWithStubs})

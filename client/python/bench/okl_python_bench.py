@@ -10,8 +10,8 @@ a free loopback port, unless --address names a running one):
   2. a one-input Predict: model.predict(x) against the stub's Predict;
   3. a 100,000-example model.observe(X, y) from a numpy array into one model.
 
-Calls 1 and 2 alternate package and raw in rounds, so that both see the same machine;
-each figure is the median over rounds of the mean per call. The targets (README, "Using
+Calls 1 and 2 alternate package and raw call by call, so that both see the same machine;
+each figure is the median time of one call. The targets (README, "Using
 the server"): at most 10% over raw for 1 and 2, at least 200,000 examples/s for 3.
 
   /usr/bin/python3 client/python/bench/okl_python_bench.py \
@@ -37,19 +37,17 @@ CONFIG = ("dim: %d kernel { gaussian { gamma: 0.1 } } loss { squared {} } "
           "learning_rate { eta0: 0.2 } lambda: 0.001 budget { max_terms: 64 }" % DIM)
 
 
-def per_call_seconds(call, calls):
-    start = time.perf_counter()
-    for _ in range(calls):
-        call()
-    return (time.perf_counter() - start) / calls
-
-
-def side_by_side(package, raw, rounds, calls):
-    """Median over rounds of the mean seconds per call of each, alternating."""
+def side_by_side(package, raw, calls):
+    """The median seconds of one call of each, timed call by call and alternating (the
+    package first in even turns, raw stubs first in odd ones), so that both see the same
+    machine: on a shared 2-core machine the load shifts within seconds."""
     package_times, raw_times = [], []
-    for _ in range(rounds):
-        package_times.append(per_call_seconds(package, calls))
-        raw_times.append(per_call_seconds(raw, calls))
+    clock = time.perf_counter
+    for turn in range(calls):
+        for call, times in ((package, package_times), (raw, raw_times))[::1 - 2 * (turn % 2)]:
+            start = clock()
+            call()
+            times.append(clock() - start)
     return statistics.median(package_times), statistics.median(raw_times)
 
 
@@ -87,7 +85,7 @@ def run(address, args):
             for row, label in zip(xs.tolist(), ys.tolist())]), timeout=30)
 
     observe_package(), observe_raw()  # connect, warm up
-    package_s, raw_s = side_by_side(observe_package, observe_raw, args.rounds, args.calls)
+    package_s, raw_s = side_by_side(observe_package, observe_raw, args.calls)
     results["observe_64"] = {"package_us": package_s * 1e6, "raw_us": raw_s * 1e6,
                              "overhead_percent": 100 * (package_s / raw_s - 1)}
 
@@ -102,7 +100,7 @@ def run(address, args):
         stub.Predict(pb.PredictRequest(ref=raw_ref, inputs=[pb.Vector(values=query_list)]),
                      timeout=30)
 
-    package_s, raw_s = side_by_side(predict_package, predict_raw, args.rounds, args.calls)
+    package_s, raw_s = side_by_side(predict_package, predict_raw, args.calls)
     results["predict_1"] = {"package_us": package_s * 1e6, "raw_us": raw_s * 1e6,
                             "overhead_percent": 100 * (package_s / raw_s - 1)}
 
@@ -131,8 +129,7 @@ def main():
                         help="the okl_server binary to start (unless --address)")
     parser.add_argument("--address", help="a running okl_server's host:port instead")
     parser.add_argument("--site", help="a directory holding the installed okl package")
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--calls", type=int, default=300, help="calls per round and side")
+    parser.add_argument("--calls", type=int, default=3000, help="calls of each side")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
     if args.site:
