@@ -93,6 +93,10 @@ def test_in_a_pipeline_after_standard_scaler(server, client, tenant, rng):
     assert unscaled.score(X[450:], y[450:]) < pipeline.score(X[450:], y[450:])
     name = pipeline[-1].model_name_
     assert name.startswith("okl-sklearn-") and name in models_of(client, tenant)
+    first = unscaled.model_name_
+    unscaled.fit(X[:100], y[:100])  # a refit makes a new model and deletes the old one
+    assert unscaled.model_name_ != first
+    assert models_of(client, tenant) == sorted([name, unscaled.model_name_])
     del pipeline, unscaled
     gc.collect()
     assert models_of(client, tenant) == []  # deleted with their estimators

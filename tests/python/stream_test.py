@@ -9,7 +9,6 @@ import threading
 
 import numpy as np
 
-import okl
 from conftest import regression_config
 
 EXAMPLES = 100_000

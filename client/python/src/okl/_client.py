@@ -113,7 +113,8 @@ class Client:
             self._channel = grpc.secure_channel(address, credentials, channel_options)
         else:
             self._channel = grpc.insecure_channel(address, channel_options)
-        self._stub = pb_grpc.OnlineKernelLearningStub(self._channel)  # type: ignore[no-untyped-call]
+        stub = pb_grpc.OnlineKernelLearningStub
+        self._stub = stub(self._channel)  # type: ignore[no-untyped-call]
         # The hot calls take requests already serialized (okl._arrays writes them).
         self._observe = self._channel.unary_unary(
             _SERVICE + "Observe", response_deserializer=pb.ObserveResponse.FromString)

@@ -171,24 +171,26 @@ class _ServerEstimator:
         return config
 
     def _create(self, dim: int) -> None:
-        """Creates the model for inputs of `dim` features, replacing one of its name."""
+        """Creates the model for inputs of `dim` features: a named one replaces the model
+        of its name; an unnamed one gets a fresh name, and the estimator's previous unnamed
+        model is deleted."""
         client = self._client()
-        own = self.model is None
-        name = self.model
-        if own:
-            # A refit keeps the unnamed model's name; a first fit makes one.
-            name = getattr(self, "model_name_", None) if getattr(self, "_finalizer", None) \
-                else None
-            name = name or "okl-sklearn-" + uuid.uuid4().hex[:16]
-        assert name is not None
         config = self._config(dim)
-        try:
-            client.model(self.tenant, name).delete()
-        except okl.NotFound:
-            pass
+        finalizer = getattr(self, "_finalizer", None)
+        if finalizer is not None:
+            finalizer()  # deletes the previous unnamed model now
+        self._finalizer: Optional[weakref.finalize] = None
+        if self.model is None:
+            name = "okl-sklearn-" + uuid.uuid4().hex[:16]
+        else:
+            name = self.model
+            try:
+                client.model(self.tenant, name).delete()
+            except okl.NotFound:
+                pass
         client.create_model(self.tenant, name, config)
-        if own and getattr(self, "_finalizer", None) is None:
-            self._finalizer: Optional[weakref.finalize] = weakref.finalize(self, _delete_quietly, client, self.tenant,
+        if self.model is None:
+            self._finalizer = weakref.finalize(self, _delete_quietly, client, self.tenant,
                                                name)
         self.model_name_ = name
         self.n_features_in_ = dim
