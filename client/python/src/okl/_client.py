@@ -209,29 +209,43 @@ class Client:
         bit-identically. okl.DataLoss for bytes that are not an intact snapshot; on any
         error nothing changes. Not retried."""
         ref = pb.ModelRef(tenant=tenant, model=model)
-        if isinstance(snapshot, bytes):
-            data = snapshot
-        else:
-            try:
-                with open(snapshot, "rb") as f:
-                    data = f.read()
-            except OSError as e:
-                raise InvalidArgument(f"cannot read the snapshot {snapshot}: {e.strerror}") \
-                    from None
-
-        def chunks() -> Iterator[pb.RestoreChunk]:
-            # Every chunk is sent, so even empty bytes reach the server (and its DATA_LOSS).
-            yield pb.RestoreChunk(ref=ref, data=data[:_SNAPSHOT_CHUNK_BYTES],
-                                  snapshot_bytes=len(data))
-            for offset in range(_SNAPSHOT_CHUNK_BYTES, len(data), _SNAPSHOT_CHUNK_BYTES):
-                yield pb.RestoreChunk(data=data[offset:offset + _SNAPSHOT_CHUNK_BYTES])
-
         metadata = self._metadata(tenant)
+        if isinstance(snapshot, bytes):
+            pieces = (snapshot[offset:offset + _SNAPSHOT_CHUNK_BYTES]
+                      for offset in range(0, max(len(snapshot), 1), _SNAPSHOT_CHUNK_BYTES))
+            self._restore(ref, len(snapshot), pieces, metadata)
+            return Model(self, tenant, model)
+        try:
+            f = open(snapshot, "rb")
+        except OSError as e:
+            raise InvalidArgument(f"cannot read the snapshot {snapshot}: {e.strerror}") \
+                from None
+        with f:
+            # Streamed, not read whole: a snapshot may be as large as a model.
+            size = os.fstat(f.fileno()).st_size
+            self._restore(ref, size, iter(lambda: f.read(_SNAPSHOT_CHUNK_BYTES), b""), metadata)
+        return Model(self, tenant, model)
+
+    def _restore(self, ref: pb.ModelRef, size: int, pieces: Iterator[bytes],
+                 metadata: Metadata) -> None:
+        """Restore's call: the first chunk names the model and declares the size (so the
+        server checks it against its limits first); every chunk is sent, so even empty
+        bytes reach the server (and get its DATA_LOSS)."""
+        def chunks() -> Iterator[pb.RestoreChunk]:
+            first = True
+            for piece in pieces:
+                if first:
+                    yield pb.RestoreChunk(ref=ref, data=piece, snapshot_bytes=size)
+                    first = False
+                else:
+                    yield pb.RestoreChunk(data=piece)
+            if first:
+                yield pb.RestoreChunk(ref=ref, snapshot_bytes=size)
+
         def attempt(timeout: float) -> None:
             self._stub.Restore(chunks(), timeout=timeout, metadata=metadata)
 
         call(self._options, Retry.NEVER, attempt)
-        return Model(self, tenant, model)
 
     def health(self, service: str = "") -> bool:
         """grpc.health.v1.Health/Check: whether `service` ("" for the server as a whole,
@@ -440,32 +454,44 @@ class Model:
     def snapshot_bytes(self) -> bytes:
         """The model's whole state (one serialized okl.v1.ModelSnapshot with its checksum),
         for Client.restore. Retried (from the start)."""
-        metadata = self._client._metadata(self._tenant)
-        ref = self.ref
-
-        def attempt(timeout: float) -> bytes:
-            return b"".join(chunk.data for chunk in self._client._stub.Snapshot(
-                ref, timeout=timeout, metadata=metadata))
-
-        return call(self._client.options, Retry.ON_UNAVAILABLE, attempt)
+        parts: List[bytes] = []
+        self._read_snapshot(parts.clear, parts.append)
+        return b"".join(parts)
 
     def snapshot(self, path: Union[str, "os.PathLike[str]"]) -> int:
-        """Writes snapshot_bytes() to the file `path`: beside it first, synced, then
-        renamed over it, so `path` holds its old contents or the whole snapshot. Returns
-        the bytes written."""
-        data = self.snapshot_bytes()
+        """Streams the model's snapshot into the file `path`: written beside it, synced,
+        then renamed over it, so `path` holds its old contents or the whole snapshot.
+        Retried (from the start). Returns the bytes written."""
         directory = os.path.dirname(os.path.abspath(path))
         fd, temporary = tempfile.mkstemp(prefix=".okl-snapshot.", dir=directory)
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(data)
+                def restart() -> None:
+                    f.seek(0)
+                    f.truncate()
+
+                self._read_snapshot(restart, f.write)
                 f.flush()
                 os.fsync(f.fileno())
+                size = f.tell()
             os.replace(temporary, path)
         except BaseException:
             os.unlink(temporary)
             raise
-        return len(data)
+        return size
+
+    def _read_snapshot(self, restart: Callable[[], Any], sink: Callable[[bytes], Any]
+                       ) -> None:
+        """Snapshot's chunks into sink(data), restart() before every attempt."""
+        metadata = self._client._metadata(self._tenant)
+        ref = self.ref
+
+        def attempt(timeout: float) -> None:
+            restart()
+            for chunk in self._client._stub.Snapshot(ref, timeout=timeout, metadata=metadata):
+                sink(chunk.data)
+
+        call(self._client.options, Retry.ON_UNAVAILABLE, attempt)
 
     def delete(self) -> None:
         """Deletes the model and its stored state. okl.NotFound if absent. Not retried."""
