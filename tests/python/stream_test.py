@@ -90,7 +90,7 @@ def test_a_stream_through_a_tenant_fence_applies_each_example_once(client, tenan
     with fenced.stream(batch_size=100, batches_per_stream=5) as stream:
         stream.observe(X[:1000], y[:1000])
         client.fence_tenant(tenant)
-        lift = threading.Timer(0.3, client.fence_tenant, (tenant,), {"fenced": False})
+        lift = threading.Timer(0.5, client.fence_tenant, (tenant,), {"fenced": False})
         lift.start()
         stream.observe(X[1000:2000], y[1000:2000])
     lift.join()
