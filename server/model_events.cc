@@ -71,6 +71,31 @@ std::string EventExpiryKey(uint64_t incarnation, absl::Time expires, absl::strin
                       absl::StrFormat("%016x", static_cast<uint64_t>(micros)), "/", id);
 }
 
+std::string EventCountsKey(uint64_t incarnation) {
+  return absl::StrCat("i/", IncarnationHex(incarnation), "/n");
+}
+
+std::string EncodeEventCounts(const EventCounts& counts) {
+  std::string value;
+  for (uint64_t n : {counts.pending, counts.applied, counts.expired, counts.duplicates,
+                     counts.served_labels}) {
+    Put(n, &value);
+  }
+  Put(counts.served_loss, &value);
+  return value;
+}
+
+absl::StatusOr<EventCounts> DecodeEventCounts(absl::string_view value) {
+  EventCounts counts;
+  if (!Take(&value, &counts.pending) || !Take(&value, &counts.applied) ||
+      !Take(&value, &counts.expired) || !Take(&value, &counts.duplicates) ||
+      !Take(&value, &counts.served_labels) || !Take(&value, &counts.served_loss) ||
+      !value.empty()) {
+    return absl::DataLossError("the model's event counts are damaged");
+  }
+  return counts;
+}
+
 std::string EventExpiryBegin(uint64_t incarnation) {
   return absl::StrCat("i/", IncarnationHex(incarnation), "/x/");
 }
@@ -137,8 +162,10 @@ absl::StatusOr<StoredEvent> DecodeEvent(absl::string_view id, absl::string_view 
 
 // --- ModelLog's events (declared in server/model_store.h) ----------------------------
 
-absl::Status ModelLog::Remember(absl::Span<const RememberedEvent> events) {
+absl::Status ModelLog::Remember(absl::Span<const RememberedEvent> events,
+                                const EventCounts& counts) {
   rocksdb::WriteBatch batch;
+  batch.Put(EventCountsKey(incarnation_), EncodeEventCounts(counts));
   absl::flat_hash_set<absl::string_view> ids;
   for (const RememberedEvent& event : events) {
     OKL_RETURN_IF_ERROR(ValidateEventId(event.id));
@@ -178,6 +205,18 @@ absl::StatusOr<std::optional<StoredEvent>> ModelLog::FindEvent(absl::string_view
   return event;
 }
 
+absl::StatusOr<EventCounts> ModelLog::LoadCounts() const {
+  std::string value;
+  const rocksdb::Status status =
+      store_->db_->Get(rocksdb::ReadOptions(), EventCountsKey(incarnation_), &value);
+  if (status.IsNotFound()) return EventCounts{};
+  if (!status.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("the model store cannot read the event counts: ", status.ToString()));
+  }
+  return DecodeEventCounts(value);
+}
+
 absl::StatusOr<std::vector<StoredEvent>> ModelLog::DueEvents(absl::Time now,
                                                              size_t max) const {
   const std::string begin = EventExpiryBegin(incarnation_);
@@ -206,8 +245,10 @@ absl::StatusOr<std::vector<StoredEvent>> ModelLog::DueEvents(absl::Time now,
   return due;
 }
 
-absl::Status ModelLog::ForgetEvents(absl::Span<const StoredEvent> events) {
+absl::Status ModelLog::ForgetEvents(absl::Span<const StoredEvent> events,
+                                    const EventCounts& counts) {
   rocksdb::WriteBatch batch;
+  batch.Put(EventCountsKey(incarnation_), EncodeEventCounts(counts));
   for (const StoredEvent& stored : events) {
     batch.Delete(EventKey(incarnation_, stored.event.id));
     batch.Delete(EventExpiryKey(incarnation_, stored.event.expires, stored.event.id));

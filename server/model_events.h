@@ -10,6 +10,7 @@
 // events with the rest of the incarnation):
 //   "i/<inc>/e/<event id>"                 the event (EncodeEvent)
 //   "i/<inc>/x/<expiry µs, 16 hex>/<id>"   empty: the expiry index, in time order
+//   "i/<inc>/n"                            the model's EventCounts
 #ifndef OKL_SERVER_MODEL_EVENTS_H_
 #define OKL_SERVER_MODEL_EVENTS_H_
 
@@ -35,15 +36,16 @@ absl::Status ValidateEventId(absl::string_view id);
 
 // One remembered input and what was served for it.
 struct RememberedEvent {
-  std::string id;
-  absl::Time expires;                   // when its wait ends
-  std::optional<double> default_label;  // learned at expiry if set; else it is dropped
+  std::string id = {};
+  absl::Time expires = absl::UnixEpoch();              // when its wait ends
+  std::optional<double> default_label = std::nullopt;  // learned at expiry if set; else
+                                                       // it is dropped
   double prediction = 0;                // the prediction served for it
   // The input: dense (`indices` empty, `values` holds dim entries) or sparse (both the
   // same length, indices strictly increasing).
   bool sparse = false;
-  std::vector<uint32_t> indices;
-  std::vector<double> values;
+  std::vector<uint32_t> indices = {};
+  std::vector<double> values = {};
 
   friend bool operator==(const RememberedEvent&, const RememberedEvent&) = default;
 };
@@ -56,15 +58,31 @@ enum class EventState : uint8_t {
 
 struct StoredEvent {
   EventState state = EventState::kPending;
-  RememberedEvent event;
+  RememberedEvent event = {};
 
   friend bool operator==(const StoredEvent&, const StoredEvent&) = default;
+};
+
+// A model's event counters, stored with every change to its events.
+struct EventCounts {
+  uint64_t pending = 0;     // remembered, awaiting a label
+  uint64_t applied = 0;     // labels applied
+  uint64_t expired = 0;     // waits that ended without a label (default applied or not)
+  uint64_t duplicates = 0;  // labels for events labelled before
+  // The served loss: sum over applied labels of loss(y, the prediction served), and how
+  // many.
+  double served_loss = 0;
+  uint64_t served_labels = 0;
+
+  friend bool operator==(const EventCounts&, const EventCounts&) = default;
 };
 
 // The events a batch's log record changes, written in the same atomic write as the record
 // (ModelEntry::ObserveBatch's note, ModelLog::Append):
 class EventNote final : public JournalNote {
  public:
+  // The model's counters after the batch.
+  EventCounts counts;
   // Pending events the batch labels: stored as labelled, without their inputs.
   std::vector<StoredEvent> labelled;
   // Events removed with their index entries (an expired event whose default label the
@@ -75,6 +93,9 @@ class EventNote final : public JournalNote {
 // The store's keys and record of an event (the layout above).
 std::string EventKey(uint64_t incarnation, absl::string_view id);
 std::string EventExpiryKey(uint64_t incarnation, absl::Time expires, absl::string_view id);
+std::string EventCountsKey(uint64_t incarnation);
+std::string EncodeEventCounts(const EventCounts& counts);
+absl::StatusOr<EventCounts> DecodeEventCounts(absl::string_view value);
 // The expiry index of an incarnation lies in [EventExpiryBegin, EventExpiryKey(inc, t, ""))
 // for the events that expire before t.
 std::string EventExpiryBegin(uint64_t incarnation);

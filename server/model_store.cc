@@ -707,6 +707,7 @@ absl::Status ModelLog::Append(const InputBatch& xs, absl::Span<const double> ys,
   rocksdb::WriteBatch batch;
   const std::string value = EncodeBatch(xs, ys);
   if (const auto* events = dynamic_cast<const EventNote*>(note)) {
+    batch.Put(EventCountsKey(incarnation_), EncodeEventCounts(events->counts));
     for (const StoredEvent& stored : events->labelled) {
       batch.Put(EventKey(incarnation_, stored.event.id),
                 EncodeEvent(EventState::kLabelled, stored.event));

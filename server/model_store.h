@@ -48,6 +48,7 @@
 #include "core/model.h"
 #include "core/runtime/model_registry.h"
 #include "core/runtime/mutex.h"
+#include "server/event_book.h"
 #include "server/model_events.h"
 
 namespace rocksdb {
@@ -192,7 +193,7 @@ class ModelStore {
 // One model's write-ahead log and checkpoint position: core's ModelJournal for its
 // ModelEntry. Thread-safe; its lock is taken inside the entry's writer lock (Append) or
 // alone, never the other way around.
-class ModelLog final : public ModelJournal {
+class ModelLog final : public ModelJournal, public EventStorage {
  public:
   ModelLog(ModelStore* store, std::string tenant, std::string model, uint64_t incarnation,
            uint64_t next_seq, uint64_t checkpoint_seq);
@@ -235,17 +236,15 @@ class ModelLog final : public ModelJournal {
   // Append's `note`, if an EventNote, changes its events in the same atomic write as the
   // record.
 
-  // Stores `events` as pending, with their index entries, in one atomic write.
-  // AlreadyExists naming the first id that is stored already (pending or labelled), or
-  // repeated in `events`: then nothing is stored. Errors as Append's.
-  absl::Status Remember(absl::Span<const RememberedEvent> events) ABSL_LOCKS_EXCLUDED(mu_);
-  // The event stored under `id`; nullopt if none.
-  absl::StatusOr<std::optional<StoredEvent>> FindEvent(absl::string_view id) const;
-  // Up to `max` events whose wait ended at or before `now`, earliest first.
-  absl::StatusOr<std::vector<StoredEvent>> DueEvents(absl::Time now, size_t max) const;
-  // Removes `events` and their index entries, in one atomic write (expired events
-  // without a default label, and labelled ones past their wait).
-  absl::Status ForgetEvents(absl::Span<const StoredEvent> events) ABSL_LOCKS_EXCLUDED(mu_);
+  // EventStorage over the store: each change (with the counts) is one atomic write.
+  absl::Status Remember(absl::Span<const RememberedEvent> events,
+                        const EventCounts& counts) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<std::optional<StoredEvent>> FindEvent(absl::string_view id) const override;
+  absl::StatusOr<std::vector<StoredEvent>> DueEvents(absl::Time now, size_t max) const override;
+  absl::Status ForgetEvents(absl::Span<const StoredEvent> events,
+                            const EventCounts& counts) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<EventCounts> LoadCounts() const override;
+  void NoteApplied(const EventNote&) override {}  // written with the batch's record
 
   // Writes `state`, which is the model at `at` (after record at.seq), as the checkpoint,
   // and removes the records up to at.seq, in one atomic write. A no-op if a checkpoint at

@@ -30,21 +30,24 @@ using ::testing::HasSubstr;
 const absl::Time kT0 = absl::FromUnixSeconds(1'800'000'000);
 
 RememberedEvent DenseEvent(std::string id, absl::Time expires, double x0, double x1) {
-  return RememberedEvent{.id = std::move(id),
-                         .expires = expires,
-                         .prediction = x0 + x1,
-                         .values = {x0, x1}};
+  RememberedEvent event;
+  event.id = std::move(id);
+  event.expires = expires;
+  event.prediction = x0 + x1;
+  event.values = {x0, x1};
+  return event;
 }
 
 TEST(EventRecordTest, RoundTripsDenseSparseAndDefaultsAndALabelledOneDropsItsInput) {
   RememberedEvent dense = DenseEvent("click-1", kT0 + absl::Microseconds(7), 0.5, -1e300);
   dense.default_label = -1;
-  RememberedEvent sparse{.id = "s",
-                         .expires = kT0,
-                         .prediction = -0.25,
-                         .sparse = true,
-                         .indices = {3, 70000},
-                         .values = {1.5, 2.5}};
+  RememberedEvent sparse;
+  sparse.id = "s";
+  sparse.expires = kT0;
+  sparse.prediction = -0.25;
+  sparse.sparse = true;
+  sparse.indices = {3, 70000};
+  sparse.values = {1.5, 2.5};
   for (const RememberedEvent& event : {dense, sparse}) {
     absl::StatusOr<StoredEvent> decoded =
         DecodeEvent(event.id, EncodeEvent(EventState::kPending, event));
@@ -135,7 +138,7 @@ TEST_F(ModelEventsTest, RememberedEventsSurviveAReopenBesideTheModelsLog) {
   ASSERT_TRUE(log->Append(InputBatch::Dense({1, 2}, 2), {0.5}, nullptr).ok());
   const std::vector<RememberedEvent> events = {DenseEvent("a", kT0, 1, 2),
                                                DenseEvent("b", kT0, 3, 4)};
-  ASSERT_TRUE(log->Remember(events).ok());
+  ASSERT_TRUE(log->Remember(events, EventCounts{.pending = 2}).ok());
   log = Reopen();  // LoadModels reads the model as before, its events beside it
   ASSERT_NE(log, nullptr);
   EXPECT_EQ(log->position().seq, 1u);
@@ -146,18 +149,21 @@ TEST_F(ModelEventsTest, RememberedEventsSurviveAReopenBesideTheModelsLog) {
     EXPECT_EQ(found->event, event);
   }
   EXPECT_FALSE(Find(*log, "c").has_value());
+  EXPECT_EQ(log->LoadCounts().value_or(EventCounts{}), EventCounts{.pending = 2});
 }
 
 TEST_F(ModelEventsTest, RememberRefusesAKnownOrRepeatedIdAndStoresNothingOfTheRequest) {
   std::shared_ptr<ModelLog> log = *store_->CreateModel("acme", "ads", SmallConfig());
-  ASSERT_TRUE(log->Remember({DenseEvent("a", kT0, 1, 2)}).ok());
-  absl::Status known = log->Remember({DenseEvent("new", kT0, 1, 2), DenseEvent("a", kT0, 5, 6)});
+  ASSERT_TRUE(log->Remember({DenseEvent("a", kT0, 1, 2)}, {}).ok());
+  absl::Status known =
+      log->Remember({DenseEvent("new", kT0, 1, 2), DenseEvent("a", kT0, 5, 6)}, {});
   EXPECT_EQ(known.code(), absl::StatusCode::kAlreadyExists);
   EXPECT_THAT(known.message(), HasSubstr("\"a\""));
   absl::Status repeated =
-      log->Remember({DenseEvent("new", kT0, 1, 2), DenseEvent("new", kT0, 5, 6)});
+      log->Remember({DenseEvent("new", kT0, 1, 2), DenseEvent("new", kT0, 5, 6)}, {});
   EXPECT_EQ(repeated.code(), absl::StatusCode::kAlreadyExists);
-  absl::Status bad_id = log->Remember({DenseEvent("new", kT0, 1, 2), DenseEvent("a b", kT0, 5, 6)});
+  absl::Status bad_id =
+      log->Remember({DenseEvent("new", kT0, 1, 2), DenseEvent("a b", kT0, 5, 6)}, {});
   EXPECT_EQ(bad_id.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(Find(*log, "new").has_value());
   EXPECT_EQ(Find(*log, "a")->event, DenseEvent("a", kT0, 1, 2));
@@ -169,13 +175,16 @@ TEST_F(ModelEventsTest, RememberRefusesAKnownOrRepeatedIdAndStoresNothingOfTheRe
 TEST_F(ModelEventsTest, ALabelBatchsEventsChangeInTheSameWriteAsItsLogRecord) {
   std::shared_ptr<ModelLog> log = *store_->CreateModel("acme", "ads", SmallConfig());
   ASSERT_TRUE(log->Remember({DenseEvent("a", kT0, 1, 2), DenseEvent("b", kT0, 3, 4),
-                             DenseEvent("c", kT0 - absl::Seconds(1), 5, 6)})
+                             DenseEvent("c", kT0 - absl::Seconds(1), 5, 6)},
+                            {})
                   .ok());
   auto learner = CreateModel(SmallConfig());
   ASSERT_TRUE(learner.ok()) << learner.status();
   auto entry = std::make_shared<ModelEntry>("acme", "ads", *std::move(learner), log);
 
   EventNote note;
+  note.counts = {
+      .pending = 0, .applied = 2, .expired = 1, .served_loss = 0.5, .served_labels = 2};
   note.labelled = {*Find(*log, "a"), *Find(*log, "b")};
   note.forgotten = {*Find(*log, "c")};  // an expired event's default label
   std::vector<Observation> out;
@@ -193,6 +202,7 @@ TEST_F(ModelEventsTest, ALabelBatchsEventsChangeInTheSameWriteAsItsLogRecord) {
   log = Reopen();
   ASSERT_NE(log, nullptr);
   EXPECT_EQ(log->position().seq, 1u);
+  EXPECT_EQ(log->LoadCounts().value_or(EventCounts{}), note.counts);
   for (const char* id : {"a", "b"}) {
     std::optional<StoredEvent> found = Find(*log, id);
     ASSERT_TRUE(found.has_value()) << id;
@@ -208,11 +218,13 @@ TEST_F(ModelEventsTest, ALabelBatchsEventsChangeInTheSameWriteAsItsLogRecord) {
 
 TEST_F(ModelEventsTest, DueEventsComeEarliestFirstUpToNowAndForgottenOnesAreGone) {
   std::shared_ptr<ModelLog> log = *store_->CreateModel("acme", "ads", SmallConfig());
-  ASSERT_TRUE(log->Remember({DenseEvent("late", kT0 + absl::Seconds(30), 1, 1),
-                             DenseEvent("early", kT0 + absl::Seconds(10), 2, 2),
-                             DenseEvent("middle", kT0 + absl::Seconds(20), 3, 3),
-                             DenseEvent("edge", kT0 + absl::Seconds(20) + absl::Microseconds(1), 4, 4)})
-                  .ok());
+  ASSERT_TRUE(
+      log->Remember({DenseEvent("late", kT0 + absl::Seconds(30), 1, 1),
+                     DenseEvent("early", kT0 + absl::Seconds(10), 2, 2),
+                     DenseEvent("middle", kT0 + absl::Seconds(20), 3, 3),
+                     DenseEvent("edge", kT0 + absl::Seconds(20) + absl::Microseconds(1), 4, 4)},
+                    {})
+          .ok());
   auto ids = [&](absl::Time now, size_t max) {
     std::vector<std::string> out;
     absl::StatusOr<std::vector<StoredEvent>> due = log->DueEvents(now, max);
@@ -225,17 +237,18 @@ TEST_F(ModelEventsTest, DueEventsComeEarliestFirstUpToNowAndForgottenOnesAreGone
   EXPECT_THAT(ids(kT0, 10), ElementsAre());
   EXPECT_THAT(ids(kT0 + absl::Seconds(20), 10), ElementsAre("early", "middle"));
   EXPECT_THAT(ids(kT0 + absl::Seconds(40), 3), ElementsAre("early", "middle", "edge"));
-  ASSERT_TRUE(log->ForgetEvents({*Find(*log, "early"), *Find(*log, "middle")}).ok());
+  ASSERT_TRUE(log->ForgetEvents({*Find(*log, "early"), *Find(*log, "middle")}, {}).ok());
   EXPECT_THAT(ids(kT0 + absl::Seconds(40), 10), ElementsAre("edge", "late"));
   EXPECT_FALSE(Find(*log, "early").has_value());
 }
 
 TEST_F(ModelEventsTest, EventsGoWithTheirModelAndAClosedLogRemembersNothing) {
   std::shared_ptr<ModelLog> log = *store_->CreateModel("acme", "ads", SmallConfig());
-  ASSERT_TRUE(log->Remember({DenseEvent("a", kT0, 1, 2)}).ok());
+  ASSERT_TRUE(log->Remember({DenseEvent("a", kT0, 1, 2)}, {}).ok());
   ASSERT_TRUE(store_->DeleteModel(log.get()).ok());
-  EXPECT_EQ(log->Remember({DenseEvent("b", kT0, 1, 2)}).code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(log->ForgetEvents({}).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(log->Remember({DenseEvent("b", kT0, 1, 2)}, {}).code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(log->ForgetEvents({}, {}).code(), absl::StatusCode::kNotFound);
   // The same name again is a new model, with none of the old one's events.
   std::shared_ptr<ModelLog> again = *store_->CreateModel("acme", "ads", SmallConfig());
   EXPECT_FALSE(Find(*again, "a").has_value());

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "core/config.h"
 #include "gtest/gtest.h"
 
@@ -29,10 +30,13 @@ inline ModelConfig SmallConfig(uint32_t max_terms = 32) {
 // An empty directory under the system's temporary one, named after `prefix`, this
 // process and the running test (the caller removes it).
 inline std::filesystem::path ScratchDirForTest(absl::string_view prefix) {
+  // A parameterized test's name holds '/': one directory, not two.
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() /
-      absl::StrCat(prefix, "_", getpid(), "_",
-                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+      absl::StrReplaceAll(
+          absl::StrCat(prefix, "_", getpid(), "_",
+                       ::testing::UnitTest::GetInstance()->current_test_info()->name()),
+          {{"/", "_"}});
   std::filesystem::remove_all(dir);
   return dir;
 }

@@ -1,0 +1,302 @@
+// server/event_book.cc
+
+#include "server/event_book.h"
+
+#include <cmath>
+#include <random>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/loss.h"
+#include "core/sparse_vector.h"
+#include "core/status_macros.h"
+
+namespace okl {
+namespace {
+
+uint64_t RandomIdPrefix() {
+  std::random_device device;
+  return (uint64_t{device()} << 32) ^ device();
+}
+
+// The inputs of `events` (pending, so they hold theirs) as one batch. `dense` receives
+// the values of a dense batch and `rows` the rows of a sparse one; both must outlive the
+// batch.
+InputBatch BatchOf(absl::Span<const StoredEvent> events, size_t dim,
+                   std::vector<double>* dense, SparseRows* rows) {
+  const bool sparse = !events.empty() && events.front().event.sparse;
+  for (const StoredEvent& stored : events) {
+    if (sparse) {
+      rows->Append({stored.event.indices, stored.event.values});
+    } else {
+      dense->insert(dense->end(), stored.event.values.begin(), stored.event.values.end());
+    }
+  }
+  return sparse ? InputBatch::Sparse(*rows) : InputBatch::Dense(*dense, dim);
+}
+
+}  // namespace
+
+// --- MemoryEvents ---------------------------------------------------------------------
+
+absl::Status MemoryEvents::Remember(absl::Span<const RememberedEvent> events,
+                                    const EventCounts& counts) {
+  WriterLock lock(&mu_);
+  absl::flat_hash_set<absl::string_view> ids;
+  for (const RememberedEvent& event : events) {
+    if (events_.contains(event.id) || !ids.insert(event.id).second) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("event id \"", event.id, "\" is already remembered for this model"));
+    }
+  }
+  for (const RememberedEvent& event : events) {
+    events_[event.id] = StoredEvent{.state = EventState::kPending, .event = event};
+    expiry_[{event.expires, event.id}] = true;
+  }
+  counts_ = counts;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<StoredEvent>> MemoryEvents::FindEvent(absl::string_view id) const {
+  ReaderLock lock(&mu_);
+  auto it = events_.find(id);
+  if (it == events_.end()) return std::nullopt;
+  return it->second;
+}
+
+absl::StatusOr<std::vector<StoredEvent>> MemoryEvents::DueEvents(absl::Time now,
+                                                                 size_t max) const {
+  ReaderLock lock(&mu_);
+  std::vector<StoredEvent> due;
+  for (auto it = expiry_.begin(); it != expiry_.end() && it->first.first <= now &&
+                                  due.size() < max;
+       ++it) {
+    due.push_back(events_.at(it->first.second));
+  }
+  return due;
+}
+
+void MemoryEvents::ForgetLocked(const StoredEvent& stored) {
+  events_.erase(stored.event.id);
+  expiry_.erase({stored.event.expires, stored.event.id});
+}
+
+absl::Status MemoryEvents::ForgetEvents(absl::Span<const StoredEvent> events,
+                                        const EventCounts& counts) {
+  WriterLock lock(&mu_);
+  for (const StoredEvent& stored : events) ForgetLocked(stored);
+  counts_ = counts;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EventCounts> MemoryEvents::LoadCounts() const {
+  ReaderLock lock(&mu_);
+  return counts_;
+}
+
+void MemoryEvents::NoteApplied(const EventNote& note) {
+  WriterLock lock(&mu_);
+  for (const StoredEvent& stored : note.labelled) {
+    StoredEvent& kept = events_[stored.event.id];
+    kept = stored;
+    kept.state = EventState::kLabelled;
+    kept.event.indices.clear();
+    kept.event.values.clear();
+  }
+  for (const StoredEvent& stored : note.forgotten) ForgetLocked(stored);
+  counts_ = note.counts;
+}
+
+// --- EventBook ------------------------------------------------------------------------
+
+EventBook::EventBook(std::shared_ptr<EventStorage> storage, LossConfig loss, Limits limits)
+    : storage_(std::move(storage)),
+      loss_(loss),
+      limits_(limits),
+      id_prefix_(RandomIdPrefix()) {}
+
+absl::Status EventBook::Open() {
+  OKL_ASSIGN_OR_RETURN(EventCounts counts, storage_->LoadCounts());
+  WriterLock lock(&mu_);
+  counts_ = counts;
+  return absl::OkStatus();
+}
+
+EventCounts EventBook::counts() const {
+  ReaderLock lock(&mu_);
+  return counts_;
+}
+
+std::string EventBook::MakeId() {
+  return absl::StrFormat("%016x%016x", id_prefix_, next_id_++);
+}
+
+absl::StatusOr<std::vector<std::string>> EventBook::Remember(
+    const ModelEntry& entry, const InputBatch& inputs, absl::Span<const double> predictions,
+    const RememberOptions& options, absl::Time now) {
+  const size_t n = inputs.size();
+  if (!options.event_ids.empty() && options.event_ids.size() != n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "remember.event_ids has ", options.event_ids.size(), " ids for ", n,
+        " inputs: give one per input, or none and the server makes them"));
+  }
+  for (const std::string& id : options.event_ids) OKL_RETURN_IF_ERROR(ValidateEventId(id));
+  if (options.wait < absl::ZeroDuration() || options.wait > limits_.max_wait) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "remember.wait_seconds is ", absl::ToDoubleSeconds(options.wait),
+        ": give 0 (the default, ", absl::FormatDuration(limits_.default_wait),
+        ") to the server's --max_label_wait (", absl::ToDoubleSeconds(limits_.max_wait),
+        " s)"));
+  }
+  if (options.default_label.has_value()) {
+    // Checked now, as a label of each input: at expiry it must be applied, not refused.
+    const absl::Status valid =
+        entry.ValidateBatch(inputs, std::vector<double>(n, *options.default_label));
+    if (!valid.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("remember.default_label: ", valid.message()));
+    }
+  }
+  const absl::Time expires =
+      now + (options.wait == absl::ZeroDuration() ? limits_.default_wait : options.wait);
+  WriterLock lock(&mu_);
+  if (n > limits_.max_pending - std::min(limits_.max_pending, counts_.pending)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the model has ", counts_.pending, " events awaiting labels, and ", n,
+        " more would pass the server's --max_pending_events (", limits_.max_pending,
+        "): label or let expire some first"));
+  }
+  std::vector<RememberedEvent> events(n);
+  std::vector<std::string> ids(n);
+  for (size_t i = 0; i < n; ++i) {
+    RememberedEvent& event = events[i];
+    event.id = options.event_ids.empty() ? MakeId() : options.event_ids[i];
+    event.expires = expires;
+    event.default_label = options.default_label;
+    event.prediction = predictions[i];
+    if (inputs.sparse()) {
+      const SparseVectorView row = inputs.SparseRow(i);
+      event.sparse = true;
+      event.indices.assign(row.indices.begin(), row.indices.end());
+      event.values.assign(row.values.begin(), row.values.end());
+    } else {
+      const absl::Span<const double> row = inputs.DenseRow(i);
+      event.values.assign(row.begin(), row.end());
+    }
+    ids[i] = event.id;
+  }
+  EventCounts after = counts_;
+  after.pending += n;
+  OKL_RETURN_IF_ERROR(storage_->Remember(events, after));
+  counts_ = after;
+  return ids;
+}
+
+absl::StatusOr<EventBook::Labelled> EventBook::Label(
+    ModelEntry& entry, absl::Span<const std::pair<std::string, double>> labels,
+    absl::Time now) {
+  for (const auto& [id, y] : labels) {
+    if (!std::isfinite(y)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the label of event \"", id, "\" is not a finite number"));
+    }
+  }
+  const Loss loss(loss_);
+  WriterLock lock(&mu_);
+  Labelled result;
+  result.outcomes.reserve(labels.size());
+  EventNote note;
+  note.counts = counts_;
+  std::vector<double> ys;
+  absl::flat_hash_set<absl::string_view> applied_ids;  // by this request
+  for (const auto& [id, y] : labels) {
+    std::optional<StoredEvent> stored;
+    if (ValidateEventId(id).ok() && !applied_ids.contains(id)) {
+      OKL_ASSIGN_OR_RETURN(stored, storage_->FindEvent(id));
+    }
+    if (applied_ids.contains(id) ||
+        (stored.has_value() && stored->state == EventState::kLabelled)) {
+      result.outcomes.push_back(LabelOutcome::kDuplicate);
+      ++note.counts.duplicates;
+    } else if (!stored.has_value() || stored->event.expires <= now) {
+      result.outcomes.push_back(LabelOutcome::kUnknown);
+    } else {
+      result.outcomes.push_back(LabelOutcome::kApplied);
+      ++note.counts.applied;
+      --note.counts.pending;
+      note.counts.served_loss +=
+          loss.At(y, stored->event.prediction, loss.InitialMargin()).value;
+      ++note.counts.served_labels;
+      note.labelled.push_back(*std::move(stored));
+      ys.push_back(y);
+      applied_ids.insert(id);
+    }
+  }
+  if (!note.labelled.empty()) {
+    std::vector<double> dense;
+    SparseRows rows;
+    const InputBatch batch = BatchOf(note.labelled, entry.config().dim, &dense, &rows);
+    // Validated first, so that a label the loss refuses changes nothing (with a journal
+    // ObserveBatch validates too; without one it would apply a prefix).
+    OKL_RETURN_IF_ERROR(entry.ValidateBatch(batch, ys));
+    absl::Status applied = entry.ObserveBatch(batch, ys, &result.observations, nullptr, &note);
+    // A batch that diverged part-way stays applied (and logged) as Observe's does: its
+    // events are labelled all the same, as its replay would have them.
+    if (!applied.ok() && !absl::IsFailedPrecondition(applied)) return applied;
+    storage_->NoteApplied(note);
+    counts_ = note.counts;
+    if (!applied.ok()) return applied;
+  } else if (note.counts.duplicates != counts_.duplicates) {
+    // Only duplicates: their count is stored on its own.
+    OKL_RETURN_IF_ERROR(storage_->ForgetEvents({}, note.counts));
+    counts_ = note.counts;
+  }
+  return result;
+}
+
+absl::StatusOr<size_t> EventBook::Expire(ModelEntry& entry, absl::Time now, size_t max) {
+  WriterLock lock(&mu_);
+  OKL_ASSIGN_OR_RETURN(std::vector<StoredEvent> due, storage_->DueEvents(now, max));
+  if (due.empty()) return 0;
+  EventNote note;  // the events whose default label is applied
+  note.counts = counts_;
+  std::vector<StoredEvent> dropped;
+  std::vector<double> ys;
+  for (StoredEvent& stored : due) {
+    if (stored.state == EventState::kPending) {
+      --note.counts.pending;
+      ++note.counts.expired;
+    }
+    if (stored.state == EventState::kPending && stored.event.default_label.has_value()) {
+      ys.push_back(*stored.event.default_label);
+      note.forgotten.push_back(std::move(stored));
+    } else {
+      dropped.push_back(std::move(stored));
+    }
+  }
+  if (!note.forgotten.empty()) {
+    std::vector<double> dense;
+    SparseRows rows;
+    const InputBatch batch = BatchOf(note.forgotten, entry.config().dim, &dense, &rows);
+    std::vector<Observation> observations;
+    // The counts of the dropped ones go with the default labels' write; the drops follow.
+    absl::Status applied = entry.ObserveBatch(batch, ys, &observations, nullptr, &note);
+    if (absl::IsInvalidArgument(applied)) {
+      // Remember checked the default labels, so this is not expected; the events are
+      // dropped rather than tried again at every sweep.
+      for (StoredEvent& stored : note.forgotten) dropped.push_back(std::move(stored));
+      note.forgotten.clear();
+    } else if (!applied.ok() && !absl::IsFailedPrecondition(applied)) {
+      return applied;
+    } else {
+      storage_->NoteApplied(note);
+    }
+  }
+  OKL_RETURN_IF_ERROR(storage_->ForgetEvents(dropped, note.counts));
+  counts_ = note.counts;
+  return due.size();
+}
+
+}  // namespace okl

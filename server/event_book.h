@@ -1,0 +1,166 @@
+// server/event_book.h
+//
+// EventBook: one model's remembered events and the rules of delayed feedback over them
+// (docs/delayed-feedback.md). A Predict with `remember` hands the book its inputs and
+// predictions; a Label hands it (event id, y) pairs, and the book applies each pending
+// event's label to the model exactly once, as Observe(x_e, y) at that moment; at expiry
+// it applies an event's default label or drops it, once.
+//
+// The events live in an EventStorage: the model store (ModelLog, durable: a label's log
+// record and its event's new state are one write) or memory (a model without a store).
+// The book's lock orders everything done to its events (the model's event lock); it is
+// taken before the model's writer lock, and held across the storage's reads and writes,
+// which are the model's own (other models never wait for it).
+//
+// Thread-safe.
+#ifndef OKL_SERVER_EVENT_BOOK_H_
+#define OKL_SERVER_EVENT_BOOK_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "core/input_batch.h"
+#include "core/runtime/model_registry.h"
+#include "core/runtime/mutex.h"
+#include "server/model_events.h"
+
+namespace okl {
+
+// Where a book keeps its events. ModelLog implements it over the model store; MemoryEvents
+// below in memory.
+class EventStorage {
+ public:
+  virtual ~EventStorage() = default;
+  // Stores `events` as pending, and `counts`, in one write; AlreadyExists (nothing
+  // stored) if an id is known or repeated.
+  virtual absl::Status Remember(absl::Span<const RememberedEvent> events,
+                                const EventCounts& counts) = 0;
+  virtual absl::StatusOr<std::optional<StoredEvent>> FindEvent(absl::string_view id) const = 0;
+  // Up to `max` events whose wait ended at or before `now`, earliest first.
+  virtual absl::StatusOr<std::vector<StoredEvent>> DueEvents(absl::Time now,
+                                                             size_t max) const = 0;
+  // Removes `events`, and stores `counts`, in one write.
+  virtual absl::Status ForgetEvents(absl::Span<const StoredEvent> events,
+                                    const EventCounts& counts) = 0;
+  // The counts last stored (zeros if none).
+  virtual absl::StatusOr<EventCounts> LoadCounts() const = 0;
+  // Called after a batch carrying `note` was applied to the model. A storage whose model
+  // has a journal wrote the note with the batch's record and does nothing here; memory
+  // applies it now.
+  virtual void NoteApplied(const EventNote& note) = 0;
+};
+
+// EventStorage in memory, for a model kept in memory only.
+class MemoryEvents final : public EventStorage {
+ public:
+  absl::Status Remember(absl::Span<const RememberedEvent> events,
+                        const EventCounts& counts) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<std::optional<StoredEvent>> FindEvent(absl::string_view id) const override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<std::vector<StoredEvent>> DueEvents(absl::Time now,
+                                                     size_t max) const override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status ForgetEvents(absl::Span<const StoredEvent> events,
+                            const EventCounts& counts) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<EventCounts> LoadCounts() const override ABSL_LOCKS_EXCLUDED(mu_);
+  void NoteApplied(const EventNote& note) override ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  void ForgetLocked(const StoredEvent& stored) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  mutable Mutex mu_;
+  absl::flat_hash_map<std::string, StoredEvent> events_ ABSL_GUARDED_BY(mu_);
+  // The expiry index: (expires, id), in time order.
+  std::map<std::pair<absl::Time, std::string>, bool> expiry_ ABSL_GUARDED_BY(mu_);
+  EventCounts counts_ ABSL_GUARDED_BY(mu_);
+};
+
+// What a label did (LabelResponse's outcome).
+enum class LabelOutcome {
+  kApplied,    // learned, now
+  kDuplicate,  // the event was labelled before (the first label wins)
+  kUnknown,    // no such event, or its wait ended
+};
+
+class EventBook {
+ public:
+  struct Limits {
+    absl::Duration default_wait = absl::Minutes(10);  // a request's wait of 0
+    absl::Duration max_wait = absl::Hours(24 * 7);    // --max_label_wait
+    uint64_t max_pending = 10'000'000;                 // --max_pending_events
+  };
+  // What a Predict asks to remember.
+  struct RememberOptions {
+    // (Initialized members: designated initializers may leave any of them out.)
+    std::vector<std::string> event_ids = {};  // one per input; empty: the book makes them
+    absl::Duration wait = absl::ZeroDuration();  // zero: Limits::default_wait
+    std::optional<double> default_label = std::nullopt;
+  };
+  struct Labelled {
+    std::vector<LabelOutcome> outcomes;      // per label, in order
+    std::vector<Observation> observations;   // per applied label, in order
+  };
+
+  // `storage` holds the model's events (its ModelLog, or a MemoryEvents); `loss` is the
+  // model's, for the served loss.
+  EventBook(std::shared_ptr<EventStorage> storage, LossConfig loss, Limits limits);
+
+  // Reads the stored counts; call once before the rest.
+  absl::Status Open() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Remembers each of `inputs` (of `entry`'s model) with the prediction served for it
+  // (`predictions`, one per input) until `now` + the wait; returns the event ids, one per
+  // input. InvalidArgument for ids that are not one per input or not valid, a wait below
+  // zero or over the limit, or a default label the model's loss does not accept (it is
+  // checked as a label of each input now); AlreadyExists for an id
+  // known already; ResourceExhausted past max_pending. On any error nothing is
+  // remembered.
+  absl::StatusOr<std::vector<std::string>> Remember(const ModelEntry& entry,
+                                                    const InputBatch& inputs,
+                                                    absl::Span<const double> predictions,
+                                                    const RememberOptions& options,
+                                                    absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Applies each label to its pending event, as one Observe batch on `entry` of the
+  // applied ones in order (see the top of this file). A label whose y is not finite is
+  // InvalidArgument for the whole request, which then changes nothing; so is a y the
+  // model's loss does not accept. A pending event whose wait has ended is kUnknown.
+  absl::StatusOr<Labelled> Label(ModelEntry& entry,
+                                 absl::Span<const std::pair<std::string, double>> labels,
+                                 absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Ends the waits that ended by `now`, at most `max` events: a pending event with a
+  // default label has it applied (one Observe batch on `entry`), one without is dropped,
+  // and a labelled one is forgotten. Returns how many events it ended.
+  absl::StatusOr<size_t> Expire(ModelEntry& entry, absl::Time now, size_t max)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  EventCounts counts() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  // A fresh id: 16 hex digits drawn for this book, then a 16-hex-digit counter.
+  std::string MakeId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::shared_ptr<EventStorage> storage_;
+  const LossConfig loss_;
+  const Limits limits_;
+  mutable Mutex mu_;
+  EventCounts counts_ ABSL_GUARDED_BY(mu_);
+  const uint64_t id_prefix_;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace okl
+
+#endif  // OKL_SERVER_EVENT_BOOK_H_

@@ -1,0 +1,312 @@
+// tests/server/event_book_test.cc
+//
+// EventBook, over each storage (memory, and the model store on a real RocksDB): a label
+// is Observe(x_e, y) at the moment it is applied, bit for bit; the first label wins;
+// expiry applies a default label once or drops the event; limits and bad requests change
+// nothing; the counts (and the served loss) follow, and survive a reopen of the store.
+
+#include "server/event_book.h"
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/model_store.h"
+#include "tests/server/store_test_util.h"
+
+namespace okl {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using Outcome = LabelOutcome;
+
+const absl::Time kT0 = absl::FromUnixSeconds(1'800'000'000);
+
+// Inputs of dimension 2: input i is (i, -i / 2).
+std::vector<double> Inputs(int first, int n) {
+  std::vector<double> xs;
+  for (int i = first; i < first + n; ++i) {
+    xs.push_back(0.1 * i);
+    xs.push_back(-0.05 * i);
+  }
+  return xs;
+}
+
+std::shared_ptr<ModelEntry> NewEntry(const ModelConfig& config,
+                                     std::shared_ptr<ModelJournal> journal = nullptr) {
+  auto learner = CreateModel(config);
+  EXPECT_TRUE(learner.ok()) << learner.status();
+  return std::make_shared<ModelEntry>("acme", "ads", *std::move(learner), std::move(journal));
+}
+
+// The book's model on either storage: GetParam() true puts it in a model store.
+class EventBookTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override { Start(SmallConfig()); }
+  void TearDown() override {
+    book_.reset();
+    entry_.reset();
+    log_.reset();
+    store_.reset();
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  void Start(const ModelConfig& config, EventBook::Limits limits = {}) {
+    TearDown();
+    config_ = config;
+    limits_ = limits;
+    std::shared_ptr<EventStorage> storage;
+    if (GetParam()) {
+      dir_ = ScratchDirForTest("okl_event_book_test");
+      store_ = *ModelStore::Open(dir_.string(), {});
+      log_ = *store_->CreateModel("acme", "ads", config);
+      storage = log_;
+    } else {
+      storage = std::make_shared<MemoryEvents>();
+    }
+    entry_ = NewEntry(config, log_);
+    book_ = std::make_unique<EventBook>(storage, config.loss, limits);
+    ASSERT_TRUE(book_->Open().ok());
+  }
+
+  // Predicts `n` inputs from `first` and remembers them; their ids.
+  std::vector<std::string> PredictAndRemember(int first, int n,
+                                              EventBook::RememberOptions options = {},
+                                              absl::Time now = kT0) {
+    const std::vector<double> xs = Inputs(first, n);
+    std::vector<double> predictions(n);
+    EXPECT_TRUE(entry_->PredictBatch(xs, absl::MakeSpan(predictions)).ok());
+    absl::StatusOr<std::vector<std::string>> ids = book_->Remember(
+        *entry_, InputBatch::Dense(xs, 2), predictions, options, now);
+    EXPECT_TRUE(ids.ok()) << ids.status();
+    return ids.value_or(std::vector<std::string>{});
+  }
+
+  EventBook::Labelled Label(std::vector<std::pair<std::string, double>> labels,
+                            absl::Time now = kT0 + absl::Seconds(1)) {
+    absl::StatusOr<EventBook::Labelled> labelled = book_->Label(*entry_, labels, now);
+    EXPECT_TRUE(labelled.ok()) << labelled.status();
+    return labelled.value_or(EventBook::Labelled{});
+  }
+
+  ModelConfig config_;
+  EventBook::Limits limits_;
+  std::filesystem::path dir_;
+  std::unique_ptr<ModelStore> store_;
+  std::shared_ptr<ModelLog> log_;
+  std::shared_ptr<ModelEntry> entry_;
+  std::unique_ptr<EventBook> book_;
+};
+
+// Predictions on probe points and the statistics, to the bit.
+void ExpectSameModel(const ModelEntry& a, const ModelEntry& b) {
+  const std::vector<double> probes = Inputs(-3, 9);
+  std::vector<double> pa(9), pb(9);
+  ASSERT_TRUE(a.PredictBatch(probes, absl::MakeSpan(pa)).ok());
+  ASSERT_TRUE(b.PredictBatch(probes, absl::MakeSpan(pb)).ok());
+  for (int i = 0; i < 9; ++i) EXPECT_EQ(pa[i], pb[i]) << "probe " << i;
+  EXPECT_EQ(a.Summary()->stats.steps, b.Summary()->stats.steps);
+  EXPECT_EQ(a.Summary()->stats.cumulative_loss, b.Summary()->stats.cumulative_loss);
+}
+
+TEST_P(EventBookTest, ALabelIsAnObserveOfTheRememberedInputAtTheMomentItIsApplied) {
+  const std::vector<std::string> ids = PredictAndRemember(1, 4);
+  ASSERT_EQ(ids.size(), 4u);
+  // Labels out of order, with an Observe between them.
+  EventBook::Labelled first = Label({{ids[2], 0.5}, {ids[0], -1.0}});
+  EXPECT_THAT(first.outcomes, ElementsAre(Outcome::kApplied, Outcome::kApplied));
+  std::vector<Observation> out;
+  ASSERT_TRUE(entry_->ObserveBatch(Inputs(9, 1), {2.0}, &out).ok());
+  EXPECT_THAT(Label({{ids[3], 0.25}}).outcomes, ElementsAre(Outcome::kApplied));
+
+  std::shared_ptr<ModelEntry> plain = NewEntry(config_);
+  std::vector<Observation> plain_first;
+  std::vector<double> xs = Inputs(3, 1);
+  const std::vector<double> x1 = Inputs(1, 1);
+  xs.insert(xs.end(), x1.begin(), x1.end());
+  ASSERT_TRUE(plain->ObserveBatch(xs, {0.5, -1.0}, &plain_first).ok());
+  ASSERT_TRUE(plain->ObserveBatch(Inputs(9, 1), {2.0}, &out).ok());
+  ASSERT_TRUE(plain->ObserveBatch(Inputs(4, 1), {0.25}, &out).ok());
+  ExpectSameModel(*entry_, *plain);
+  ASSERT_EQ(first.observations.size(), 2u);
+  EXPECT_EQ(first.observations[0].prediction, plain_first[0].prediction);
+  EXPECT_EQ(first.observations[1].loss, plain_first[1].loss);
+}
+
+TEST_P(EventBookTest, TheFirstLabelWinsAndUnknownIdsChangeNothing) {
+  const std::vector<std::string> ids =
+      PredictAndRemember(1, 2, {.event_ids = {"click-1", "click-2"}});
+  EXPECT_THAT(ids, ElementsAre("click-1", "click-2"));
+  EXPECT_THAT(Label({{"click-1", 1}, {"click-1", -1}, {"nope", 1}, {"bad id", 1}}).outcomes,
+              ElementsAre(Outcome::kApplied, Outcome::kDuplicate, Outcome::kUnknown,
+                          Outcome::kUnknown));
+  // A retried Label: applied once, however often it is sent.
+  EXPECT_THAT(Label({{"click-1", 1}, {"click-2", 1}}).outcomes,
+              ElementsAre(Outcome::kDuplicate, Outcome::kApplied));
+  EXPECT_EQ(entry_->Summary()->stats.steps, 2u);
+  const EventCounts counts = book_->counts();
+  EXPECT_EQ(counts.pending, 0u);
+  EXPECT_EQ(counts.applied, 2u);
+  EXPECT_EQ(counts.duplicates, 2u);
+  EXPECT_EQ(counts.served_labels, 2u);
+}
+
+// The served loss is the loss of the prediction the model served, not of the one it would
+// make when the label arrives.
+TEST_P(EventBookTest, TheServedLossIsTheLossOfThePredictionServed) {
+  const std::vector<std::string> ids = PredictAndRemember(1, 1);
+  std::vector<double> served(1);
+  ASSERT_TRUE(entry_->PredictBatch(Inputs(1, 1), absl::MakeSpan(served)).ok());
+  std::vector<Observation> out;
+  // The model learns meanwhile, so its prediction at the label differs from the served one.
+  ASSERT_TRUE(entry_->ObserveBatch(Inputs(1, 1), {3.0}, &out).ok());
+  EventBook::Labelled labelled = Label({{ids[0], 2.0}});
+  ASSERT_EQ(labelled.observations.size(), 1u);
+  const double served_loss = 0.5 * (2.0 - served[0]) * (2.0 - served[0]);  // squared loss
+  EXPECT_DOUBLE_EQ(book_->counts().served_loss, served_loss);
+  EXPECT_NE(labelled.observations[0].loss, served_loss);
+}
+
+TEST_P(EventBookTest, AtExpiryADefaultLabelIsAppliedOnceAndAnEventWithoutOneIsDropped) {
+  const std::vector<std::string> with_default =
+      PredictAndRemember(1, 2, {.wait = absl::Seconds(30), .default_label = -1.0});
+  const std::vector<std::string> without = PredictAndRemember(3, 1, {.wait = absl::Seconds(30)});
+  const std::vector<std::string> labelled = PredictAndRemember(4, 1, {.wait = absl::Seconds(30)});
+  EXPECT_THAT(Label({{labelled[0], 1.0}}).outcomes, ElementsAre(Outcome::kApplied));
+  EXPECT_EQ(*book_->Expire(*entry_, kT0 + absl::Seconds(29), 100), 0u);
+  EXPECT_EQ(*book_->Expire(*entry_, kT0 + absl::Seconds(30), 100), 4u);
+  EXPECT_EQ(*book_->Expire(*entry_, kT0 + absl::Seconds(31), 100), 0u);  // once
+  // The label, then the two defaults, as Observe.
+  std::shared_ptr<ModelEntry> plain = NewEntry(config_);
+  std::vector<Observation> out;
+  ASSERT_TRUE(plain->ObserveBatch(Inputs(4, 1), {1.0}, &out).ok());
+  ASSERT_TRUE(plain->ObserveBatch(Inputs(1, 2), {-1.0, -1.0}, &out).ok());
+  ExpectSameModel(*entry_, *plain);
+  // Every id is unknown after its wait, the labelled one included.
+  EXPECT_THAT(Label({{with_default[0], 1}, {without[0], 1}, {labelled[0], 1}},
+                    kT0 + absl::Seconds(31))
+                  .outcomes,
+              ElementsAre(Outcome::kUnknown, Outcome::kUnknown, Outcome::kUnknown));
+  const EventCounts counts = book_->counts();
+  EXPECT_EQ(counts.pending, 0u);
+  EXPECT_EQ(counts.expired, 3u);
+  EXPECT_EQ(counts.applied, 1u);
+}
+
+TEST_P(EventBookTest, ALabelAfterTheWaitIsUnknownEvenBeforeTheSweep) {
+  const std::vector<std::string> ids = PredictAndRemember(1, 1, {.wait = absl::Seconds(5)});
+  EXPECT_THAT(Label({{ids[0], 1}}, kT0 + absl::Seconds(5)).outcomes,
+              ElementsAre(Outcome::kUnknown));
+  EXPECT_EQ(entry_->Summary()->stats.steps, 0u);
+}
+
+TEST_P(EventBookTest, BadRequestsAreRefusedWholeAndRememberNothing) {
+  Start(SmallConfig(), {.max_wait = absl::Hours(1), .max_pending = 4});
+  const std::vector<double> xs = Inputs(1, 2);
+  const std::vector<double> predictions = {0, 0};
+  auto remember = [&](EventBook::RememberOptions options) {
+    return book_->Remember(*entry_, InputBatch::Dense(xs, 2), predictions, options, kT0)
+        .status();
+  };
+  EXPECT_THAT(remember({.event_ids = {"a"}}).message(), HasSubstr("one per input"));
+  EXPECT_EQ(remember({.event_ids = {"a", "b/c"}}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(remember({.wait = absl::Hours(2)}).message(), HasSubstr("--max_label_wait"));
+  EXPECT_EQ(remember({.wait = -absl::Seconds(1)}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(remember({.default_label = NAN}).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(remember({.event_ids = {"a", "b"}}).ok());
+  EXPECT_EQ(remember({.event_ids = {"c", "a"}}).code(), absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE(remember({.event_ids = {"c", "d"}}).ok());
+  const absl::Status full = remember({.event_ids = {"e", "f"}});
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(full.message(), HasSubstr("--max_pending_events"));
+  // A label that is not finite refuses the whole request.
+  absl::StatusOr<EventBook::Labelled> bad =
+      book_->Label(*entry_, {{"a", 1.0}, {"b", INFINITY}}, kT0);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(book_->counts().pending, 4u);
+  EXPECT_EQ(entry_->Summary()->stats.steps, 0u);
+  EXPECT_THAT(Label({{"a", 1}, {"b", 1}, {"c", 1}, {"d", 1}, {"e", 1}}).outcomes,
+              ElementsAre(Outcome::kApplied, Outcome::kApplied, Outcome::kApplied,
+                          Outcome::kApplied, Outcome::kUnknown));
+}
+
+// A classifier's default label must be one its loss accepts, checked when remembered.
+TEST_P(EventBookTest, ADefaultLabelTheLossRefusesIsRefusedWhenRemembered) {
+  ModelConfig config = SmallConfig();
+  config.loss = {.type = LossType::kHinge};
+  Start(config);
+  const std::vector<double> xs = Inputs(1, 1);
+  absl::StatusOr<std::vector<std::string>> ids = book_->Remember(
+      *entry_, InputBatch::Dense(xs, 2), {0.0}, {.default_label = 0.5}, kT0);
+  EXPECT_EQ(ids.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ids.status().message(), HasSubstr("default_label"));
+  // And a label the loss refuses refuses its request.
+  const std::vector<std::string> kept = PredictAndRemember(1, 1, {.default_label = -1.0});
+  EXPECT_EQ(book_->Label(*entry_, {{kept[0], 0.5}}, kT0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(book_->counts().pending, 1u);
+}
+
+TEST_P(EventBookTest, ServerMadeIdsAreDistinctAcrossRequests) {
+  std::vector<std::string> ids = PredictAndRemember(1, 3);
+  const std::vector<std::string> more = PredictAndRemember(1, 3);
+  ids.insert(ids.end(), more.begin(), more.end());
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(std::unique(ids.begin(), ids.end()), ids.end());
+  for (const std::string& id : ids) EXPECT_TRUE(ValidateEventId(id).ok()) << id;
+}
+
+INSTANTIATE_TEST_SUITE_P(Storage, EventBookTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Store" : "Memory";
+                         });
+
+// In the store, the events and their counts outlive the process: a reopened book finds
+// them, and a label's record replays.
+TEST(EventBookStoreTest, EventsAndCountsSurviveAReopen) {
+  const std::filesystem::path dir = ScratchDirForTest("okl_event_book_store_test");
+  std::vector<std::string> ids;
+  {
+    auto store = *ModelStore::Open(dir.string(), {});
+    std::shared_ptr<ModelLog> log = *store->CreateModel("acme", "ads", SmallConfig());
+    auto entry = NewEntry(SmallConfig(), log);
+    EventBook book(log, SmallConfig().loss, {});
+    ASSERT_TRUE(book.Open().ok());
+    const std::vector<double> xs = Inputs(1, 3);
+    ids = *book.Remember(*entry, InputBatch::Dense(xs, 2), {0.1, 0.2, 0.3}, {}, kT0);
+    ASSERT_TRUE(book.Label(*entry, {{ids[1], 1.0}}, kT0).ok());
+  }
+  auto store = *ModelStore::Open(dir.string(), {});
+  std::vector<StoredModel> models;
+  ASSERT_TRUE(store
+                  ->LoadModels(
+                      [&](StoredModel model) {
+                        models.push_back(std::move(model));
+                        return absl::OkStatus();
+                      },
+                      [](absl::string_view, absl::string_view, absl::string_view what) {
+                        return absl::DataLossError(what);
+                      })
+                  .ok());
+  ASSERT_EQ(models.size(), 1u);
+  ASSERT_EQ(models[0].log.size(), 1u);  // the label's record, to replay
+  EXPECT_EQ(models[0].log[0].xs, Inputs(2, 1));
+  std::shared_ptr<ModelLog> log = store->OpenLog(models[0]);
+  EventBook book(log, SmallConfig().loss, {});
+  ASSERT_TRUE(book.Open().ok());
+  EXPECT_EQ(book.counts().pending, 2u);
+  EXPECT_EQ(book.counts().applied, 1u);
+  auto entry = NewEntry(SmallConfig(), log);
+  EXPECT_THAT(book.Label(*entry, {{ids[1], 1.0}, {ids[2], 1.0}}, kT0)->outcomes,
+              ElementsAre(Outcome::kDuplicate, Outcome::kApplied));
+  store.reset();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace okl
