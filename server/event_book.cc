@@ -2,6 +2,7 @@
 
 #include "server/event_book.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <utility>
@@ -159,8 +160,9 @@ absl::StatusOr<std::vector<std::string>> EventBook::Remember(
           absl::StrCat("remember.default_label: ", valid.message()));
     }
   }
-  const absl::Time expires =
-      now + (options.wait == absl::ZeroDuration() ? limits_.default_wait : options.wait);
+  const absl::Time expires = now + (options.wait == absl::ZeroDuration()
+                                        ? std::min(limits_.default_wait, limits_.max_wait)
+                                        : options.wait);
   WriterLock lock(&mu_);
   if (n > limits_.max_pending - std::min(limits_.max_pending, counts_.pending)) {
     return absl::ResourceExhaustedError(absl::StrCat(

@@ -5,8 +5,10 @@
 #include <sys/statvfs.h>
 
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/select.h"
@@ -466,6 +468,72 @@ size_t ModelHost::models_failing_checkpoints() const {
     if (ModelLog* log = LogOf(*entry); log != nullptr && log->checkpoint_failing()) ++failing;
   }
   return failing;
+}
+
+// --- Delayed feedback -------------------------------------------------------------------
+
+absl::StatusOr<std::shared_ptr<EventBook>> ModelHost::BookFor(ModelEntry& entry) {
+  {
+    PlainLock lock(&books_mu_);
+    auto it = books_.find(&entry);
+    if (it != books_.end() && it->second.entry.lock().get() == &entry) return it->second.book;
+  }
+  std::shared_ptr<EventStorage> storage;
+  if (entry.journal() != nullptr) {
+    // Every journal in this host's registry is a ModelLog of its store (LogOf).
+    storage = std::static_pointer_cast<ModelLog>(entry.journal());
+  } else {
+    storage = std::make_shared<MemoryEvents>();
+  }
+  auto book = std::make_shared<EventBook>(storage, entry.config().loss, options_.events);
+  OKL_RETURN_IF_ERROR(book->Open());  // the stored counts: a read, outside books_mu_
+  PlainLock lock(&books_mu_);
+  BookSlot& slot = books_[&entry];
+  // Another caller may have made one meanwhile: the first one stays.
+  if (slot.entry.lock().get() != &entry) {
+    slot.entry = entry.weak_from_this();
+    slot.book = std::move(book);
+  }
+  return slot.book;
+}
+
+EventCounts ModelHost::EventCountsOf(const ModelEntry& entry) const {
+  PlainLock lock(&books_mu_);
+  auto it = books_.find(&entry);
+  if (it == books_.end() || it->second.entry.lock().get() != &entry) return {};
+  return it->second.book->counts();
+}
+
+size_t ModelHost::ExpireEvents(absl::Time now, size_t max_per_model) {
+  std::vector<std::pair<std::shared_ptr<ModelEntry>, std::shared_ptr<EventBook>>> books;
+  {
+    PlainLock lock(&books_mu_);
+    for (auto it = books_.begin(); it != books_.end();) {
+      std::shared_ptr<ModelEntry> entry = it->second.entry.lock();
+      if (entry == nullptr) {
+        books_.erase(it++);  // the model was deleted or replaced: its events went with it
+        continue;
+      }
+      books.emplace_back(std::move(entry), it->second.book);
+      ++it;
+    }
+  }
+  size_t ended = 0;
+  for (auto& [entry, book] : books) {
+    absl::StatusOr<ModelKey> id = ModelKey::Make(entry->tenant(), entry->model());
+    if (!id.ok()) continue;
+    const WriteTicket ticket(this, id->tenant());
+    if (!ticket.status().ok()) continue;  // fenced: the events wait for the fence
+    absl::StatusOr<size_t> done = book->Expire(*entry, now, max_per_model);
+    if (done.ok()) {
+      ended += *done;
+    } else if (!absl::IsNotFound(done.status())) {
+      std::fprintf(stderr, "okl_server: expiring the events of model %s/%s failed: %s\n",
+                   entry->tenant().c_str(), entry->model().c_str(),
+                   std::string(done.status().message()).c_str());
+    }
+  }
+  return ended;
 }
 
 }  // namespace okl

@@ -63,6 +63,7 @@
 #include "core/runtime/model_registry.h"
 #include "core/runtime/mutex.h"
 #include "core/runtime/regret_scheduler.h"
+#include "server/event_book.h"
 #include "server/model_store.h"
 #include "server/quotas.h"
 
@@ -96,6 +97,9 @@ class ModelHost {
     RegretScheduler* regret_scheduler = nullptr;
     // The filesystem the store uses (ModelStore::Options); null: the operating system's.
     std::shared_ptr<rocksdb::FileSystem> store_file_system;
+    // Remembered events: the waits and the cap per model (--max_label_wait,
+    // --max_pending_events).
+    EventBook::Limits events = {};
   };
 
   explicit ModelHost(Options options);
@@ -183,6 +187,21 @@ class ModelHost {
   // the store's health after.
   StoreHealth MaintainStore(absl::Time now, absl::Duration retry_every = absl::Seconds(1));
 
+  // --- Delayed feedback (server/event_book.h, docs/delayed-feedback.md) -----------------
+
+  // The event book of `entry`'s model, made on first use: over its log in the store, or
+  // in memory for a model without one. A model replaced or deleted takes its events
+  // along (they are under its incarnation), and its book is dropped by ExpireEvents.
+  absl::StatusOr<std::shared_ptr<EventBook>> BookFor(ModelEntry& entry)
+      ABSL_LOCKS_EXCLUDED(books_mu_);
+  // Ends the waits that have ended by `now`, at most `max_per_model` events per model,
+  // under each tenant's write ticket (a fenced tenant's wait until its fence lifts).
+  // Returns how many events it ended; a model's failure is logged, and tried again next
+  // time.
+  size_t ExpireEvents(absl::Time now, size_t max_per_model) ABSL_LOCKS_EXCLUDED(books_mu_);
+  // The counts of `entry`'s events; zeros if it has no book yet.
+  EventCounts EventCountsOf(const ModelEntry& entry) const ABSL_LOCKS_EXCLUDED(books_mu_);
+
   bool has_store() const { return store_ != nullptr; }
   ModelRegistry& registry() { return registry_; }
   const ModelRegistry& registry() const { return registry_; }
@@ -229,6 +248,14 @@ class ModelHost {
   std::atomic<uint64_t> checkpoint_failures_{0};
   // When MaintainStore last asked the store to resume (Unix nanoseconds).
   std::atomic<int64_t> last_resume_attempt_ns_{0};
+
+  // The event books, by model entry (the weak pointer tells a reused address apart).
+  struct BookSlot {
+    std::weak_ptr<ModelEntry> entry;
+    std::shared_ptr<EventBook> book;
+  };
+  mutable PlainMutex books_mu_;
+  absl::flat_hash_map<const ModelEntry*, BookSlot> books_ ABSL_GUARDED_BY(books_mu_);
 
   // Tenants with write tickets held or a fence up (others have no entry).
   mutable PlainMutex writes_mu_;

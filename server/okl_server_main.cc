@@ -139,6 +139,12 @@ ABSL_FLAG(uint32_t, max_terms, Defaults().host.max_terms,
 ABSL_FLAG(uint32_t, max_basis, Defaults().host.max_basis,
           "Largest krls_tracker.max_basis accepted by CreateModel/Restore (at most 4096); "
           "beyond it: INVALID_ARGUMENT. A tracker's memory and step grow as its square.");
+ABSL_FLAG(absl::Duration, max_label_wait, Defaults().host.events.max_wait,
+          "Longest remember.wait_seconds a Predict may ask for (delayed feedback: how long "
+          "a remembered event awaits its label); beyond it: INVALID_ARGUMENT.");
+ABSL_FLAG(uint64_t, max_pending_events, Defaults().host.events.max_pending,
+          "Most remembered events awaiting a label per model; a Predict with remember "
+          "past it: RESOURCE_EXHAUSTED, nothing remembered.");
 ABSL_FLAG(uint32_t, max_batch, Defaults().service.max_batch,
           "Most examples in one ObserveRequest (per ObserveStream message) or inputs in "
           "one PredictRequest; beyond it: RESOURCE_EXHAUSTED.");
@@ -279,6 +285,8 @@ int main(int argc, char** argv) {
   host.skip_damaged_models = absl::GetFlag(FLAGS_skip_damaged_models);
   host.checkpoint_every_examples = absl::GetFlag(FLAGS_checkpoint_every_examples);
   host.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
+  host.events.max_wait = absl::GetFlag(FLAGS_max_label_wait);
+  host.events.max_pending = absl::GetFlag(FLAGS_max_pending_events);
 
   okl::OklService::Options& service = options.service;
   service.max_batch = absl::GetFlag(FLAGS_max_batch);

@@ -34,6 +34,8 @@ constexpr absl::Duration kDrainPollInterval = absl::Milliseconds(5);
 constexpr absl::Duration kFinishMargin = absl::Milliseconds(200);
 // How often the background thread looks for models that are due.
 constexpr std::chrono::milliseconds kBackgroundPollInterval(100);
+// Remembered events a model ends per background round (the rest wait for the next).
+constexpr size_t kExpiredEventsPerRound = 10000;
 
 // The name ProtoServerReflectionPlugin::name() returns.
 constexpr char kReflectionPluginName[] = "proto_server_reflection";
@@ -222,6 +224,8 @@ void Server::RunBackgroundWork() {
     lock.unlock();
     UpdateWritesHealth(host_.MaintainStore(absl::Now()).writable);
     host_.CheckpointModels(/*all=*/false);
+    // Delayed feedback: the waits that have ended, a bounded number a model per round.
+    host_.ExpireEvents(absl::Now(), kExpiredEventsPerRound);
     if (options_.regret_refresh > absl::ZeroDuration() &&
         absl::Now() - last_regret_refresh >= options_.regret_refresh) {
       last_regret_refresh = absl::Now();

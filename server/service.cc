@@ -229,6 +229,7 @@ OklService::OklService(ModelHost* host, const Authenticator* authenticator, Opti
   ServeUnary("Observe", &OklService::AdmitObserve, &OklService::Observe);
   ServeUnary("Predict", &OklService::AdmitPredict, &OklService::Predict);
   ServeUnary("FenceTenant", &OklService::AdmitFenceTenant, &OklService::FenceTenant);
+  ServeUnary("Label", &OklService::AdmitLabel, &OklService::Label);
   ServeStream("ObserveStream", &OklService::NewObserveStreamCall);
   ServeStream("Snapshot", &OklService::NewSnapshotCall);
   ServeStream("Restore", &OklService::NewRestoreCall);
@@ -325,11 +326,14 @@ absl::Status OklService::AdmitGetModel(const ActiveCall& call, const v1::ModelRe
 absl::Status OklService::AdmitPredict(const ActiveCall& call, const v1::PredictRequest& request,
                                       Admission* admission) {
   OKL_RETURN_IF_ERROR(CheckBatchSize(request.inputs_size(), "inputs"));
-  OKL_ASSIGN_OR_RETURN(admission->id,
-                       AdmitModelCall(call, request.ref(), Role::kRead, "Predict"));
+  // With remember it stores the inputs: a write, and offloaded.
+  const bool remember = request.has_remember();
+  OKL_ASSIGN_OR_RETURN(
+      admission->id,
+      AdmitModelCall(call, request.ref(), remember ? Role::kWrite : Role::kRead, "Predict"));
   OKL_ASSIGN_OR_RETURN(admission->entry, host_->Find(*admission->id));
-  admission->run_inline = PredictWork(*admission->entry, request.inputs_size()) <=
-                          static_cast<double>(options_.max_inline_work);
+  admission->run_inline = !remember && PredictWork(*admission->entry, request.inputs_size()) <=
+                                           static_cast<double>(options_.max_inline_work);
   return absl::OkStatus();
 }
 
@@ -354,6 +358,7 @@ absl::Status OklService::GetModel(const ActiveCall&, Admission& admission, const
     return summary.status();
   }));
   *response = ToProto(*summary);
+  AddEventCounts(host_->EventCountsOf(*admission.entry), response->mutable_stats());
   return absl::OkStatus();
 }
 
@@ -364,7 +369,9 @@ absl::Status OklService::ListModels(const ActiveCall& call, Admission&,
     if (!call.CanRead(entry->tenant())) continue;  // another tenant's
     absl::StatusOr<ModelSummary> summary = entry->Summary();
     if (!summary.ok()) continue;  // deleted since it was listed
-    *response->add_models() = ToProto(*summary);
+    v1::ModelInfo* info = response->add_models();
+    *info = ToProto(*summary);
+    AddEventCounts(host_->EventCountsOf(*entry), info->mutable_stats());
   }
   return absl::OkStatus();
 }
@@ -465,6 +472,12 @@ absl::Status OklService::Predict(const ActiveCall&, Admission& admission,
         }
         return absl::OkStatus();
       }));
+  if (request.has_remember()) {
+    std::vector<std::string> ids;
+    OKL_RETURN_IF_ERROR(
+        RememberPredicted(admission, request, decoded.inputs(), *response, &ids));
+    for (std::string& id : ids) response->add_event_ids(std::move(id));
+  }
   if (metrics_ != nullptr) metrics_->RecordPredicted(request.inputs_size());
   return absl::OkStatus();
 }

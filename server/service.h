@@ -11,7 +11,8 @@
 // Authorization (with an Authenticator): every call carries `authorization: Bearer
 // <token>`; a missing or unknown token is UNAUTHENTICATED, a tenant or method the token's
 // grant does not cover is PERMISSION_DENIED. read: GetModel, ListModels, Predict,
-// Snapshot; write: those and CreateModel, DeleteModel, Observe, ObserveStream, Restore.
+// Snapshot; write: those and CreateModel, DeleteModel, Observe, ObserveStream, Restore,
+// Label, and a Predict with `remember` (it stores its inputs).
 // ListModels without a tenant lists only the tenants the token covers.
 //
 // A call's path: it is authenticated as it arrives, then admitted on the queue's thread
@@ -189,6 +190,9 @@ class OklService final : public RawAsyncService {
   // Inline unless the read would wait, or its kernel work is over max_inline_work.
   absl::Status AdmitPredict(const ActiveCall& call, const v1::PredictRequest& request,
                             Admission* admission);
+  // Offloaded: it writes to the store.
+  absl::Status AdmitLabel(const ActiveCall& call, const v1::LabelRequest& request,
+                          Admission* admission);
 
   // --- Handlers (see HandleMethod): convert in, call the host, convert out ------------
   absl::Status CreateModel(const ActiveCall& call, Admission& admission,
@@ -207,6 +211,13 @@ class OklService final : public RawAsyncService {
                        const v1::ObserveRequest& request, v1::ObserveResponse* response);
   absl::Status Predict(const ActiveCall& call, Admission& admission,
                        const v1::PredictRequest& request, v1::PredictResponse* response);
+  absl::Status Label(const ActiveCall& call, Admission& admission,
+                     const v1::LabelRequest& request, v1::LabelResponse* response);
+  // A Predict's `remember`: its inputs and the predictions answered for them, under event
+  // ids (set in `ids`, one per input), in the model's event book.
+  absl::Status RememberPredicted(Admission& admission, const v1::PredictRequest& request,
+                                 const InputBatch& inputs, const v1::PredictResponse& predicted,
+                                 std::vector<std::string>* ids);
   // Snapshot's bytes: the model, copied under its reader lock and encoded.
   absl::StatusOr<std::string> EncodeModelSnapshot(const ModelKey& id,
                                                   std::shared_ptr<ModelEntry>* entry);

@@ -3,7 +3,8 @@
 // What OklService's three source files share, and nothing outside them includes:
 // the call's admission (ActiveCall), the base of the streaming calls, and the checks
 // every handler makes. service.cc holds the unary calls and their registration;
-// service_observe.cc Observe and ObserveStream; service_snapshot.cc Snapshot and Restore.
+// service_observe.cc Observe and ObserveStream; service_snapshot.cc Snapshot and Restore;
+// service_label.cc a Predict's remember and Label.
 #ifndef OKL_SERVER_SERVICE_INTERNAL_H_
 #define OKL_SERVER_SERVICE_INTERNAL_H_
 
@@ -100,6 +101,9 @@ absl::Status WithPrefix(absl::string_view prefix, const absl::Status& status);
 absl::Status CheckNotCancelled(grpc::ServerContextBase* context, absl::string_view progress);
 
 }  // namespace service_internal
+// Sets the delayed-feedback fields of `stats` (events_pending ... served_labels).
+void AddEventCounts(const EventCounts& counts, v1::ModelStats* stats);
+
 }  // namespace okl
 
 #endif  // OKL_SERVER_SERVICE_INTERNAL_H_

@@ -307,3 +307,12 @@ def test_a_client_is_shared_by_threads(client, tenant, rng):
     assert errors == []
     snapshots = {m.snapshot_bytes() for m in models}
     assert len(snapshots) == 1  # the same examples in the same order: the same model
+
+
+def test_model_stats_holds_every_field_of_the_message():
+    import dataclasses
+
+    from okl.v1 import okl_pb2
+
+    assert ({f.name for f in dataclasses.fields(okl.ModelStats)}
+            == {f.name for f in okl_pb2.ModelStats.DESCRIPTOR.fields})

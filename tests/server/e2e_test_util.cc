@@ -222,15 +222,49 @@ grpc::Status Predict(Stub& stub, const v1::ModelRef& ref, absl::Span<const v1::V
   return status;
 }
 
-grpc::Status Predict(Stub& stub, const v1::ModelRef& ref, absl::Span<const v1::Vector> inputs,
-                     v1::PredictResponse* response) {
+namespace {
+
+// A Predict, remembering its inputs if `remember` is set.
+grpc::Status PredictWith(Stub& stub, const v1::ModelRef& ref,
+                         absl::Span<const v1::Vector> inputs, const v1::Remember* remember,
+                         v1::PredictResponse* response) {
   grpc::ClientContext context;
   SetDeadline(&context);
   v1::PredictRequest request;
   *request.mutable_ref() = ref;
   request.mutable_inputs()->Add(inputs.begin(), inputs.end());
+  if (remember != nullptr) *request.mutable_remember() = *remember;
   response->Clear();
   return stub.Predict(&context, request, response);
+}
+
+}  // namespace
+
+grpc::Status Predict(Stub& stub, const v1::ModelRef& ref, absl::Span<const v1::Vector> inputs,
+                     v1::PredictResponse* response) {
+  return PredictWith(stub, ref, inputs, nullptr, response);
+}
+
+grpc::Status PredictRemembering(Stub& stub, const v1::ModelRef& ref,
+                                absl::Span<const v1::Vector> inputs,
+                                const v1::Remember& remember, v1::PredictResponse* response) {
+  return PredictWith(stub, ref, inputs, &remember, response);
+}
+
+grpc::Status Label(Stub& stub, const v1::ModelRef& ref,
+                   const std::vector<std::pair<std::string, double>>& labels,
+                   v1::LabelResponse* response) {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::LabelRequest request;
+  *request.mutable_ref() = ref;
+  for (const auto& [id, y] : labels) {
+    v1::EventLabel* label = request.add_labels();
+    label->set_event_id(id);
+    label->set_y(y);
+  }
+  response->Clear();
+  return stub.Label(&context, request, response);
 }
 
 grpc::Status Snapshot(Stub& stub, const v1::ModelRef& ref, std::string* bytes,

@@ -107,6 +107,14 @@ grpc::Status Predict(Stub& stub, const v1::ModelRef& ref, absl::Span<const v1::V
 // The whole response (a novelty model's flags too).
 grpc::Status Predict(Stub& stub, const v1::ModelRef& ref, absl::Span<const v1::Vector> inputs,
                      v1::PredictResponse* response);
+// A Predict that remembers its inputs (delayed feedback) with `remember`.
+grpc::Status PredictRemembering(Stub& stub, const v1::ModelRef& ref,
+                                absl::Span<const v1::Vector> inputs,
+                                const v1::Remember& remember, v1::PredictResponse* response);
+// Label with (event id, y) pairs, in order.
+grpc::Status Label(Stub& stub, const v1::ModelRef& ref,
+                   const std::vector<std::pair<std::string, double>>& labels,
+                   v1::LabelResponse* response);
 // The concatenated chunk data; the chunks' sizes in `chunk_sizes` if not null.
 grpc::Status Snapshot(Stub& stub, const v1::ModelRef& ref, std::string* bytes,
                       std::vector<size_t>* chunk_sizes = nullptr);

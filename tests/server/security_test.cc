@@ -113,6 +113,7 @@ TEST_P(AuthorizationMatrixTest, CallGetsTheExpectedCodeAndRejectedCallsChangeNot
   v1::ListModelsResponse list;
   std::vector<double> predictions;
   std::string snapshot;
+  v1::LabelResponse labelled;
   switch (rpc) {
     case Rpc::kCreateModel:
       status = CreateModel(*caller, Ref(tenant, "new"), Config(), &info);
@@ -147,6 +148,15 @@ TEST_P(AuthorizationMatrixTest, CallGetsTheExpectedCodeAndRejectedCallsChangeNot
     case Rpc::kRestore:
       status = Restore(*caller, target, donor, /*chunk_bytes=*/256, &info);
       break;
+    case Rpc::kLabel:
+      status = Label(*caller, target, {{"no-such-event", 1.0}}, &labelled);
+      break;
+    case Rpc::kRememberingPredict: {
+      v1::PredictResponse response;
+      status = PredictRemembering(*caller, target, Probes(), v1::Remember(), &response);
+      predictions.assign(response.predictions().begin(), response.predictions().end());
+      break;
+    }
     case Rpc::kFenceTenant: {
       grpc::ClientContext context;
       SetDeadline(&context);
@@ -222,6 +232,20 @@ TEST_P(AuthorizationMatrixTest, CallGetsTheExpectedCodeAndRejectedCallsChangeNot
       EXPECT_FALSE(snapshot.empty());
       EXPECT_EQ(*after, *before);
       break;
+    case Rpc::kLabel:
+      EXPECT_THAT(labelled.outcomes(), ElementsAre(v1::LABEL_UNKNOWN));
+      EXPECT_EQ(*after, *before);
+      break;
+    case Rpc::kRememberingPredict: {
+      // The model is unchanged; its events hold the inputs.
+      EXPECT_EQ(Bits(predictions), before->at(target_name).probe_bits);
+      EXPECT_EQ(after->at(target_name).probe_bits, before->at(target_name).probe_bits);
+      v1::ModelStats stats;
+      stats.ParseFromString(after->at(target_name).stats);
+      EXPECT_EQ(stats.steps(), Steps(before->at(target_name)));
+      EXPECT_EQ(stats.events_pending(), Probes().size());
+      break;
+    }
     case Rpc::kFenceTenant:
       break;  // checked above
   }

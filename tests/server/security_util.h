@@ -149,12 +149,14 @@ enum class Rpc {
   kSnapshot,
   kRestore,
   kFenceTenant,
+  kLabel,
+  kRememberingPredict,  // a Predict with `remember`: it stores its inputs
 };
 
-inline constexpr Rpc kEveryRpc[] = {Rpc::kCreateModel, Rpc::kGetModel, Rpc::kListModels,
-                                    Rpc::kDeleteModel, Rpc::kObserve,  Rpc::kObserveStream,
-                                    Rpc::kPredict,     Rpc::kSnapshot, Rpc::kRestore,
-                                    Rpc::kFenceTenant};
+inline constexpr Rpc kEveryRpc[] = {
+    Rpc::kCreateModel, Rpc::kGetModel,      Rpc::kListModels, Rpc::kDeleteModel,
+    Rpc::kObserve,     Rpc::kObserveStream, Rpc::kPredict,    Rpc::kSnapshot,
+    Rpc::kRestore,     Rpc::kFenceTenant,   Rpc::kLabel,      Rpc::kRememberingPredict};
 
 inline std::string RpcName(Rpc rpc) {
   switch (rpc) {
@@ -178,6 +180,10 @@ inline std::string RpcName(Rpc rpc) {
       return "Restore";
     case Rpc::kFenceTenant:
       return "FenceTenant";
+    case Rpc::kLabel:
+      return "Label";
+    case Rpc::kRememberingPredict:
+      return "RememberingPredict";
   }
   return "?";
 }
@@ -186,7 +192,8 @@ inline void PrintTo(Rpc rpc, std::ostream* out) { *out << RpcName(rpc); }
 
 inline bool IsWrite(Rpc rpc) {
   return rpc == Rpc::kCreateModel || rpc == Rpc::kDeleteModel || rpc == Rpc::kObserve ||
-         rpc == Rpc::kObserveStream || rpc == Rpc::kRestore;
+         rpc == Rpc::kObserveStream || rpc == Rpc::kRestore || rpc == Rpc::kLabel ||
+         rpc == Rpc::kRememberingPredict;
 }
 
 // The contract: no valid token, UNAUTHENTICATED; a tenant or a method the grant does not

@@ -51,6 +51,13 @@ class ModelStats:
     candidates: List[Candidate] = field(default_factory=list)  # a selection's
     champion: int = 0                 # a selection's champion, an index into candidates
     champion_changes: int = 0
+    # Delayed feedback (a Predict's remember, then Label):
+    events_pending: int = 0           # remembered events awaiting a label
+    labels_applied: int = 0
+    events_expired: int = 0           # waits that ended without a label
+    labels_duplicate: int = 0         # labels for events labelled before
+    served_loss: float = 0.0          # sum of the losses of the predictions served
+    served_labels: int = 0            # the labels it sums over
 
     @property
     def average_loss(self) -> float:
@@ -75,7 +82,10 @@ class ModelStats:
             dictionary_size=stats.dictionary_size, bases_pruned=stats.bases_pruned,
             noise_variance=stats.noise_variance, signal_power=stats.signal_power,
             candidates=candidates, champion=stats.champion,
-            champion_changes=stats.champion_changes)
+            champion_changes=stats.champion_changes, events_pending=stats.events_pending,
+            labels_applied=stats.labels_applied, events_expired=stats.events_expired,
+            labels_duplicate=stats.labels_duplicate, served_loss=stats.served_loss,
+            served_labels=stats.served_labels)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,105 @@
+// server/service_label.cc: delayed feedback on the wire. A Predict with `remember` keeps
+// its inputs and predictions under event ids; Label applies labels to them
+// (server/event_book.h, docs/delayed-feedback.md).
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "server/service.h"
+#include "server/service_internal.h"
+
+namespace okl {
+namespace {
+
+v1::LabelOutcome ToProto(LabelOutcome outcome) {
+  switch (outcome) {
+    case LabelOutcome::kApplied:
+      return v1::LABEL_APPLIED;
+    case LabelOutcome::kDuplicate:
+      return v1::LABEL_DUPLICATE;
+    case LabelOutcome::kUnknown:
+      return v1::LABEL_UNKNOWN;
+  }
+  return v1::LABEL_OUTCOME_UNSPECIFIED;
+}
+
+}  // namespace
+
+void AddEventCounts(const EventCounts& counts, v1::ModelStats* stats) {
+  stats->set_events_pending(counts.pending);
+  stats->set_labels_applied(counts.applied);
+  stats->set_events_expired(counts.expired);
+  stats->set_labels_duplicate(counts.duplicates);
+  stats->set_served_loss(counts.served_loss);
+  stats->set_served_labels(counts.served_labels);
+}
+
+absl::Status OklService::RememberPredicted(Admission& admission,
+                                           const v1::PredictRequest& request,
+                                           const InputBatch& inputs,
+                                           const v1::PredictResponse& predicted,
+                                           std::vector<std::string>* ids) {
+  const v1::Remember& remember = request.remember();
+  EventBook::RememberOptions options;
+  options.event_ids.assign(remember.event_ids().begin(), remember.event_ids().end());
+  if (!(remember.wait_seconds() >= 0) ||
+      remember.wait_seconds() > absl::ToDoubleSeconds(absl::Hours(24 * 365 * 100))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "remember.wait_seconds is ", remember.wait_seconds(),
+        ": give 0 (the default) up to the server's --max_label_wait"));
+  }
+  options.wait = absl::Seconds(remember.wait_seconds());
+  if (remember.has_default_label()) options.default_label = remember.default_label();
+  const absl::Span<const double> predictions(predicted.predictions().data(),
+                                             predicted.predictions_size());
+  // Under a write ticket of the tenant, as every write: a fenced tenant remembers nothing.
+  return host_->WithModelForWrite(
+      *admission.id, &admission.entry, [&](ModelEntry& model) -> absl::Status {
+        OKL_ASSIGN_OR_RETURN(std::shared_ptr<EventBook> book, host_->BookFor(model));
+        OKL_ASSIGN_OR_RETURN(*ids, book->Remember(model, inputs, predictions, options,
+                                                   absl::Now()));
+        return absl::OkStatus();
+      });
+}
+
+absl::Status OklService::AdmitLabel(const ActiveCall& call, const v1::LabelRequest& request,
+                                    Admission* admission) {
+  // It writes to the store: offloaded.
+  OKL_RETURN_IF_ERROR(CheckBatchSize(request.labels_size(), "labels"));
+  OKL_ASSIGN_OR_RETURN(admission->id,
+                       AdmitModelCall(call, request.ref(), Role::kWrite, "Label"));
+  OKL_ASSIGN_OR_RETURN(admission->entry, host_->Find(*admission->id));
+  return absl::OkStatus();
+}
+
+absl::Status OklService::Label(const ActiveCall&, Admission& admission,
+                               const v1::LabelRequest& request, v1::LabelResponse* response) {
+  std::vector<std::pair<std::string, double>> labels;
+  labels.reserve(request.labels_size());
+  for (const v1::EventLabel& label : request.labels()) {
+    labels.emplace_back(label.event_id(), label.y());
+  }
+  EventBook::Labelled labelled;
+  uint64_t steps = 0;
+  OKL_RETURN_IF_ERROR(host_->WithModelForWrite(
+      *admission.id, &admission.entry, [&](ModelEntry& model) -> absl::Status {
+        OKL_ASSIGN_OR_RETURN(std::shared_ptr<EventBook> book, host_->BookFor(model));
+        OKL_ASSIGN_OR_RETURN(labelled, book->Label(model, labels, absl::Now()));
+        OKL_ASSIGN_OR_RETURN(ModelSummary summary, model.Summary());
+        steps = summary.stats.steps;
+        return absl::OkStatus();
+      }));
+  for (LabelOutcome outcome : labelled.outcomes) response->add_outcomes(ToProto(outcome));
+  for (const Observation& observation : labelled.observations) {
+    response->add_predictions(observation.prediction);
+    response->add_losses(observation.loss);
+  }
+  response->set_steps(steps);
+  RecordObserved(labelled.observations);
+  return absl::OkStatus();
+}
+
+}  // namespace okl

@@ -1,0 +1,235 @@
+// tests/server/label_test.cc
+//
+// Delayed feedback over gRPC against a real okl_server: a Predict with `remember`, then
+// Label. A label is the Observe of the remembered input at the moment it is applied (bit
+// for bit against a model fed the same examples by Observe); the first label wins; a
+// default label is applied once at expiry by the server's background sweep; bad requests
+// change nothing; and after a SIGKILL and a restart on the same store, pending events are
+// still there and labelled ones still duplicates.
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "tests/server/server_suite.h"
+
+namespace okl::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr char kConfig[] = R"pb(
+  dim: 2
+  kernel { gaussian { gamma: 0.5 } }
+  loss { squared {} }
+  learning_rate { eta0: 0.2 }
+  lambda: 0.01
+  budget { max_terms: 32 }
+)pb";
+
+std::vector<v1::Vector> Inputs(int first, int n) {
+  std::vector<v1::Vector> inputs;
+  for (int i = first; i < first + n; ++i) inputs.push_back(DenseVector({0.1 * i, -0.05 * i}));
+  return inputs;
+}
+
+std::vector<v1::LabelOutcome> Outcomes(const v1::LabelResponse& response) {
+  std::vector<v1::LabelOutcome> outcomes;
+  for (int outcome : response.outcomes()) outcomes.push_back(static_cast<v1::LabelOutcome>(outcome));
+  return outcomes;
+}
+
+// The examples (x_i, y) as Observe takes them.
+std::vector<v1::Example> Examples(const std::vector<std::pair<int, double>>& inputs_and_ys) {
+  std::vector<v1::Example> examples;
+  for (const auto& [i, y] : inputs_and_ys) {
+    v1::Example example;
+    *example.mutable_x() = Inputs(i, 1)[0];
+    example.set_y(y);
+    examples.push_back(std::move(example));
+  }
+  return examples;
+}
+
+// Predictions of both models on probes, to the bit, and their step counts and losses.
+void ExpectSameModel(Stub& stub, const v1::ModelRef& a, const v1::ModelRef& b) {
+  std::vector<double> pa, pb;
+  ASSERT_TRUE(IsOk(Predict(stub, a, Inputs(-3, 9), &pa)));
+  ASSERT_TRUE(IsOk(Predict(stub, b, Inputs(-3, 9), &pb)));
+  EXPECT_EQ(Bits(pa), Bits(pb));
+  v1::ModelInfo ia, ib;
+  ASSERT_TRUE(IsOk(GetModel(stub, a, &ia)));
+  ASSERT_TRUE(IsOk(GetModel(stub, b, &ib)));
+  EXPECT_EQ(ia.stats().steps(), ib.stats().steps());
+  EXPECT_EQ(ia.stats().cumulative_loss(), ib.stats().cumulative_loss());
+}
+
+TEST_F(ServerE2ETest, ALabelIsTheObserveOfTheRememberedInputWhenItIsApplied) {
+  const v1::ModelRef ref = Ref("feedback", "ads");
+  const v1::ModelRef plain = Ref("feedback", "ads-plain");
+  ASSERT_TRUE(IsOk(CreateModel(stub(), ref, ParseConfig(kConfig))));
+  ASSERT_TRUE(IsOk(CreateModel(stub(), plain, ParseConfig(kConfig))));
+  v1::PredictResponse predicted;
+  ASSERT_TRUE(IsOk(PredictRemembering(stub(), ref, Inputs(1, 3), {}, &predicted)));
+  ASSERT_EQ(predicted.event_ids_size(), 3);
+  ASSERT_EQ(predicted.predictions_size(), 3);
+
+  v1::LabelResponse labelled;
+  ASSERT_TRUE(IsOk(Label(stub(), ref, {{predicted.event_ids(2), 0.5},
+                                       {predicted.event_ids(0), -1.0}},
+                         &labelled)));
+  EXPECT_THAT(Outcomes(labelled), ElementsAre(v1::LABEL_APPLIED, v1::LABEL_APPLIED));
+  v1::ObserveResponse observed;
+  ASSERT_TRUE(IsOk(Observe(stub(), plain, Examples({{3, 0.5}, {1, -1.0}}), &observed)));
+  EXPECT_EQ(Bits(labelled.predictions()), Bits(observed.predictions()));
+  EXPECT_EQ(Bits(labelled.losses()), Bits(observed.losses()));
+  EXPECT_EQ(labelled.steps(), 2u);
+  ExpectSameModel(stub(), ref, plain);
+
+  v1::ModelInfo info;
+  ASSERT_TRUE(IsOk(GetModel(stub(), ref, &info)));
+  EXPECT_EQ(info.stats().events_pending(), 1u);
+  EXPECT_EQ(info.stats().labels_applied(), 2u);
+  EXPECT_EQ(info.stats().served_labels(), 2u);
+  // The served loss is that of the predictions answered (squared loss: (y - p)^2 / 2).
+  const double served = 0.5 * (0.5 - predicted.predictions(2)) * (0.5 - predicted.predictions(2)) +
+                        0.5 * (-1.0 - predicted.predictions(0)) * (-1.0 - predicted.predictions(0));
+  EXPECT_DOUBLE_EQ(info.stats().served_loss(), served);
+}
+
+TEST_F(ServerE2ETest, TheFirstLabelWinsAndUnknownEventsAreSaidSo) {
+  const v1::ModelRef ref = Ref("feedback", "clicks");
+  ASSERT_TRUE(IsOk(CreateModel(stub(), ref, ParseConfig(kConfig))));
+  v1::Remember remember;
+  remember.add_event_ids("click-1");
+  remember.add_event_ids("click-2");
+  v1::PredictResponse predicted;
+  ASSERT_TRUE(IsOk(PredictRemembering(stub(), ref, Inputs(1, 2), remember, &predicted)));
+  EXPECT_THAT(predicted.event_ids(), ElementsAre("click-1", "click-2"));
+  // An id the model knows is refused, and nothing of that request is remembered.
+  v1::Remember again;
+  again.add_event_ids("click-3");
+  again.add_event_ids("click-1");
+  v1::PredictResponse refused;
+  EXPECT_EQ(PredictRemembering(stub(), ref, Inputs(1, 2), again, &refused).error_code(),
+            grpc::StatusCode::ALREADY_EXISTS);
+
+  v1::LabelResponse labelled;
+  ASSERT_TRUE(IsOk(Label(stub(), ref,
+                         {{"click-1", 1}, {"click-1", -1}, {"click-3", 1}, {"click-2", 1}},
+                         &labelled)));
+  EXPECT_THAT(Outcomes(labelled), ElementsAre(v1::LABEL_APPLIED, v1::LABEL_DUPLICATE,
+                                              v1::LABEL_UNKNOWN, v1::LABEL_APPLIED));
+  // The retry of the same request: applied once.
+  ASSERT_TRUE(IsOk(Label(stub(), ref, {{"click-1", 1}, {"click-2", 1}}, &labelled)));
+  EXPECT_THAT(Outcomes(labelled), ElementsAre(v1::LABEL_DUPLICATE, v1::LABEL_DUPLICATE));
+  v1::ModelInfo info;
+  ASSERT_TRUE(IsOk(GetModel(stub(), ref, &info)));
+  EXPECT_EQ(info.stats().steps(), 2u);
+  EXPECT_EQ(info.stats().labels_duplicate(), 3u);
+  EXPECT_EQ(info.stats().events_pending(), 0u);
+}
+
+TEST_F(ServerE2ETest, AtTheEndOfItsWaitAnEventsDefaultLabelIsAppliedOnce) {
+  const v1::ModelRef ref = Ref("feedback", "expiry");
+  const v1::ModelRef plain = Ref("feedback", "expiry-plain");
+  ASSERT_TRUE(IsOk(CreateModel(stub(), ref, ParseConfig(kConfig))));
+  ASSERT_TRUE(IsOk(CreateModel(stub(), plain, ParseConfig(kConfig))));
+  v1::Remember remember;
+  remember.set_wait_seconds(0.3);
+  remember.set_default_label(-0.5);
+  v1::PredictResponse predicted;
+  ASSERT_TRUE(IsOk(PredictRemembering(stub(), ref, Inputs(1, 2), remember, &predicted)));
+  // The server's background sweep (every 100 ms) ends the wait.
+  v1::ModelInfo info;
+  const absl::Time give_up = absl::Now() + absl::Seconds(20);
+  do {
+    absl::SleepFor(absl::Milliseconds(50));
+    ASSERT_TRUE(IsOk(GetModel(stub(), ref, &info)));
+  } while (info.stats().events_expired() < 2 && absl::Now() < give_up);
+  EXPECT_EQ(info.stats().events_expired(), 2u);
+  EXPECT_EQ(info.stats().events_pending(), 0u);
+  EXPECT_EQ(info.stats().steps(), 2u);
+  v1::ObserveResponse observed;
+  ASSERT_TRUE(IsOk(Observe(stub(), plain, Examples({{1, -0.5}, {2, -0.5}}), &observed)));
+  ExpectSameModel(stub(), ref, plain);
+  v1::LabelResponse late;
+  ASSERT_TRUE(IsOk(Label(stub(), ref, {{predicted.event_ids(0), 1}}, &late)));
+  EXPECT_THAT(Outcomes(late), ElementsAre(v1::LABEL_UNKNOWN));
+}
+
+TEST_F(ServerE2ETest, BadRememberAndLabelRequestsAreRefusedAndChangeNothing) {
+  const v1::ModelRef ref = Ref("feedback", "bad");
+  ASSERT_TRUE(IsOk(CreateModel(stub(), ref, ParseConfig(kConfig))));
+  v1::PredictResponse response;
+  v1::Remember negative;
+  negative.set_wait_seconds(-1);
+  grpc::Status status = PredictRemembering(stub(), ref, Inputs(1, 1), negative, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("wait_seconds"));
+  v1::Remember too_long;
+  too_long.set_wait_seconds(8 * 24 * 3600);
+  status = PredictRemembering(stub(), ref, Inputs(1, 1), too_long, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("--max_label_wait"));
+  v1::Remember one_id;
+  one_id.add_event_ids("only-one");
+  status = PredictRemembering(stub(), ref, Inputs(1, 2), one_id, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("one per input"));
+
+  ASSERT_TRUE(IsOk(PredictRemembering(stub(), ref, Inputs(1, 1), {}, &response)));
+  v1::LabelResponse labelled;
+  status = Label(stub(), ref, {{response.event_ids(0), std::nan("")}}, &labelled);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Label(stub(), ref, {}, &labelled).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Label(stub(), Ref("feedback", "absent"), {{"x", 1}}, &labelled).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  v1::ModelInfo info;
+  ASSERT_TRUE(IsOk(GetModel(stub(), ref, &info)));
+  EXPECT_EQ(info.stats().steps(), 0u);
+  EXPECT_EQ(info.stats().events_pending(), 1u);
+}
+
+// Remembered events and applied labels are durable: after a SIGKILL the restarted
+// server still has the pending event, and the labelled one is still a duplicate.
+TEST(DelayedFeedbackRestartTest, PendingEventsAndAppliedLabelsSurviveASigkill) {
+  TempDir dir("okl_label_restart");
+  const v1::ModelRef ref = Ref("feedback", "durable");
+  v1::PredictResponse predicted;
+  {
+    absl::StatusOr<std::unique_ptr<ServerProcess>> server =
+        ServerProcess::Start({.data_dir = dir.data_dir()});
+    ASSERT_TRUE(server.ok()) << server.status();
+    Stub& stub = (*server)->stub();
+    ASSERT_TRUE(IsOk(CreateModel(stub, ref, ParseConfig(kConfig))));
+    ASSERT_TRUE(IsOk(PredictRemembering(stub, ref, Inputs(1, 2), {}, &predicted)));
+    v1::LabelResponse labelled;
+    ASSERT_TRUE(IsOk(Label(stub, ref, {{predicted.event_ids(0), 1.0}}, &labelled)));
+    ASSERT_TRUE((*server)->Kill().ok());
+  }
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server =
+      ServerProcess::Start({.data_dir = dir.data_dir()});
+  ASSERT_TRUE(server.ok()) << server.status();
+  Stub& stub = (*server)->stub();
+  v1::LabelResponse labelled;
+  ASSERT_TRUE(IsOk(Label(stub, ref, {{predicted.event_ids(0), 1.0}, {predicted.event_ids(1), 2.0}},
+                         &labelled)));
+  EXPECT_THAT(Outcomes(labelled), ElementsAre(v1::LABEL_DUPLICATE, v1::LABEL_APPLIED));
+  const v1::ModelRef plain = Ref("feedback", "durable-plain");
+  ASSERT_TRUE(IsOk(CreateModel(stub, plain, ParseConfig(kConfig))));
+  v1::ObserveResponse observed;
+  ASSERT_TRUE(IsOk(Observe(stub, plain, Examples({{1, 1.0}}), &observed)));
+  ASSERT_TRUE(IsOk(Observe(stub, plain, Examples({{2, 2.0}}), &observed)));
+  ExpectSameModel(stub, ref, plain);
+  v1::ModelInfo info;
+  ASSERT_TRUE(IsOk(GetModel(stub, ref, &info)));
+  EXPECT_EQ(info.stats().labels_applied(), 2u);
+  EXPECT_EQ(info.stats().events_pending(), 0u);
+  EXPECT_EQ(info.stats().labels_duplicate(), 1u);
+}
+
+}  // namespace
+}  // namespace okl::testing
