@@ -97,6 +97,12 @@ absl::StatusOr<EventCounts> MemoryEvents::LoadCounts() const {
   return counts_;
 }
 
+absl::StatusOr<std::optional<absl::Time>> MemoryEvents::NextExpiry() const {
+  ReaderLock lock(&mu_);
+  if (expiry_.empty()) return std::nullopt;
+  return expiry_.begin()->first.first;
+}
+
 void MemoryEvents::NoteApplied(const EventNote& note) {
   WriterLock lock(&mu_);
   for (const StoredEvent& stored : note.labelled) {
@@ -120,8 +126,10 @@ EventBook::EventBook(std::shared_ptr<EventStorage> storage, LossConfig loss, Lim
 
 absl::Status EventBook::Open() {
   OKL_ASSIGN_OR_RETURN(EventCounts counts, storage_->LoadCounts());
+  OKL_ASSIGN_OR_RETURN(std::optional<absl::Time> next, storage_->NextExpiry());
   WriterLock lock(&mu_);
   counts_ = counts;
+  next_due_ = next.value_or(absl::InfiniteFuture());
   return absl::OkStatus();
 }
 
@@ -193,6 +201,7 @@ absl::StatusOr<std::vector<std::string>> EventBook::Remember(
   after.pending += n;
   OKL_RETURN_IF_ERROR(storage_->Remember(events, after));
   counts_ = after;
+  next_due_ = std::min(next_due_, expires);
   return ids;
 }
 
@@ -260,8 +269,13 @@ absl::StatusOr<EventBook::Labelled> EventBook::Label(
 
 absl::StatusOr<size_t> EventBook::Expire(ModelEntry& entry, absl::Time now, size_t max) {
   WriterLock lock(&mu_);
+  if (now < next_due_) return 0;
   OKL_ASSIGN_OR_RETURN(std::vector<StoredEvent> due, storage_->DueEvents(now, max));
-  if (due.empty()) return 0;
+  if (due.empty()) {
+    OKL_ASSIGN_OR_RETURN(std::optional<absl::Time> next, storage_->NextExpiry());
+    next_due_ = next.value_or(absl::InfiniteFuture());
+    return 0;
+  }
   EventNote note;  // the events whose default label is applied
   note.counts = counts_;
   std::vector<StoredEvent> dropped;
@@ -298,6 +312,8 @@ absl::StatusOr<size_t> EventBook::Expire(ModelEntry& entry, absl::Time now, size
   }
   OKL_RETURN_IF_ERROR(storage_->ForgetEvents(dropped, note.counts));
   counts_ = note.counts;
+  OKL_ASSIGN_OR_RETURN(std::optional<absl::Time> next, storage_->NextExpiry());
+  next_due_ = next.value_or(absl::InfiniteFuture());
   return due.size();
 }
 

@@ -55,6 +55,8 @@ class EventStorage {
                                     const EventCounts& counts) = 0;
   // The counts last stored (zeros if none).
   virtual absl::StatusOr<EventCounts> LoadCounts() const = 0;
+  // When the earliest wait stored ends; nullopt if no event is stored.
+  virtual absl::StatusOr<std::optional<absl::Time>> NextExpiry() const = 0;
   // Called after a batch carrying `note` was applied to the model. A storage whose model
   // has a journal wrote the note with the batch's record and does nothing here; memory
   // applies it now.
@@ -74,6 +76,8 @@ class MemoryEvents final : public EventStorage {
   absl::Status ForgetEvents(absl::Span<const StoredEvent> events,
                             const EventCounts& counts) override ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<EventCounts> LoadCounts() const override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<std::optional<absl::Time>> NextExpiry() const override
+      ABSL_LOCKS_EXCLUDED(mu_);
   void NoteApplied(const EventNote& note) override ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
@@ -116,7 +120,7 @@ class EventBook {
   // model's, for the served loss.
   EventBook(std::shared_ptr<EventStorage> storage, LossConfig loss, Limits limits);
 
-  // Reads the stored counts; call once before the rest.
+  // Reads the stored counts and when the first wait ends; call once before the rest.
   absl::Status Open() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Remembers each of `inputs` (of `entry`'s model) with the prediction served for it
@@ -142,7 +146,8 @@ class EventBook {
 
   // Ends the waits that ended by `now`, at most `max` events: a pending event with a
   // default label has it applied (one Observe batch on `entry`), one without is dropped,
-  // and a labelled one is forgotten. Returns how many events it ended.
+  // and a labelled one is forgotten. Returns how many events it ended. Before the first
+  // wait ends it returns 0 at once, reading nothing.
   absl::StatusOr<size_t> Expire(ModelEntry& entry, absl::Time now, size_t max)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -157,6 +162,9 @@ class EventBook {
   const Limits limits_;
   mutable Mutex mu_;
   EventCounts counts_ ABSL_GUARDED_BY(mu_);
+  // No wait ends before this (InfiniteFuture: none stored), so that a sweep over many
+  // books reads the store only for those with something due.
+  absl::Time next_due_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   const uint64_t id_prefix_;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/status_macros.h"
@@ -215,6 +216,26 @@ absl::StatusOr<EventCounts> ModelLog::LoadCounts() const {
         absl::StrCat("the model store cannot read the event counts: ", status.ToString()));
   }
   return DecodeEventCounts(value);
+}
+
+absl::StatusOr<std::optional<absl::Time>> ModelLog::NextExpiry() const {
+  const std::string begin = EventExpiryBegin(incarnation_);
+  std::unique_ptr<rocksdb::Iterator> it(store_->db_->NewIterator(rocksdb::ReadOptions()));
+  it->Seek(begin);
+  if (!it->status().ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("the model store cannot read its events: ", it->status().ToString()));
+  }
+  if (!it->Valid() || !it->key().starts_with(begin)) return std::nullopt;
+  // "<begin><16 hex>/<id>"
+  const absl::string_view key(it->key().data(), it->key().size());
+  uint64_t micros = 0;
+  if (key.size() < begin.size() + 16 ||
+      !absl::SimpleHexAtoi(key.substr(begin.size(), 16), &micros)) {
+    return absl::DataLossError(
+        absl::StrCat("the expiry index holds a bad key \"", absl::CHexEscape(key), "\""));
+  }
+  return absl::FromUnixMicros(static_cast<int64_t>(micros));
 }
 
 absl::StatusOr<std::vector<StoredEvent>> ModelLog::DueEvents(absl::Time now,

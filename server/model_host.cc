@@ -119,6 +119,17 @@ absl::Status ModelHost::Open() {
            }}));
   for (const std::shared_ptr<ModelEntry>& entry : registry_.List("")) {
     quotas_.Add(entry->tenant(), WorstCaseMemoryBytes(entry->config()));
+    // A model with remembered events gets its book now, so that their waits end on time
+    // without waiting for the model's next Predict or Label.
+    absl::StatusOr<std::optional<absl::Time>> next = LogOf(*entry)->NextExpiry();
+    if (next.ok() && !next->has_value()) continue;
+    absl::Status book = next.ok() ? BookFor(*entry).status() : next.status();
+    if (!book.ok()) {
+      // The model serves; its events wait for its next Predict or Label to try again.
+      std::fprintf(stderr, "okl_server: the remembered events of model %s/%s: %s\n",
+                   entry->tenant().c_str(), entry->model().c_str(),
+                   std::string(book.message()).c_str());
+    }
   }
   std::fprintf(stderr,
                "okl_server: restored %zu model%s (%llu log batches, %llu examples replayed) "

@@ -244,6 +244,7 @@ class ModelLog final : public ModelJournal, public EventStorage {
   absl::Status ForgetEvents(absl::Span<const StoredEvent> events,
                             const EventCounts& counts) override ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<EventCounts> LoadCounts() const override;
+  absl::StatusOr<std::optional<absl::Time>> NextExpiry() const override;
   void NoteApplied(const EventNote&) override {}  // written with the batch's record
 
   // Writes `state`, which is the model at `at` (after record at.seq), as the checkpoint,

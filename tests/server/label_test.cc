@@ -198,6 +198,7 @@ TEST_F(ServerE2ETest, BadRememberAndLabelRequestsAreRefusedAndChangeNothing) {
 TEST(DelayedFeedbackRestartTest, PendingEventsAndAppliedLabelsSurviveASigkill) {
   TempDir dir("okl_label_restart");
   const v1::ModelRef ref = Ref("feedback", "durable");
+  const v1::ModelRef expiring = Ref("feedback", "expiring");
   v1::PredictResponse predicted;
   {
     absl::StatusOr<std::unique_ptr<ServerProcess>> server =
@@ -206,6 +207,14 @@ TEST(DelayedFeedbackRestartTest, PendingEventsAndAppliedLabelsSurviveASigkill) {
     Stub& stub = (*server)->stub();
     ASSERT_TRUE(IsOk(CreateModel(stub, ref, ParseConfig(kConfig))));
     ASSERT_TRUE(IsOk(PredictRemembering(stub, ref, Inputs(1, 2), {}, &predicted)));
+    // Another model's event, whose wait ends after the restart: nothing touches that
+    // model again, and its default label is applied all the same.
+    ASSERT_TRUE(IsOk(CreateModel(stub, expiring, ParseConfig(kConfig))));
+    v1::Remember remember;
+    remember.set_wait_seconds(1);
+    remember.set_default_label(0.5);
+    v1::PredictResponse ignored;
+    ASSERT_TRUE(IsOk(PredictRemembering(stub, expiring, Inputs(5, 1), remember, &ignored)));
     v1::LabelResponse labelled;
     ASSERT_TRUE(IsOk(Label(stub, ref, {{predicted.event_ids(0), 1.0}}, &labelled)));
     ASSERT_TRUE((*server)->Kill().ok());
@@ -229,6 +238,14 @@ TEST(DelayedFeedbackRestartTest, PendingEventsAndAppliedLabelsSurviveASigkill) {
   EXPECT_EQ(info.stats().labels_applied(), 2u);
   EXPECT_EQ(info.stats().events_pending(), 0u);
   EXPECT_EQ(info.stats().labels_duplicate(), 1u);
+  const absl::Time give_up = absl::Now() + absl::Seconds(20);
+  do {
+    ASSERT_TRUE(IsOk(GetModel(stub, expiring, &info)));
+    if (info.stats().events_expired() == 1) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  } while (absl::Now() < give_up);
+  EXPECT_EQ(info.stats().events_expired(), 1u);
+  EXPECT_EQ(info.stats().steps(), 1u);
 }
 
 }  // namespace

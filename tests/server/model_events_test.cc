@@ -234,11 +234,16 @@ TEST_F(ModelEventsTest, DueEventsComeEarliestFirstUpToNowAndForgottenOnesAreGone
     }
     return out;
   };
+  EXPECT_EQ(log->NextExpiry().value_or(std::nullopt), kT0 + absl::Seconds(10));
   EXPECT_THAT(ids(kT0, 10), ElementsAre());
   EXPECT_THAT(ids(kT0 + absl::Seconds(20), 10), ElementsAre("early", "middle"));
   EXPECT_THAT(ids(kT0 + absl::Seconds(40), 3), ElementsAre("early", "middle", "edge"));
   ASSERT_TRUE(log->ForgetEvents({*Find(*log, "early"), *Find(*log, "middle")}, {}).ok());
   EXPECT_THAT(ids(kT0 + absl::Seconds(40), 10), ElementsAre("edge", "late"));
+  EXPECT_EQ(log->NextExpiry().value_or(std::nullopt),
+            kT0 + absl::Seconds(20) + absl::Microseconds(1));
+  ASSERT_TRUE(log->ForgetEvents({*Find(*log, "edge"), *Find(*log, "late")}, {}).ok());
+  EXPECT_EQ(log->NextExpiry().value_or(kT0), std::nullopt);
   EXPECT_FALSE(Find(*log, "early").has_value());
 }
 
