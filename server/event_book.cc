@@ -297,7 +297,7 @@ absl::StatusOr<size_t> EventBook::Expire(ModelEntry& entry, absl::Time now, size
     SparseRows rows;
     const InputBatch batch = BatchOf(note.forgotten, entry.config().dim, &dense, &rows);
     std::vector<Observation> observations;
-    // The counts of the dropped ones go with the default labels' write; the drops follow.
+    // The counts of the dropped ones go with the default labels' write too.
     absl::Status applied = entry.ObserveBatch(batch, ys, &observations, nullptr, &note);
     if (absl::IsInvalidArgument(applied)) {
       // Remember checked the default labels, so this is not expected; the events are
@@ -310,7 +310,11 @@ absl::StatusOr<size_t> EventBook::Expire(ModelEntry& entry, absl::Time now, size
       storage_->NoteApplied(note);
     }
   }
-  OKL_RETURN_IF_ERROR(storage_->ForgetEvents(dropped, note.counts));
+  // The default labels' write stored the counts already; a second write is needed only
+  // for events dropped without one.
+  if (!dropped.empty() || note.forgotten.empty()) {
+    OKL_RETURN_IF_ERROR(storage_->ForgetEvents(dropped, note.counts));
+  }
   counts_ = note.counts;
   OKL_ASSIGN_OR_RETURN(std::optional<absl::Time> next, storage_->NextExpiry());
   next_due_ = next.value_or(absl::InfiniteFuture());

@@ -196,6 +196,12 @@ TEST_P(EventBookTest, AtExpiryADefaultLabelIsAppliedOnceAndAnEventWithoutOneIsDr
   EXPECT_EQ(counts.pending, 0u);
   EXPECT_EQ(counts.expired, 3u);
   EXPECT_EQ(counts.applied, 1u);
+  // A round with default labels only: the counts are stored with their write.
+  PredictAndRemember(5, 1, {.wait = absl::Seconds(1), .default_label = 0.5},
+                     kT0 + absl::Minutes(1));
+  EXPECT_EQ(*book_->Expire(*entry_, kT0 + absl::Minutes(2), 100), 1u);
+  EXPECT_EQ(book_->counts().expired, 4u);
+  if (log_ != nullptr) EXPECT_EQ(log_->LoadCounts().value_or(EventCounts{}), book_->counts());
 }
 
 TEST_P(EventBookTest, ALabelAfterTheWaitIsUnknownEvenBeforeTheSweep) {
