@@ -34,25 +34,12 @@
 #include "okl/v1/okl.grpc.pb.h"
 #include "okl/v1/okl.pb.h"
 #include "proto/convert.h"
+#include "tests/sanitized.h"
 #include "tests/server/e2e_test_util.h"
 #include "tests/server/server_process.h"
 
-// ASan and TSan builds run the same tests with smaller large snapshots and looser
-// latency bounds: instrumentation slows every byte the server touches several times.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define OKL_ISOLATION_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define OKL_ISOLATION_SANITIZED 1
-#endif
-#endif
-#ifndef OKL_ISOLATION_SANITIZED
-#define OKL_ISOLATION_SANITIZED 0
-#endif
-
 namespace okl::testing {
 
-inline constexpr bool kSanitized = OKL_ISOLATION_SANITIZED != 0;
 inline constexpr size_t kMiB = size_t{1} << 20;
 
 inline bool Verbose() { return std::getenv("OKL_ISOLATION_VERBOSE") != nullptr; }

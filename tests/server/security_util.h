@@ -244,7 +244,7 @@ class SecureServer {
   static absl::StatusOr<std::unique_ptr<SecureServer>> Start(SecureServerOptions options = {}) {
     auto server = std::unique_ptr<SecureServer>(new SecureServer());
     server->mutual_tls_ = options.mutual_tls;
-    absl::StatusOr<std::unique_ptr<TestCertificates>> certs = TestCertificates::Generate();
+    absl::StatusOr<std::shared_ptr<const TestCertificates>> certs = TestCertificates::Shared();
     if (!certs.ok()) return certs.status();
     server->certs_ = *std::move(certs);
     std::string file;
@@ -257,7 +257,7 @@ class SecureServer {
     absl::StatusOr<std::string> unknown = NewToken();
     if (!unknown.ok()) return unknown.status();
     server->unknown_token_ = *unknown;
-    server->tokens_file_ = server->certs_->dir() + "/tokens";
+    server->tokens_file_ = server->files_.path() + "/tokens";
     if (absl::Status written = WriteFile(server->tokens_file_, file); !written.ok()) {
       return written;
     }
@@ -279,6 +279,9 @@ class SecureServer {
   ServerProcess& process() { return *process_; }
   Stub& admin() { return process_->stub(); }
   const TestCertificates& certs() const { return *certs_; }
+  // A directory of this server's own (the certificates are shared by the process): it
+  // holds the tokens file, and a test may write files beside it.
+  const std::string& dir() const { return files_.path(); }
   const std::string& tokens_file() const { return tokens_file_; }
 
   // The token of a caller that has one in the file (the admin's for the malformed ones),
@@ -327,7 +330,8 @@ class SecureServer {
   SecureServer() = default;
 
   bool mutual_tls_ = false;
-  std::unique_ptr<TestCertificates> certs_;
+  std::shared_ptr<const TestCertificates> certs_;
+  TempDir files_{"okl_secure_server"};
   std::map<Who, std::string> tokens_;
   std::string unknown_token_;
   std::string tokens_file_;

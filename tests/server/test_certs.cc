@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <system_error>
 #include <utility>
 
@@ -14,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "core/runtime/file.h"
 #include "core/status_macros.h"
 #include "tests/server/server_process.h"
@@ -141,6 +143,17 @@ absl::StatusOr<std::unique_ptr<TestCertificates>> TestCertificates::Generate() {
     }
   }
   return certs;
+}
+
+absl::StatusOr<std::shared_ptr<const TestCertificates>> TestCertificates::Shared() {
+  static absl::Mutex mutex(absl::kConstInit);
+  static std::shared_ptr<const TestCertificates>* shared = nullptr;  // never freed
+  absl::MutexLock lock(&mutex);
+  if (shared == nullptr) {
+    OKL_ASSIGN_OR_RETURN(std::unique_ptr<TestCertificates> made, Generate());
+    shared = new std::shared_ptr<const TestCertificates>(std::move(made));
+  }
+  return *shared;
 }
 
 TestCertificates::~TestCertificates() {

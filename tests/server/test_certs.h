@@ -43,6 +43,10 @@ class TestCertificates {
  public:
   // Runs openssl to make every file below. An error carries openssl's own output.
   static absl::StatusOr<std::unique_ptr<TestCertificates>> Generate();
+  // One set for the whole process, made on first use (a test that needs its own, say to
+  // replace a file, calls Generate): making a set runs openssl 12 times, ~0.5 s, which
+  // the authorization matrix's hundreds of servers would otherwise pay each.
+  static absl::StatusOr<std::shared_ptr<const TestCertificates>> Shared();
 
   TestCertificates(const TestCertificates&) = delete;
   TestCertificates& operator=(const TestCertificates&) = delete;

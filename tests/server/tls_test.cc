@@ -374,7 +374,7 @@ TEST_F(OklToolOverTlsTest, WorksEndToEndWithTheRightCredentials) {
 
   CommandResult created = Run(Okl("create", with({"--dim=2", "--max_terms=50", "--eta0=0.3"})));
   ASSERT_EQ(created.exit_code(), 0) << created.err;
-  const std::string csv = server_->certs().dir() + "/rows.csv";
+  const std::string csv = server_->dir() + "/rows.csv";
   ASSERT_TRUE(WriteFile(csv, "0.1,0.2,0.5\n0.3,-0.4,-0.5\n0.5,0.6,1\n").ok());
   CommandResult observed = Run(Okl("observe", with({"--noprogress", csv})));
   ASSERT_EQ(observed.exit_code(), 0) << observed.err;
