@@ -21,7 +21,10 @@ namespace {
 
 // The checksum field's tag: field 100, wire type 1 (64-bit), as a varint.
 constexpr char kChecksumTag[2] = {static_cast<char>(0xA1), static_cast<char>(0x06)};
+constexpr uint32_t kChecksumFieldTag = (100 << 3) | 1;
 constexpr size_t kChecksumFieldBytes = sizeof(kChecksumTag) + sizeof(uint64_t);
+// ModelSnapshot.event_pages: field 101, length-delimited.
+constexpr uint32_t kEventPageFieldTag = (101 << 3) | 2;
 
 }  // namespace
 
@@ -33,6 +36,46 @@ uint64_t Fnv1a64(absl::string_view bytes) {
   }
   return hash;
 }
+
+namespace {
+
+// Appends the checksum field (tag 100, FNV-1a 64 of `bytes` so far) to serialized bytes.
+void AppendChecksum(std::string* bytes) {
+  const uint64_t checksum = Fnv1a64(*bytes);
+  bytes->append(kChecksumTag, sizeof(kChecksumTag));
+  for (int i = 0; i < 8; ++i) bytes->push_back(static_cast<char>(checksum >> (8 * i)));
+}
+
+// The bytes before the trailing checksum field of `bytes` (a snapshot's model section or
+// an event page, named by `what`), once the checksum matches; DataLoss otherwise.
+absl::StatusOr<absl::string_view> ChecksummedBody(absl::string_view bytes,
+                                                  absl::string_view what) {
+  if (bytes.size() < kChecksumFieldBytes) {
+    return absl::DataLossError(
+        absl::StrCat(what, " is ", bytes.size(), " bytes, too short to be one (truncated?)"));
+  }
+  const absl::string_view body = bytes.substr(0, bytes.size() - kChecksumFieldBytes);
+  const absl::string_view trailer = bytes.substr(body.size());
+  if (trailer.substr(0, sizeof(kChecksumTag)) !=
+      absl::string_view(kChecksumTag, sizeof(kChecksumTag))) {
+    return absl::DataLossError(absl::StrCat(
+        what, " does not end in its checksum field (truncated, or not a ", what, ")"));
+  }
+  uint64_t expected = 0;
+  for (int i = 0; i < 8; ++i) {
+    expected |= uint64_t{static_cast<unsigned char>(trailer[sizeof(kChecksumTag) + i])}
+                << (8 * i);
+  }
+  const uint64_t actual = Fnv1a64(body);
+  if (actual != expected) {
+    return absl::DataLossError(absl::StrCat(what, " checksum mismatch: the bytes hash to ",
+                                            absl::Hex(actual), ", the ", what, " says ",
+                                            absl::Hex(expected), " (corrupted in transit?)"));
+  }
+  return body;
+}
+
+}  // namespace
 
 absl::StatusOr<std::string> EncodeSnapshot(const ModelState& state) {
   const v1::ModelSnapshot proto = ToProto(state);
@@ -48,39 +91,80 @@ absl::StatusOr<std::string> EncodeSnapshot(const ModelState& state) {
   if (!proto.AppendToString(&bytes)) {
     return absl::InternalError("serializing the snapshot failed");
   }
-  const uint64_t checksum = Fnv1a64(bytes);
-  bytes.append(kChecksumTag, sizeof(kChecksumTag));
-  for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<char>(checksum >> (8 * i)));
+  AppendChecksum(&bytes);
   return bytes;
 }
 
-absl::StatusOr<ModelState> DecodeSnapshot(absl::string_view bytes) {
-  if (bytes.size() < kChecksumFieldBytes) {
-    return absl::DataLossError(
-        absl::StrCat("snapshot is ", bytes.size(), " bytes, too short to be one (truncated?)"));
-  }
+absl::StatusOr<SnapshotSections> SplitSnapshot(absl::string_view bytes) {
   if (bytes.size() > kMaxSnapshotBytes) {
     return absl::DataLossError(absl::StrCat("snapshot is ", bytes.size(),
                                             " bytes, over the limit of ", kMaxSnapshotBytes));
   }
-  const absl::string_view body = bytes.substr(0, bytes.size() - kChecksumFieldBytes);
-  const absl::string_view trailer = bytes.substr(body.size());
-  if (trailer.substr(0, sizeof(kChecksumTag)) !=
-      absl::string_view(kChecksumTag, sizeof(kChecksumTag))) {
-    return absl::DataLossError(
-        "snapshot does not end in its checksum field (truncated, or not a snapshot)");
+  using google::protobuf::internal::WireFormatLite;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  SnapshotSections sections;
+  // The model's fields, up to and including its checksum (field 100, 64-bit).
+  for (uint32_t tag = in.ReadTag(); tag != 0; tag = in.ReadTag()) {
+    if (tag == kChecksumFieldTag) {
+      uint64_t ignored = 0;
+      if (!in.ReadLittleEndian64(&ignored)) break;
+      sections.model = bytes.substr(0, in.CurrentPosition());
+      break;
+    }
+    if (!WireFormatLite::SkipField(&in, tag)) break;
   }
-  uint64_t expected = 0;
-  for (int i = 0; i < 8; ++i) {
-    expected |= uint64_t{static_cast<unsigned char>(trailer[sizeof(kChecksumTag) + i])}
-                << (8 * i);
+  if (sections.model.empty()) {
+    // Truncated, corrupted or not a snapshot: DecodeSnapshot says which.
+    sections.model = bytes;
+    return sections;
   }
-  const uint64_t actual = Fnv1a64(body);
-  if (actual != expected) {
-    return absl::DataLossError(absl::StrCat("snapshot checksum mismatch: the bytes hash to ",
-                                            absl::Hex(actual), ", the snapshot says ",
-                                            absl::Hex(expected), " (corrupted in transit?)"));
+  // Then event pages only (field 101, length-delimited).
+  for (uint32_t tag = in.ReadTag(); tag != 0; tag = in.ReadTag()) {
+    uint32_t length = 0;
+    if (tag != kEventPageFieldTag || !in.ReadVarint32(&length) ||
+        length > bytes.size() - in.CurrentPosition()) {
+      return absl::DataLossError(
+          absl::StrCat("snapshot byte ", in.CurrentPosition(),
+                       ": after the model's checksum a snapshot holds only event pages "
+                       "(truncated or corrupted?)"));
+    }
+    sections.event_pages.push_back(bytes.substr(in.CurrentPosition(), length));
+    if (!in.Skip(static_cast<int>(length))) break;
   }
+  if (in.CurrentPosition() != static_cast<int>(bytes.size())) {
+    return absl::DataLossError("a snapshot's event page is truncated");
+  }
+  return sections;
+}
+
+std::string FrameEventPage(const v1::SnapshotEventPage& page) {
+  std::string body;
+  page.AppendToString(&body);  // without its checksum: AppendChecksum adds it last
+  AppendChecksum(&body);
+  std::string framed;
+  google::protobuf::io::StringOutputStream stream(&framed);
+  google::protobuf::io::CodedOutputStream out(&stream);
+  out.WriteTag(kEventPageFieldTag);
+  out.WriteVarint32(static_cast<uint32_t>(body.size()));
+  out.WriteRaw(body.data(), static_cast<int>(body.size()));
+  out.Trim();
+  return framed;
+}
+
+absl::StatusOr<v1::SnapshotEventPage> DecodeEventPage(absl::string_view page) {
+  OKL_ASSIGN_OR_RETURN(absl::string_view body, ChecksummedBody(page, "event page"));
+  v1::SnapshotEventPage proto;
+  if (!proto.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+    return absl::DataLossError("a snapshot's event page does not parse");
+  }
+  return proto;
+}
+
+absl::StatusOr<ModelState> DecodeSnapshot(absl::string_view bytes) {
+  OKL_ASSIGN_OR_RETURN(const SnapshotSections sections, SplitSnapshot(bytes));
+  OKL_ASSIGN_OR_RETURN(const absl::string_view body,
+                       ChecksummedBody(sections.model, "snapshot"));
   // Protobuf merges a repeated message field, so a second config would silently change
   // the first, which PeekSnapshotConfig read (and a Restore checked its limits against).
   {
@@ -105,6 +189,18 @@ absl::StatusOr<ModelState> DecodeSnapshot(absl::string_view bytes) {
     return absl::DataLossError(absl::StrCat("snapshot: ", state.status().message()));
   }
   return state;
+}
+
+size_t MaxEventPagesBytes(const ModelConfig& config, uint64_t max_events) {
+  // Per event: its tag and length (6), the id (3 + 128), the two flags, two times,
+  // default label and prediction (2 + 2 + 11 + 11 + 9 + 9), the packed indices and values
+  // (two tags and lengths, 12, and 5 + 8 bytes per non-zero). Per page: tag, length,
+  // counts and checksum.
+  const uint64_t per_event = 6 + 131 + 44 + 12 + uint64_t{config.dim} * 13;
+  const uint64_t per_page = 6 + 64 + 10;
+  const uint64_t pages = max_events / kEventsPerSnapshotPage + 1;
+  if (max_events > (SIZE_MAX - pages * per_page) / per_event) return SIZE_MAX;
+  return max_events * per_event + pages * per_page;
 }
 
 size_t MaxSnapshotBytes(const ModelConfig& config) {

@@ -42,6 +42,50 @@ InputBatch BatchOf(absl::Span<const StoredEvent> events, size_t dim,
 
 // --- MemoryEvents ---------------------------------------------------------------------
 
+namespace {
+
+// A copy of the events, in id order.
+class CopiedEvents final : public EventCursor {
+ public:
+  explicit CopiedEvents(std::vector<StoredEvent> events) : events_(std::move(events)) {
+    std::sort(events_.begin(), events_.end(), [](const StoredEvent& a, const StoredEvent& b) {
+      return a.event.id < b.event.id;
+    });
+  }
+
+  absl::StatusOr<std::vector<StoredEvent>> Next(size_t max) override {
+    const size_t end = std::min(events_.size(), next_ + max);
+    std::vector<StoredEvent> page(std::make_move_iterator(events_.begin() + next_),
+                                  std::make_move_iterator(events_.begin() + end));
+    next_ = end;
+    return page;
+  }
+
+ private:
+  std::vector<StoredEvent> events_;
+  size_t next_ = 0;
+};
+
+}  // namespace
+
+MemoryEvents::MemoryEvents(std::vector<StoredEvent> events, const EventCounts& counts) {
+  WriterLock lock(&mu_);
+  for (StoredEvent& stored : events) {
+    expiry_[{stored.event.expires, stored.event.id}] = true;
+    std::string id = stored.event.id;
+    events_[std::move(id)] = std::move(stored);
+  }
+  counts_ = counts;
+}
+
+absl::StatusOr<std::unique_ptr<EventCursor>> MemoryEvents::CaptureEvents() const {
+  ReaderLock lock(&mu_);
+  std::vector<StoredEvent> events;
+  events.reserve(events_.size());
+  for (const auto& [id, stored] : events_) events.push_back(stored);
+  return std::make_unique<CopiedEvents>(std::move(events));
+}
+
 absl::Status MemoryEvents::Remember(absl::Span<const RememberedEvent> events,
                                     const EventCounts& counts) {
   WriterLock lock(&mu_);
@@ -138,6 +182,16 @@ EventCounts EventBook::counts() const {
   return counts_;
 }
 
+absl::StatusOr<EventBook::Captured> EventBook::Capture(
+    const std::function<absl::Status()>& export_model) {
+  WriterLock lock(&mu_);
+  OKL_RETURN_IF_ERROR(export_model());
+  Captured captured;
+  OKL_ASSIGN_OR_RETURN(captured.events, storage_->CaptureEvents());
+  captured.counts = counts_;
+  return captured;
+}
+
 std::string EventBook::MakeId() {
   return absl::StrFormat("%016x%016x", id_prefix_, next_id_++);
 }
@@ -186,6 +240,7 @@ absl::StatusOr<std::vector<std::string>> EventBook::Remember(
     event.expires = expires;
     event.default_label = options.default_label;
     event.prediction = predictions[i];
+    event.remembered = now;
     if (inputs.sparse()) {
       const SparseVectorView row = inputs.SparseRow(i);
       event.sparse = true;
@@ -259,6 +314,10 @@ absl::StatusOr<EventBook::Labelled> EventBook::Label(
     storage_->NoteApplied(note);
     counts_ = note.counts;
     if (!applied.ok()) return applied;
+    for (const StoredEvent& stored : note.labelled) {
+      if (stored.event.remembered == absl::UnixEpoch()) continue;  // not known
+      result.delays.push_back(now - stored.event.remembered);
+    }
   } else if (note.counts.duplicates != counts_.duplicates) {
     // Only duplicates: their count is stored on its own.
     OKL_RETURN_IF_ERROR(storage_->ForgetEvents({}, note.counts));

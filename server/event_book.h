@@ -17,6 +17,7 @@
 #define OKL_SERVER_EVENT_BOOK_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -36,6 +37,14 @@
 #include "server/model_events.h"
 
 namespace okl {
+
+// A point-in-time view of a storage's events, read a page at a time (a Snapshot's).
+class EventCursor {
+ public:
+  virtual ~EventCursor() = default;
+  // Up to `max` more events, in id order; none once every event was read.
+  virtual absl::StatusOr<std::vector<StoredEvent>> Next(size_t max) = 0;
+};
 
 // Where a book keeps its events. ModelLog implements it over the model store; MemoryEvents
 // below in memory.
@@ -61,11 +70,17 @@ class EventStorage {
   // has a journal wrote the note with the batch's record and does nothing here; memory
   // applies it now.
   virtual void NoteApplied(const EventNote& note) = 0;
+  // The events stored now; later changes do not show in it.
+  virtual absl::StatusOr<std::unique_ptr<EventCursor>> CaptureEvents() const = 0;
 };
 
 // EventStorage in memory, for a model kept in memory only.
 class MemoryEvents final : public EventStorage {
  public:
+  MemoryEvents() = default;
+  // Holding `events` and `counts` (a Restore's, checked by DecodeEventPages).
+  MemoryEvents(std::vector<StoredEvent> events, const EventCounts& counts);
+
   absl::Status Remember(absl::Span<const RememberedEvent> events,
                         const EventCounts& counts) override ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<std::optional<StoredEvent>> FindEvent(absl::string_view id) const override
@@ -79,6 +94,8 @@ class MemoryEvents final : public EventStorage {
   absl::StatusOr<std::optional<absl::Time>> NextExpiry() const override
       ABSL_LOCKS_EXCLUDED(mu_);
   void NoteApplied(const EventNote& note) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<std::unique_ptr<EventCursor>> CaptureEvents() const override
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   void ForgetLocked(const StoredEvent& stored) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -114,6 +131,8 @@ class EventBook {
   struct Labelled {
     std::vector<LabelOutcome> outcomes;      // per label, in order
     std::vector<Observation> observations;   // per applied label, in order
+    // Per applied label whose remembering time is known: the time since then.
+    std::vector<absl::Duration> delays;
   };
 
   // `storage` holds the model's events (its ModelLog, or a MemoryEvents); `loss` is the
@@ -152,6 +171,16 @@ class EventBook {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   EventCounts counts() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The model and its events at one moment, for a Snapshot: `export_model` (which copies
+  // the model's state) runs under the book's lock, and the events and counts are captured
+  // with it, so that no label, expiry or remember falls between the two.
+  struct Captured {
+    EventCounts counts;
+    std::unique_ptr<EventCursor> events;
+  };
+  absl::StatusOr<Captured> Capture(const std::function<absl::Status()>& export_model)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // A fresh id: 16 hex digits drawn for this book, then a 16-hex-digit counter.

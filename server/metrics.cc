@@ -11,6 +11,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -21,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "core/config.h"
 #include "core/runtime/mutex.h"
 #include "prometheus/client_metric.h"
@@ -38,6 +40,8 @@
 namespace okl {
 namespace {
 
+using metrics_internal::AtomicHistogram;
+using metrics_internal::Clock;
 using metrics_internal::CollectProcessMetrics;
 using metrics_internal::CollectRpcMetrics;
 using metrics_internal::Family;
@@ -140,6 +144,11 @@ class ServerMetrics::Impl {
 
   void RecordOffloaded() { offloaded_.fetch_add(1, std::memory_order_relaxed); }
 
+  void RecordLabelDelay(absl::Duration delay) {
+    label_delay_.Observe(
+        std::chrono::duration_cast<Clock::duration>(absl::ToChronoNanoseconds(delay)));
+  }
+
   std::string Scrape() const { return prometheus::TextSerializer().Serialize(Collect()); }
 
   std::vector<MetricFamily> Collect() const {
@@ -194,6 +203,15 @@ class ServerMetrics::Impl {
         "ListModels and FenceTenant, Predicts over --max_inline_work, and reads that would "
         "wait for a batch being applied to their model.",
         MetricType::Counter, static_cast<double>(offloaded_.load(std::memory_order_relaxed))));
+    MetricFamily label_delay =
+        Family("okl_label_delay_seconds",
+               "Delayed feedback: the time from a remembering Predict to its event's applied "
+               "label, over every model.",
+               MetricType::Histogram);
+    ClientMetric delays;
+    delays.histogram = label_delay_.Collect();
+    label_delay.metric.push_back(std::move(delays));
+    families->push_back(std::move(label_delay));
   }
 
   void CollectRegretScheduler(std::vector<MetricFamily>* families) const {
@@ -265,6 +283,29 @@ class ServerMetrics::Impl {
                "A selection's (config.select) champion changes: a challenger's loss "
                "significantly below the champion's.",
                MetricType::Counter);
+    // Delayed feedback (models that remembered events).
+    MetricFamily events_pending =
+        Family("okl_model_events_pending", "Remembered events awaiting their label.",
+               MetricType::Gauge);
+    MetricFamily labels_applied =
+        Family("okl_model_labels_applied_total", "Labels applied to remembered events.",
+               MetricType::Counter);
+    MetricFamily events_expired =
+        Family("okl_model_events_expired_total",
+               "Remembered events whose wait ended without a label (their default label "
+               "applied, or dropped).",
+               MetricType::Counter);
+    MetricFamily labels_duplicate = Family(
+        "okl_model_labels_duplicate_total",
+        "Labels for events labelled before (the first label wins).", MetricType::Counter);
+    MetricFamily served_loss =
+        Family("okl_model_served_loss_total",
+               "Loss of the predictions the model served, summed as their labels arrived "
+               "(progressive validation under delay), in its loss's units.",
+               MetricType::Counter);
+    MetricFamily served_labels =
+        Family("okl_model_served_labels_total",
+               "Labels counted in okl_model_served_loss_total.", MetricType::Counter);
     MetricFamily candidate_loss =
         Family("okl_model_candidate_recent_loss",
                "Each live candidate of a selection: its progressive loss averaged over ~1,000 "
@@ -315,6 +356,15 @@ class ServerMetrics::Impl {
         add(&truncation, *stats.truncation_error_bound);
       }
       add(&memory, static_cast<double>(summary->memory_bytes));
+      if (options_.host != nullptr && options_.host->ExistingBook(*entry) != nullptr) {
+        const EventCounts events = options_.host->EventCountsOf(*entry);
+        add(&events_pending, static_cast<double>(events.pending));
+        add(&labels_applied, static_cast<double>(events.applied));
+        add(&events_expired, static_cast<double>(events.expired));
+        add(&labels_duplicate, static_cast<double>(events.duplicates));
+        add(&served_loss, events.served_loss);
+        add(&served_labels, static_cast<double>(events.served_labels));
+      }
       if (summary->config.krls_tracker_kind()) add(&noise_variance, stats.noise_variance);
       if (summary->config.select_kind()) {
         add(&champion_changes, static_cast<double>(stats.champion_changes));
@@ -343,7 +393,8 @@ class ServerMetrics::Impl {
     for (MetricFamily* family :
          {&expansion_size, &steps, &loss, &mistakes, &regret, &regret_per_example,
           &regret_staleness, &regret_window, &truncation, &memory, &noise_variance,
-          &champion_changes, &candidate_loss}) {
+          &champion_changes, &candidate_loss, &events_pending, &labels_applied, &events_expired,
+          &labels_duplicate, &served_loss, &served_labels}) {
       if (!family->metric.empty()) families->push_back(std::move(*family));
     }
   }
@@ -437,6 +488,8 @@ class ServerMetrics::Impl {
   std::atomic<double> examples_loss_{0.0};
   std::atomic<uint64_t> predictions_{0};
   std::atomic<uint64_t> offloaded_{0};
+  AtomicHistogram label_delay_{metrics_internal::kLabelDelayBounds.data(),
+                               metrics_internal::kLabelDelayBounds.size()};
   MethodTable methods_;
 
   // The exposer holds a weak_ptr; the collector lives as long as this Impl.
@@ -484,6 +537,8 @@ std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterfac
 ServerMetrics::InterceptorCreators() {
   return impl_->InterceptorCreators();
 }
+
+void ServerMetrics::RecordLabelDelay(absl::Duration delay) { impl_->RecordLabelDelay(delay); }
 
 void ServerMetrics::RecordObserved(size_t examples, double loss_sum) {
   impl_->RecordObserved(examples, loss_sum);

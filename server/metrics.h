@@ -36,6 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "core/runtime/model_registry.h"
 #include "core/runtime/regret_scheduler.h"
 
@@ -86,6 +87,9 @@ class ServerMetrics {
   // Called for each call the service runs on its offload threads rather than inline
   // (OklService::Options::max_inline_work).
   void RecordOffloaded();
+  // Called for each label applied to a remembered event (delayed feedback): the time
+  // since its Predict.
+  void RecordLabelDelay(absl::Duration delay);
 
   // The text exposition of every series: what /metrics serves, less the exposer_* families
   // prometheus-cpp adds there about its own HTTP server.

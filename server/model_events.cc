@@ -105,7 +105,7 @@ std::string EncodeEvent(EventState state, const RememberedEvent& event) {
   const bool keep_input = state == EventState::kPending;
   const uint32_t n = keep_input ? static_cast<uint32_t>(event.values.size()) : 0;
   std::string value;
-  value.reserve(36 + n * (event.sparse ? 12 : 8));
+  value.reserve(44 + n * (event.sparse ? 12 : 8));
   Put(static_cast<uint8_t>(state), &value);
   Put(absl::ToUnixMicros(event.expires), &value);
   Put(static_cast<uint8_t>(event.default_label.has_value()), &value);
@@ -113,11 +113,11 @@ std::string EncodeEvent(EventState state, const RememberedEvent& event) {
   Put(event.prediction, &value);
   Put(static_cast<uint8_t>(event.sparse), &value);
   Put(n, &value);
-  if (n == 0) return value;
-  if (event.sparse) {
+  if (n > 0 && event.sparse) {
     value.append(reinterpret_cast<const char*>(event.indices.data()), 4 * size_t{n});
   }
-  value.append(reinterpret_cast<const char*>(event.values.data()), 8 * size_t{n});
+  if (n > 0) value.append(reinterpret_cast<const char*>(event.values.data()), 8 * size_t{n});
+  Put(absl::ToUnixMicros(event.remembered), &value);
   return value;
 }
 
@@ -145,6 +145,13 @@ absl::StatusOr<StoredEvent> DecodeEvent(absl::string_view id, absl::string_view 
   if (has_default != 0) out.event.default_label = default_label;
   out.event.sparse = sparse != 0;
   const size_t expected = size_t{n} * (out.event.sparse ? 12 : 8);
+  if (value.size() == expected + sizeof(int64_t)) {
+    int64_t remembered = 0;
+    absl::string_view trailer = value.substr(expected);
+    Take(&trailer, &remembered);
+    out.event.remembered = absl::FromUnixMicros(remembered);
+    value = value.substr(0, expected);
+  }
   if (value.size() != expected) {
     return damaged(absl::StrCat("its input holds ", value.size(), " bytes for ", n,
                                 " values"));
@@ -264,6 +271,61 @@ absl::StatusOr<std::vector<StoredEvent>> ModelLog::DueEvents(absl::Time now,
         absl::StrCat("the model store cannot read its events: ", it->status().ToString()));
   }
   return due;
+}
+
+namespace {
+
+// The events of an incarnation as a RocksDB snapshot holds them, in key (id) order.
+class StoredEventCursor final : public EventCursor {
+ public:
+  StoredEventCursor(rocksdb::DB* db, uint64_t incarnation)
+      : db_(db),
+        snapshot_(db->GetSnapshot()),
+        begin_(EventKey(incarnation, "")),
+        // Every key "i/<inc>/e/<id>" sorts before "i/<inc>/e0" ('0' follows '/').
+        end_(begin_.substr(0, begin_.size() - 1) + "0"),
+        upper_(end_) {
+    rocksdb::ReadOptions read;
+    read.snapshot = snapshot_;
+    read.iterate_upper_bound = &upper_;
+    it_.reset(db_->NewIterator(read));
+    it_->Seek(begin_);
+  }
+  ~StoredEventCursor() override {
+    it_.reset();
+    db_->ReleaseSnapshot(snapshot_);
+  }
+
+  absl::StatusOr<std::vector<StoredEvent>> Next(size_t max) override {
+    std::vector<StoredEvent> page;
+    for (; it_->Valid() && page.size() < max; it_->Next()) {
+      const absl::string_view key(it_->key().data(), it_->key().size());
+      OKL_ASSIGN_OR_RETURN(
+          StoredEvent stored,
+          DecodeEvent(key.substr(begin_.size()),
+                      absl::string_view(it_->value().data(), it_->value().size())));
+      page.push_back(std::move(stored));
+    }
+    if (!it_->status().ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("the model store cannot read its events: ", it_->status().ToString()));
+    }
+    return page;
+  }
+
+ private:
+  rocksdb::DB* const db_;
+  const rocksdb::Snapshot* const snapshot_;
+  const std::string begin_;
+  const std::string end_;
+  const rocksdb::Slice upper_;
+  std::unique_ptr<rocksdb::Iterator> it_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<EventCursor>> ModelLog::CaptureEvents() const {
+  return std::make_unique<StoredEventCursor>(store_->db_.get(), incarnation_);
 }
 
 absl::Status ModelLog::ForgetEvents(absl::Span<const StoredEvent> events,

@@ -41,6 +41,7 @@ struct RememberedEvent {
   std::optional<double> default_label = std::nullopt;  // learned at expiry if set; else
                                                        // it is dropped
   double prediction = 0;                // the prediction served for it
+  absl::Time remembered = absl::UnixEpoch();  // when (the epoch: not known)
   // The input: dense (`indices` empty, `values` holds dim entries) or sparse (both the
   // same length, indices strictly increasing).
   bool sparse = false;
@@ -102,8 +103,9 @@ std::string EventExpiryBegin(uint64_t incarnation);
 
 // Record: state (u8), expires (i64 µs since the epoch), has default (u8), default label,
 // prediction (raw doubles), sparse (u8), n (u32), then n indices (u32, sparse only) and
-// n values (raw doubles). A labelled event keeps no input. No checksum of its own:
-// RocksDB checksums its log records and table blocks.
+// n values (raw doubles), then when it was remembered (i64 µs; absent in the records of
+// okl before 2026-11-29, read as the epoch). A labelled event keeps no input. No checksum of
+// its own: RocksDB checksums its log records and table blocks.
 std::string EncodeEvent(EventState state, const RememberedEvent& event);
 // DataLoss naming the event if `value` is not a record EncodeEvent wrote.
 absl::StatusOr<StoredEvent> DecodeEvent(absl::string_view id, absl::string_view value);

@@ -250,7 +250,8 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Create(const ModelKey& id
 
 absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Replace(const ModelKey& id,
                                                                const ModelState& state,
-                                                               QuotaReservation reservation) {
+                                                               QuotaReservation reservation,
+                                                               SnapshotEvents* events) {
   const std::string& tenant = id.tenant();
   OKL_RETURN_IF_ERROR(CheckConfig(state.config));
   absl::StatusOr<std::unique_ptr<Model>> learner = ModelFromState(state);
@@ -267,11 +268,24 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Replace(const ModelKey& i
     // One atomic write replaces the old model's config, checkpoint and log (and closes
     // the old log, so batches still arriving for it are retried on the new model).
     OKL_ASSIGN_OR_RETURN(log, store_->ReplaceModel(tenant, id.model(), state,
-                                                   old.ok() ? LogOf(**old) : nullptr));
+                                                   old.ok() ? LogOf(**old) : nullptr, events));
     Failpoint("restore.written");
   }
   OKL_ASSIGN_OR_RETURN(std::shared_ptr<ModelEntry> entry,
                        registry_.Put(id, *std::move(learner), log));
+  if (events != nullptr) {
+    // Its book now, so that the waits end on time. (A label is sent for these events
+    // only once the Restore has returned: before, they were the replaced model's.)
+    std::shared_ptr<EventStorage> storage;
+    if (log == nullptr) {
+      storage = std::make_shared<MemoryEvents>(std::move(events->events), events->counts);
+    }
+    absl::Status book = AddBook(*entry, std::move(storage)).status();
+    if (!book.ok()) {
+      std::fprintf(stderr, "okl_server: the remembered events of model %s/%s: %s\n",
+                   tenant.c_str(), id.model().c_str(), std::string(book.message()).c_str());
+    }
+  }
   // The reservation counted a new model if the name was free when it was made; what
   // counts is whether one was replaced now.
   const uint64_t reserved_models = reservation.models();
@@ -484,16 +498,23 @@ size_t ModelHost::models_failing_checkpoints() const {
 // --- Delayed feedback -------------------------------------------------------------------
 
 absl::StatusOr<std::shared_ptr<EventBook>> ModelHost::BookFor(ModelEntry& entry) {
-  {
-    PlainLock lock(&books_mu_);
-    auto it = books_.find(&entry);
-    if (it != books_.end() && it->second.entry.lock().get() == &entry) return it->second.book;
-  }
-  std::shared_ptr<EventStorage> storage;
-  if (entry.journal() != nullptr) {
+  if (std::shared_ptr<EventBook> book = ExistingBook(entry); book != nullptr) return book;
+  return AddBook(entry, nullptr);
+}
+
+std::shared_ptr<EventBook> ModelHost::ExistingBook(const ModelEntry& entry) const {
+  PlainLock lock(&books_mu_);
+  auto it = books_.find(&entry);
+  if (it == books_.end() || it->second.entry.lock().get() != &entry) return nullptr;
+  return it->second.book;
+}
+
+absl::StatusOr<std::shared_ptr<EventBook>> ModelHost::AddBook(
+    ModelEntry& entry, std::shared_ptr<EventStorage> storage) {
+  if (storage == nullptr && entry.journal() != nullptr) {
     // Every journal in this host's registry is a ModelLog of its store (LogOf).
     storage = std::static_pointer_cast<ModelLog>(entry.journal());
-  } else {
+  } else if (storage == nullptr) {
     storage = std::make_shared<MemoryEvents>();
   }
   auto book = std::make_shared<EventBook>(storage, entry.config().loss, options_.events);
@@ -509,10 +530,8 @@ absl::StatusOr<std::shared_ptr<EventBook>> ModelHost::BookFor(ModelEntry& entry)
 }
 
 EventCounts ModelHost::EventCountsOf(const ModelEntry& entry) const {
-  PlainLock lock(&books_mu_);
-  auto it = books_.find(&entry);
-  if (it == books_.end() || it->second.entry.lock().get() != &entry) return {};
-  return it->second.book->counts();
+  std::shared_ptr<EventBook> book = ExistingBook(entry);
+  return book == nullptr ? EventCounts{} : book->counts();
 }
 
 size_t ModelHost::ExpireEvents(absl::Time now, size_t max_per_model) {

@@ -128,10 +128,13 @@ class ModelHost {
 
   // Installs a model continuing from `state` under `id`, replacing one there
   // (Restore), with the quota `reservation` from Reserve(). DataLoss if the state is
-  // inconsistent. The store holds the new model before it is visible.
+  // inconsistent. The store holds the new model before it is visible. `events`, if
+  // given (a snapshot's, from DecodeEventPages), become the new model's remembered
+  // events, stored in the same write; else it has none.
   absl::StatusOr<std::shared_ptr<ModelEntry>> Replace(const ModelKey& id,
                                                       const ModelState& state,
-                                                      QuotaReservation reservation);
+                                                      QuotaReservation reservation,
+                                                      SnapshotEvents* events = nullptr);
 
   // NotFound if absent.
   absl::Status Delete(const ModelKey& id);
@@ -201,8 +204,12 @@ class ModelHost {
   size_t ExpireEvents(absl::Time now, size_t max_per_model) ABSL_LOCKS_EXCLUDED(books_mu_);
   // The counts of `entry`'s events; zeros if it has no book yet.
   EventCounts EventCountsOf(const ModelEntry& entry) const ABSL_LOCKS_EXCLUDED(books_mu_);
+  // `entry`'s book if it has one (a model that never remembered an event has none).
+  std::shared_ptr<EventBook> ExistingBook(const ModelEntry& entry) const
+      ABSL_LOCKS_EXCLUDED(books_mu_);
 
   bool has_store() const { return store_ != nullptr; }
+  const EventBook::Limits& event_limits() const { return options_.events; }
   ModelRegistry& registry() { return registry_; }
   const ModelRegistry& registry() const { return registry_; }
   ResourceQuotas& quotas() { return quotas_; }
@@ -250,6 +257,12 @@ class ModelHost {
   std::atomic<int64_t> last_resume_attempt_ns_{0};
 
   // The event books, by model entry (the weak pointer tells a reused address apart).
+  // Makes `entry`'s book over `storage` (null: its log, or a new MemoryEvents) and keeps
+  // it, unless another caller kept one first (that one is returned).
+  absl::StatusOr<std::shared_ptr<EventBook>> AddBook(ModelEntry& entry,
+                                                     std::shared_ptr<EventStorage> storage)
+      ABSL_LOCKS_EXCLUDED(books_mu_);
+
   struct BookSlot {
     std::weak_ptr<ModelEntry> entry;
     std::shared_ptr<EventBook> book;

@@ -570,15 +570,21 @@ absl::StatusOr<std::shared_ptr<ModelLog>> ModelStore::CreateModel(absl::string_v
                                     /*next_seq=*/1, /*checkpoint_seq=*/0);
 }
 
-absl::StatusOr<std::shared_ptr<ModelLog>> ModelStore::ReplaceModel(absl::string_view tenant,
-                                                                   absl::string_view model,
-                                                                   const ModelState& state,
-                                                                   ModelLog* replaced) {
+absl::StatusOr<std::shared_ptr<ModelLog>> ModelStore::ReplaceModel(
+    absl::string_view tenant, absl::string_view model, const ModelState& state,
+    ModelLog* replaced, const SnapshotEvents* events) {
   const uint64_t inc = NewIncarnation();
   OKL_ASSIGN_OR_RETURN(std::string checkpoint, EncodeCheckpoint(state, /*seq=*/0));
   rocksdb::WriteBatch batch;
   batch.Put(ModelRecordKey(tenant, model), EncodeModelRecord(inc, state.config));
   batch.Put(CheckpointKey(inc), checkpoint);
+  if (events != nullptr) {
+    batch.Put(EventCountsKey(inc), EncodeEventCounts(events->counts));
+    for (const StoredEvent& stored : events->events) {
+      batch.Put(EventKey(inc, stored.event.id), EncodeEvent(stored.state, stored.event));
+      batch.Put(EventExpiryKey(inc, stored.event.expires, stored.event.id), "");
+    }
+  }
   rocksdb::WriteOptions write;
   write.sync = options_.sync_writes;
   if (replaced == nullptr) {

@@ -49,6 +49,7 @@
 #include "core/runtime/model_registry.h"
 #include "core/runtime/mutex.h"
 #include "server/event_book.h"
+#include "server/event_snapshot.h"
 #include "server/model_events.h"
 
 namespace rocksdb {
@@ -144,11 +145,11 @@ class ModelStore {
   // Replaces the model (or creates it) with `state`, the Restore path: one atomic write
   // stores the config and checkpoint under a fresh incarnation and removes the replaced
   // incarnation's config, checkpoint and log. `replaced` is the replaced model's log
-  // (null if there is none); it is closed. Returns the new log.
-  absl::StatusOr<std::shared_ptr<ModelLog>> ReplaceModel(absl::string_view tenant,
-                                                         absl::string_view model,
-                                                         const ModelState& state,
-                                                         ModelLog* replaced);
+  // (null if there is none); it is closed. `events` (if any: a snapshot's) are the new
+  // incarnation's remembered events and counts, in the same write. Returns the new log.
+  absl::StatusOr<std::shared_ptr<ModelLog>> ReplaceModel(
+      absl::string_view tenant, absl::string_view model, const ModelState& state,
+      ModelLog* replaced, const SnapshotEvents* events = nullptr);
 
   // The log of a model LoadModels returned, continuing after its last record.
   std::shared_ptr<ModelLog> OpenLog(const StoredModel& model);
@@ -246,6 +247,8 @@ class ModelLog final : public ModelJournal, public EventStorage {
   absl::StatusOr<EventCounts> LoadCounts() const override;
   absl::StatusOr<std::optional<absl::Time>> NextExpiry() const override;
   void NoteApplied(const EventNote&) override {}  // written with the batch's record
+  // Over a RocksDB snapshot of the store.
+  absl::StatusOr<std::unique_ptr<EventCursor>> CaptureEvents() const override;
 
   // Writes `state`, which is the model at `at` (after record at.seq), as the checkpoint,
   // and removes the records up to at.seq, in one atomic write. A no-op if a checkpoint at

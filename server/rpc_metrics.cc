@@ -97,9 +97,7 @@ void AtomicHistogram::Observe(Clock::duration elapsed) {
   const int64_t nanos = std::max<int64_t>(
       0, std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
   const double seconds = static_cast<double>(nanos) * 1e-9;
-  const size_t bucket =
-      std::lower_bound(kRpcDurationBounds.begin(), kRpcDurationBounds.end(), seconds) -
-      kRpcDurationBounds.begin();
+  const size_t bucket = std::lower_bound(bounds_, bounds_ + bound_count_, seconds) - bounds_;
   counts_[bucket].fetch_add(1, std::memory_order_relaxed);
   sum_nanos_.fetch_add(static_cast<uint64_t>(nanos), std::memory_order_relaxed);
 }
@@ -107,11 +105,11 @@ void AtomicHistogram::Observe(Clock::duration elapsed) {
 ClientMetric::Histogram AtomicHistogram::Collect() const {
   ClientMetric::Histogram histogram;
   uint64_t cumulative = 0;
-  for (size_t i = 0; i < counts_.size(); ++i) {
+  for (size_t i = 0; i <= bound_count_; ++i) {
     cumulative += counts_[i].load(std::memory_order_relaxed);
     histogram.bucket.push_back({.cumulative_count = cumulative,
-                                .upper_bound = i < kRpcDurationBounds.size()
-                                                   ? kRpcDurationBounds[i]
+                                .upper_bound = i < bound_count_
+                                                   ? bounds_[i]
                                                    : std::numeric_limits<double>::infinity()});
   }
   histogram.sample_count = cumulative;

@@ -47,6 +47,11 @@ inline constexpr std::array<double, 18> kRpcDurationBounds = {
     25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3,
     25e-3, 50e-3, 0.1,    0.25,   0.5,    1.0,  2.5,    5.0,  10.0};
 
+// Upper bounds in seconds of okl_label_delay_seconds: a label comes a second (the next
+// tick) to a week (a chargeback: --max_label_wait) after its prediction.
+inline constexpr std::array<double, 12> kLabelDelayBounds = {
+    0.1, 1.0, 10.0, 60.0, 300.0, 600.0, 1800.0, 3600.0, 21600.0, 86400.0, 259200.0, 604800.0};
+
 // grpc::StatusCode's names as gRPC spells them; OK (0) to UNAUTHENTICATED (16).
 inline constexpr std::array<const char*, 17> kCodeNames = {
     "OK",
@@ -68,20 +73,28 @@ inline constexpr std::array<const char*, 17> kCodeNames = {
     "UNAUTHENTICATED",
 };
 
-// A latency histogram that is only ever added to: per-bucket (not cumulative) counts and
-// the sum in nanoseconds, each an independent relaxed atomic. A scrape may see an
-// observation's bucket before its sum; the count it reports is the sum of the buckets it
-// read, so count and buckets always agree.
+// A histogram of durations that is only ever added to: per-bucket (not cumulative)
+// counts and the sum in nanoseconds, each an independent relaxed atomic. A scrape may see
+// an observation's bucket before its sum; the count it reports is the sum of the buckets
+// it read, so count and buckets always agree.
 class AtomicHistogram {
  public:
+  static constexpr size_t kMaxBounds = 24;
+  // `bounds`: increasing upper bounds in seconds, at most kMaxBounds, in static storage.
+  explicit AtomicHistogram(const double* bounds = kRpcDurationBounds.data(),
+                           size_t count = kRpcDurationBounds.size())
+      : bounds_(bounds), bound_count_(count < kMaxBounds ? count : kMaxBounds) {}
+
   // Counts `elapsed` (negative as 0) in the first bucket whose bound is >= it, in seconds.
   void Observe(Clock::duration elapsed);
 
-  // Cumulative buckets with kRpcDurationBounds as upper bounds, then +Inf.
+  // Cumulative buckets with the bounds as upper bounds, then +Inf.
   prometheus::ClientMetric::Histogram Collect() const;
 
  private:
-  std::array<std::atomic<uint64_t>, kRpcDurationBounds.size() + 1> counts_{};  // last: +Inf
+  const double* const bounds_;
+  const size_t bound_count_;
+  std::array<std::atomic<uint64_t>, kMaxBounds + 1> counts_{};  // then +Inf
   std::atomic<uint64_t> sum_nanos_{0};
 };
 

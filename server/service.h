@@ -218,9 +218,15 @@ class OklService final : public RawAsyncService {
   absl::Status RememberPredicted(Admission& admission, const v1::PredictRequest& request,
                                  const InputBatch& inputs, const v1::PredictResponse& predicted,
                                  std::vector<std::string>* ids);
-  // Snapshot's bytes: the model, copied under its reader lock and encoded.
-  absl::StatusOr<std::string> EncodeModelSnapshot(const ModelKey& id,
-                                                  std::shared_ptr<ModelEntry>* entry);
+  // Snapshot's bytes: the model's section (its state copied under its reader lock and
+  // encoded) and, for a model with remembered events, the events captured at the same
+  // moment, to be paged after it.
+  struct ModelSnapshotParts {
+    std::string model;
+    std::optional<EventBook::Captured> events;
+  };
+  absl::StatusOr<ModelSnapshotParts> EncodeModelSnapshot(const ModelKey& id,
+                                                         std::shared_ptr<ModelEntry>* entry);
 
   ModelHost* const host_;
   const Authenticator* const authenticator_;

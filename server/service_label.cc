@@ -99,6 +99,9 @@ absl::Status OklService::Label(const ActiveCall&, Admission& admission,
   }
   response->set_steps(steps);
   RecordObserved(labelled.observations);
+  if (metrics_ != nullptr) {
+    for (absl::Duration delay : labelled.delays) metrics_->RecordLabelDelay(delay);
+  }
   return absl::OkStatus();
 }
 

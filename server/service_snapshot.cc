@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -16,6 +17,7 @@
 #include "core/status_macros.h"
 #include "proto/convert.h"
 #include "proto/snapshot_codec.h"
+#include "server/event_snapshot.h"
 #include "server/failpoint.h"
 #include "server/service.h"
 #include "server/service_internal.h"
@@ -37,15 +39,23 @@ constexpr size_t kMaxRestorePrefixBytes = 64 << 10;
 
 }  // namespace
 
-absl::StatusOr<std::string> OklService::EncodeModelSnapshot(
+absl::StatusOr<OklService::ModelSnapshotParts> OklService::EncodeModelSnapshot(
     const ModelKey& id, std::shared_ptr<ModelEntry>* entry) {
   // WithModel: the model found may have been replaced (Restore) since.
   absl::StatusOr<ModelState> state;
-  OKL_RETURN_IF_ERROR(host_->WithModel(id, entry, [&](ModelEntry& model) {
-    state = model.ExportState();
-    return state.status();
+  ModelSnapshotParts parts;
+  OKL_RETURN_IF_ERROR(host_->WithModel(id, entry, [&](ModelEntry& model) -> absl::Status {
+    auto export_model = [&] {
+      state = model.ExportState();
+      return state.status();
+    };
+    std::shared_ptr<EventBook> book = host_->ExistingBook(model);
+    if (book == nullptr) return export_model();
+    OKL_ASSIGN_OR_RETURN(parts.events, book->Capture(export_model));
+    return absl::OkStatus();
   }));
-  return EncodeSnapshot(*state);
+  OKL_ASSIGN_OR_RETURN(parts.model, EncodeSnapshot(*state));
+  return parts;
 }
 
 // Snapshot: the request is admitted on the queue's thread (its model found), the model
@@ -62,12 +72,13 @@ class OklService::SnapshotCall final : public StreamCall {
       return;
     }
     service_->offload_pool_.Schedule([this] {
-      absl::StatusOr<std::string> bytes = service_->EncodeModelSnapshot(*id_, &entry_);
-      if (!bytes.ok()) {
-        Finish(ToGrpcStatus(bytes.status()));
+      absl::StatusOr<ModelSnapshotParts> parts = service_->EncodeModelSnapshot(*id_, &entry_);
+      if (!parts.ok()) {
+        Finish(ToGrpcStatus(parts.status()));
         return;
       }
-      bytes_ = *std::move(bytes);
+      bytes_ = std::move(parts->model);
+      events_ = std::move(parts->events);
       WriteNext();
     });
   }
@@ -88,21 +99,45 @@ class OklService::SnapshotCall final : public StreamCall {
     return absl::OkStatus();
   }
 
+  // Writes the model's section chunk by chunk, then the event pages (read from the
+  // captured events on the offload pool, one page a chunk: the reads are the store's).
   void WriteNext() {
-    if (offset_ >= bytes_.size()) {
+    if (offset_ < bytes_.size()) {
+      chunk_.set_data(bytes_.substr(offset_, kSnapshotChunkBytes));
+      offset_ += chunk_.data().size();
+      StartWrite(chunk_);
+      return;
+    }
+    if (!events_.has_value()) {
       Finish(grpc::Status::OK);
       return;
     }
-    chunk_.set_data(bytes_.substr(offset_, kSnapshotChunkBytes));
-    offset_ += chunk_.data().size();
-    StartWrite(chunk_);
+    service_->offload_pool_.Schedule([this] {
+      absl::StatusOr<std::vector<StoredEvent>> page =
+          events_->events->Next(kEventsPerSnapshotPage);
+      if (!page.ok()) {
+        Finish(ToGrpcStatus(page.status()));
+        return;
+      }
+      // The first page carries the counts, even with no events.
+      if (page->empty() && pages_ > 0) {
+        events_.reset();
+        Finish(grpc::Status::OK);
+        return;
+      }
+      chunk_.set_data(EncodeEventPage(pages_ == 0 ? &events_->counts : nullptr, *page));
+      ++pages_;
+      StartWrite(chunk_);
+    });
   }
 
   v1::ModelRef request_;
   std::optional<ModelKey> id_;         // admitted
   std::shared_ptr<ModelEntry> entry_;  // found at admission
-  std::string bytes_;                  // the whole snapshot
+  std::string bytes_;                  // the model's section
   size_t offset_ = 0;                  // of the next chunk in bytes_
+  std::optional<EventBook::Captured> events_;  // to page after it
+  size_t pages_ = 0;                           // event pages written
   v1::SnapshotChunk chunk_;
 };
 
@@ -178,7 +213,12 @@ class OklService::RestoreSession {
       }
       OKL_RETURN_IF_ERROR(WithPrefix("snapshot: ", service_->host_->CheckConfig(*config_)));
       OKL_ASSIGN_OR_RETURN(reservation_, service_->host_->Reserve(*id_, *config_));
-      max_bytes_ = MaxSnapshotBytes(*config_);
+      // The model's section, and the pages of as many events as a model may have.
+      max_bytes_ = std::min<size_t>(
+          kMaxSnapshotBytes,
+          SaturatingAdd(
+              MaxSnapshotBytes(*config_),
+              MaxEventPagesBytes(*config_, service_->host_->event_limits().max_pending)));
       if (declared_ > 0) {
         if (declared_ > max_bytes_) {
           return absl::InvalidArgumentError(
@@ -228,16 +268,29 @@ class OklService::RestoreSession {
                                               " (truncated?)"));
     }
     Failpoint("restore.received");
-    OKL_ASSIGN_OR_RETURN(ModelState state, DecodeSnapshot(bytes_));
-    bytes_ = std::string();
+    OKL_ASSIGN_OR_RETURN(const SnapshotSections sections, SplitSnapshot(bytes_));
+    OKL_ASSIGN_OR_RETURN(ModelState state, DecodeSnapshot(sections.model));
     // Protobuf merges a repeated config field; the limits and quotas were checked against
     // the first one, so a snapshot must hold no other.
     if (CanonicalConfigBytes(state.config) != CanonicalConfigBytes(*config_)) {
       return absl::DataLossError(
           "the snapshot's config differs from the one at its start (a repeated config field)");
     }
+    std::optional<SnapshotEvents> events;
+    if (!sections.event_pages.empty()) {
+      OKL_ASSIGN_OR_RETURN(events, DecodeEventPages(sections.event_pages, state.config));
+      const uint64_t max_pending = service_->host_->event_limits().max_pending;
+      if (events->counts.pending > max_pending) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("the snapshot holds ", events->counts.pending,
+                         " pending events; this server keeps at most ", max_pending,
+                         " a model (--max_pending_events)"));
+      }
+    }
+    bytes_ = std::string();
     OKL_ASSIGN_OR_RETURN(std::shared_ptr<ModelEntry> entry,
-                         service_->host_->Replace(*id_, state, std::move(reservation_)));
+                         service_->host_->Replace(*id_, state, std::move(reservation_),
+                                                  events.has_value() ? &*events : nullptr));
     Failpoint("restore.installed");
     OKL_ASSIGN_OR_RETURN(ModelSummary summary, entry->Summary());
     *response = ToProto(summary);

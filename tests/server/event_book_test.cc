@@ -15,6 +15,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/snapshot_codec.h"
+#include "server/event_snapshot.h"
 #include "server/model_store.h"
 #include "tests/server/store_test_util.h"
 
@@ -136,6 +138,76 @@ TEST_P(EventBookTest, ALabelIsAnObserveOfTheRememberedInputAtTheMomentItIsApplie
   ASSERT_EQ(first.observations.size(), 2u);
   EXPECT_EQ(first.observations[0].prediction, plain_first[0].prediction);
   EXPECT_EQ(first.observations[1].loss, plain_first[1].loss);
+}
+
+// Reads every event a cursor holds, `page` at a time.
+std::vector<StoredEvent> ReadAll(EventCursor& cursor, size_t page) {
+  std::vector<StoredEvent> all;
+  while (true) {
+    absl::StatusOr<std::vector<StoredEvent>> next = cursor.Next(page);
+    EXPECT_TRUE(next.ok()) << next.status();
+    if (!next.ok() || next->empty()) return all;
+    EXPECT_LE(next->size(), page);
+    all.insert(all.end(), next->begin(), next->end());
+  }
+}
+
+// A Snapshot's capture: the events as they were when the model was copied (later changes
+// unseen), in id order; their pages decode, after a model's section, to the same events.
+TEST_P(EventBookTest, ACaptureHoldsTheEventsOfItsMomentAndItsPagesDecodeToThem) {
+  const std::vector<std::string> ids = PredictAndRemember(
+      1, 5, {.event_ids = {"e3", "e1", "e5", "e2", "e4"}, .default_label = 0.5});
+  Label({{"e1", 1.0}, {"e4", -1.0}, {"e1", 2.0}});
+  int exports = 0;
+  absl::StatusOr<EventBook::Captured> captured = book_->Capture([&] {
+    ++exports;
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(captured.ok()) << captured.status();
+  EXPECT_EQ(exports, 1);
+  EXPECT_EQ(captured->counts, book_->counts());
+  // Changes after the capture do not show in it.
+  Label({{"e2", 1.0}});
+  PredictAndRemember(7, 1, {.event_ids = {"e0"}});
+
+  const std::vector<StoredEvent> events = ReadAll(*captured->events, 2);
+  std::vector<std::string> read_ids;
+  for (const StoredEvent& stored : events) read_ids.push_back(stored.event.id);
+  EXPECT_THAT(read_ids, ElementsAre("e1", "e2", "e3", "e4", "e5"));
+  for (const StoredEvent& stored : events) {
+    const bool labelled = stored.event.id == "e1" || stored.event.id == "e4";
+    EXPECT_EQ(stored.state, labelled ? EventState::kLabelled : EventState::kPending)
+        << stored.event.id;
+    EXPECT_EQ(stored.event.values.size(), labelled ? 0u : 2u) << stored.event.id;
+    EXPECT_EQ(stored.event.default_label, 0.5);
+  }
+
+  // The pages (counts in the first) after a model's section decode to what was captured.
+  absl::StatusOr<std::string> bytes = EncodeSnapshot(*entry_->ExportState());
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  *bytes += EncodeEventPage(&captured->counts, absl::MakeConstSpan(events).subspan(0, 3));
+  *bytes += EncodeEventPage(nullptr, absl::MakeConstSpan(events).subspan(3));
+  absl::StatusOr<SnapshotSections> sections = SplitSnapshot(*bytes);
+  ASSERT_TRUE(sections.ok()) << sections.status();
+  ASSERT_EQ(sections->event_pages.size(), 2u);
+  EXPECT_TRUE(DecodeSnapshot(*bytes).ok());
+  absl::StatusOr<SnapshotEvents> decoded = DecodeEventPages(sections->event_pages, config_);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->events, events);
+  EXPECT_EQ(decoded->counts, captured->counts);
+
+  // What a Restore refuses: an input of another dim, an event twice, counts past page 1.
+  ModelConfig wider = config_;
+  wider.dim = 3;
+  EXPECT_THAT(DecodeEventPages(sections->event_pages, wider).status().message(),
+              HasSubstr("the model's dim is 3"));
+  const std::vector<absl::string_view> twice = {sections->event_pages[1],
+                                                sections->event_pages[1]};
+  EXPECT_THAT(DecodeEventPages(twice, config_).status().message(), HasSubstr("twice"));
+  const std::vector<absl::string_view> counts_second = {sections->event_pages[1],
+                                                        sections->event_pages[0]};
+  EXPECT_EQ(DecodeEventPages(counts_second, config_).status().code(),
+            absl::StatusCode::kDataLoss);
 }
 
 TEST_P(EventBookTest, TheFirstLabelWinsAndUnknownIdsChangeNothing) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "proto/snapshot_codec.h"
 #include "tests/server/server_suite.h"
 
 namespace okl::testing {
@@ -97,6 +98,17 @@ TEST_F(ServerE2ETest, ALabelIsTheObserveOfTheRememberedInputWhenItIsApplied) {
   const double served = 0.5 * (0.5 - predicted.predictions(2)) * (0.5 - predicted.predictions(2)) +
                         0.5 * (-1.0 - predicted.predictions(0)) * (-1.0 - predicted.predictions(0));
   EXPECT_DOUBLE_EQ(info.stats().served_loss(), served);
+
+  // The same on /metrics, and the label delays in their histogram.
+  const int port = server().metrics_port();
+  const std::string labels = "{tenant=\"feedback\",model=\"ads\"}";
+  EXPECT_NEAR(MetricValue(port, "okl_model_served_loss_total" + labels).value_or(-1), served,
+              1e-12 * served);
+  EXPECT_EQ(MetricValue(port, "okl_model_served_labels_total" + labels).value_or(-1), 2);
+  EXPECT_EQ(MetricValue(port, "okl_model_events_pending" + labels).value_or(-1), 1);
+  EXPECT_EQ(MetricValue(port, "okl_model_labels_applied_total" + labels).value_or(-1), 2);
+  EXPECT_GE(MetricValue(port, "okl_label_delay_seconds_count").value_or(-1), 2);
+  EXPECT_GE(MetricValue(port, "okl_label_delay_seconds_bucket{le=\"+Inf\"}").value_or(-1), 2);
 }
 
 TEST_F(ServerE2ETest, TheFirstLabelWinsAndUnknownEventsAreSaidSo) {
@@ -246,6 +258,90 @@ TEST(DelayedFeedbackRestartTest, PendingEventsAndAppliedLabelsSurviveASigkill) {
   } while (absl::Now() < give_up);
   EXPECT_EQ(info.stats().events_expired(), 1u);
   EXPECT_EQ(info.stats().steps(), 1u);
+}
+
+// A snapshot carries the model's events after its state: a Restore (and so okl move)
+// takes them along, to a server with a store or one in memory, and labels sent there find
+// them, as they would have on the source.
+TEST(DelayedFeedbackMoveTest, EventsTravelWithSnapshotAndRestore) {
+  absl::StatusOr<std::unique_ptr<ServerProcess>> source = ServerProcess::Start({});
+  ASSERT_TRUE(source.ok()) << source.status();
+  absl::StatusOr<std::unique_ptr<ServerProcess>> in_memory =
+      ServerProcess::Start({.flags = {"--data_dir="}});
+  ASSERT_TRUE(in_memory.ok()) << in_memory.status();
+  const v1::ModelRef ref = Ref("feedback", "moving");
+  Stub& stub = (*source)->stub();
+  ASSERT_TRUE(IsOk(CreateModel(stub, ref, ParseConfig(kConfig))));
+  v1::Remember remember;
+  for (const char* id : {"e1", "e2", "e3"}) remember.add_event_ids(id);
+  remember.set_wait_seconds(3600);
+  remember.set_default_label(0.25);
+  v1::PredictResponse predicted;
+  ASSERT_TRUE(IsOk(PredictRemembering(stub, ref, Inputs(1, 3), remember, &predicted)));
+  v1::LabelResponse labelled;
+  ASSERT_TRUE(IsOk(Label(stub, ref, {{"e1", 1.0}}, &labelled)));
+  std::string bytes;
+  ASSERT_TRUE(IsOk(Snapshot(stub, ref, &bytes)));
+  absl::StatusOr<SnapshotSections> sections = SplitSnapshot(bytes);
+  ASSERT_TRUE(sections.ok()) << sections.status();
+  ASSERT_EQ(sections->event_pages.size(), 1u);
+  const std::string model_only(sections->model);
+
+  // The source goes on with the labels each target gets below.
+  const std::vector<std::pair<std::string, double>> labels = {
+      {"e1", 1.0}, {"e2", -1.0}, {"e4", 1.0}};
+  ASSERT_TRUE(IsOk(Label(stub, ref, labels, &labelled)));
+  std::string source_after;
+  ASSERT_TRUE(IsOk(Snapshot(stub, ref, &source_after)));
+  std::vector<double> source_predictions;
+  ASSERT_TRUE(IsOk(Predict(stub, ref, Inputs(-3, 9), &source_predictions)));
+
+  struct Target {
+    const char* what;
+    Stub& stub;
+    v1::ModelRef ref;
+  };
+  for (const Target& target : {Target{"in memory", (*in_memory)->stub(), ref},
+                               Target{"on the store", stub, Ref("feedback", "copy")}}) {
+    SCOPED_TRACE(target.what);
+    ASSERT_TRUE(IsOk(Restore(target.stub, target.ref, bytes)));
+    ASSERT_TRUE(IsOk(Label(target.stub, target.ref, labels, &labelled)));
+    EXPECT_THAT(Outcomes(labelled),
+                ElementsAre(v1::LABEL_DUPLICATE, v1::LABEL_APPLIED, v1::LABEL_UNKNOWN));
+    // The same model, events and counts as the source's, to the byte.
+    std::string moved;
+    ASSERT_TRUE(IsOk(Snapshot(target.stub, target.ref, &moved)));
+    EXPECT_TRUE(moved == source_after)
+        << "the moved model's snapshot differs from the source's";
+    std::vector<double> predictions;
+    ASSERT_TRUE(IsOk(Predict(target.stub, target.ref, Inputs(-3, 9), &predictions)));
+    EXPECT_EQ(Bits(predictions), Bits(source_predictions));
+    v1::ModelInfo info;
+    ASSERT_TRUE(IsOk(GetModel(target.stub, target.ref, &info)));
+    EXPECT_EQ(info.stats().events_pending(), 1u);
+    EXPECT_EQ(info.stats().labels_applied(), 2u);
+    EXPECT_EQ(info.stats().labels_duplicate(), 1u);
+    EXPECT_EQ(info.stats().served_labels(), 2u);
+
+    // A corrupted event page: DATA_LOSS, and the model keeps its events.
+    std::string corrupted = bytes;
+    corrupted[model_only.size() + 20] ^= 0x40;
+    EXPECT_EQ(Restore(target.stub, target.ref, corrupted).error_code(),
+              grpc::StatusCode::DATA_LOSS);
+    // Garbage after the model's section: DATA_LOSS.
+    EXPECT_EQ(Restore(target.stub, target.ref, model_only + "junk").error_code(),
+              grpc::StatusCode::DATA_LOSS);
+    ASSERT_TRUE(IsOk(Label(target.stub, target.ref, {{"e2", 5.0}}, &labelled)));
+    EXPECT_THAT(Outcomes(labelled), ElementsAre(v1::LABEL_DUPLICATE));
+
+    // A snapshot without events replaces the model's events with none.
+    ASSERT_TRUE(IsOk(Restore(target.stub, target.ref, model_only)));
+    ASSERT_TRUE(IsOk(Label(target.stub, target.ref, {{"e3", 1.0}}, &labelled)));
+    EXPECT_THAT(Outcomes(labelled), ElementsAre(v1::LABEL_UNKNOWN));
+    ASSERT_TRUE(IsOk(GetModel(target.stub, target.ref, &info)));
+    EXPECT_EQ(info.stats().events_pending(), 0u);
+    EXPECT_EQ(info.stats().labels_applied(), 0u);
+  }
 }
 
 }  // namespace

@@ -438,8 +438,12 @@ TEST(QuotaTest, EachObserveStreamMessageCountsAgainstTheRate) {
 
 class RestoreStreamTest : public ::testing::Test {
  protected:
+  // The server's --max_pending_events: a Restore takes a model's snapshot and the pages
+  // of at most this many events.
+  static constexpr uint64_t kMaxPendingEvents = 1000;
+
   void SetUp() override {
-    server_ = StartServer();
+    server_ = StartServer({absl::StrCat("--max_pending_events=", kMaxPendingEvents)});
     ASSERT_NE(server_, nullptr);
     ASSERT_TRUE(IsOk(CreateModel(server_->stub(), source_, config_)));
     ASSERT_TRUE(IsOk(ObserveOk(server_->stub(), source_, MakeStream(config_, 300, 1))));
@@ -494,9 +498,11 @@ TEST_F(RestoreStreamTest, DeclaredSizeOverTheLimitsIsRefusedAtTheFirstChunk) {
     EXPECT_THAT(status.error_message(), HasSubstr(absl::StrCat(uint64_t{3} << 30)));
     EXPECT_LT(call.written(), 64u);
   }
-  // More than any snapshot of its config can take.
+  // More than any snapshot of its config can take, with as many events as a model may
+  // have remembered.
   {
-    const uint64_t most = MaxSnapshotBytes(CoreConfig(config_));
+    const uint64_t most = MaxSnapshotBytes(CoreConfig(config_)) +
+                          MaxEventPagesBytes(CoreConfig(config_), kMaxPendingEvents);
     RestoreCall call(server_->stub());
     v1::RestoreChunk first;
     *first.mutable_ref() = target_;
