@@ -56,6 +56,38 @@ def test_the_sparse_encoding_is_the_generated_messages(rng):
     assert list(vector.indices) == [5, 3_000_000] and list(vector.values) == [1.0, 2.0]
 
 
+@pytest.mark.parametrize("ids", [
+    ["%032x" % i for i in range(9)],                 # one length (the server's): vectorised
+    ["a", "bb", "", "ccc" * 50, "d.e:f-g_h", "é"],    # any lengths, a 2-byte varint, UTF-8
+    ["x"] * 3])                                      # a few: joined
+def test_the_label_encoding_is_the_generated_messages(rng, ids):
+    y = rng.normal(size=len(ids))
+    y[0] = 0.0
+    rows = _arrays.label_rows(_arrays.event_ids(ids), y)
+    expected = pb.LabelRequest(ref=pb.ModelRef(tenant="t", model="m"), labels=[
+        pb.EventLabel(event_id=i, y=float(v)) for i, v in zip(ids, y)])
+    assert pb.LabelRequest.FromString(_arrays.ref_field("t", "m") + rows.blob) == expected
+    assert pb.LabelRequest.FromString(rows.slice(1, len(ids))) == pb.LabelRequest(
+        labels=expected.labels[1:])
+
+
+@pytest.mark.parametrize("ids,wait,default", [
+    (None, 0.0, None), (["a", "b"], 2.5, -1.0), (None, 0.0, 0.0), (["é"], 0.0, 1.0)])
+def test_the_remember_encoding_is_the_generated_messages(ids, wait, default):
+    X = np.ones((len(ids) if ids else 2, 3))
+    encoded = (_arrays.ref_field("t", "m") + _arrays.inputs(X).blob
+               + _arrays.remember_field(_arrays.event_ids(ids) if ids else None, wait, default))
+    expected = generated_request(X)
+    expected.remember.SetInParent()  # present even when empty: it asks to remember
+    expected.remember.event_ids.extend(ids or [])
+    expected.remember.wait_seconds = wait
+    if default is not None:
+        expected.remember.default_label = default
+    parsed = pb.PredictRequest.FromString(encoded)
+    assert parsed == expected and parsed.HasField("remember")
+    assert parsed.remember.HasField("default_label") == (default is not None)
+
+
 @pytest.fixture(scope="module")
 def trained(client):
     """A model of dim 3 trained on float64 inputs, and its float64 predictions."""

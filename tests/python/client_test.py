@@ -2,7 +2,6 @@
 and each error class the server's codes map to."""
 
 import os
-import subprocess
 import threading
 
 import grpc
@@ -221,33 +220,6 @@ def test_server_errors_raise_their_classes_with_the_servers_message(client, serv
 def okl_free_port():
     import okl_system
     return okl_system.free_port()
-
-
-@pytest.fixture(scope="module")
-def secure_server(options, work_dir):
-    """okl_server with TLS (a self-signed certificate for 127.0.0.1) and tokens: one
-    that writes tenant "acme", one that reads it."""
-    import okl_system
-    directory = os.path.join(work_dir, "secure")
-    os.makedirs(directory)
-    cert, key = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
-                    "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
-                    "-keyout", key, "-out", cert], check=True, capture_output=True)
-    tokens = {}
-    with open(os.path.join(directory, "tokens"), "w") as f:
-        for role in ("write", "read"):
-            out = subprocess.run([options.cli, "token", "new", "--role=" + role,
-                                  "--tenants=acme"], check=True, capture_output=True,
-                                 text=True).stdout.splitlines()
-            tokens[role] = out[0]
-            f.write(out[1] + "\n")
-    process = okl_system.OklServer(options.server, directory, [
-        "--auth_tokens_file=" + os.path.join(directory, "tokens"),
-        "--tls_cert_file=" + cert, "--tls_key_file=" + key]).start()
-    yield process, cert, tokens
-    assert process.stop() == 0
 
 
 def test_tls_and_tokens(secure_server, rng):

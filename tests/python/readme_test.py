@@ -2,8 +2,9 @@
 the session's okl_server (their address, 127.0.0.1:50051, replaced by its), so that they
 cannot go stale.
 
-README: the first ```python block after the sentence naming this test. docs/python.md:
-every ```python block, in order, as one program (they build on each other).
+README: the first ```python block after the sentence naming this test, and the first
+after the one naming its click-through example (delayed feedback). docs/python.md: every
+```python block, in order, as one program (they build on each other).
 """
 
 import os
@@ -14,6 +15,7 @@ import sys
 import pytest
 
 MARKER = "`tests/python/readme_test.py` runs this example"
+CLICKS_MARKER = r"`tests/python/readme_test\.py` runs\s+this click-through example"
 ADDRESS = "127.0.0.1:50051"
 
 
@@ -38,6 +40,18 @@ def test_the_readme_example_runs(options, server, work_dir):
     printed = run(example, server, options.site, work_dir).splitlines()
     assert re.fullmatch(r"\[0\.8\d*\]", printed[0]), printed  # sin(1) = 0.84
     assert printed[1] == "200"
+
+
+def test_the_readme_click_through_example_runs(options, server, work_dir):
+    with open(os.path.join(options.repo, "README.md")) as f:
+        text = f.read()
+    found = re.search(CLICKS_MARKER, text)
+    assert found, "README.md no longer says %r" % CLICKS_MARKER
+    example = python_blocks(text[found.start():])[0]
+    assert ".remember(" in example and ".label(" in example
+    printed = run(example, server, options.site, work_dir).splitlines()
+    assert printed[:3] == ["50 0 0", "1", "600 0"], printed
+    assert 0 < float(printed[3]) < 0.5, printed  # it learned: a coin's log-loss is 0.69
 
 
 def test_the_examples_of_docs_python_md_run(options, server, work_dir):

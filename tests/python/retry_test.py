@@ -7,7 +7,10 @@ accepts into one list, and records every call's metadata, so the tests can check
 client/client.h states the rules: reads are retried on UNAVAILABLE up to max_attempts;
 a write only when nothing was applied, until the deadline; CreateModel and DeleteModel
 never; a refused stream's applied prefix is acknowledged and the rest sent again, so
-every example is applied once and in order; and every call carries x-okl-tenant.
+every example is applied once and in order; and every call carries x-okl-tenant. Of
+delayed feedback: a remembering Predict is a write (sent again only when nothing was
+applied), a Label is retried as a read (the first label wins), and both are split over
+max_batch in order.
 """
 
 import collections
@@ -56,13 +59,16 @@ class FakeServer:
         self.script = collections.defaultdict(list)
         self.calls = []        # (method, metadata dict)
         self.applied = []      # every label applied, in order
+        self.remembered = {}   # event id: its input's first value
+        self.labelled = []     # every event id labelled, in order
         self.lock = threading.Lock()
         service = pb.DESCRIPTOR.services_by_name["OnlineKernelLearning"]
         handlers = {}
         for name, implementation in (
                 ("Observe", self.observe), ("ObserveStream", self.observe_stream),
                 ("Predict", self.predict), ("GetModel", self.get_model),
-                ("CreateModel", self.create_model), ("DeleteModel", self.delete_model)):
+                ("CreateModel", self.create_model), ("DeleteModel", self.delete_model),
+                ("Label", self.label)):
             method = service.methods_by_name[name]
             kind = (grpc.stream_unary_rpc_method_handler if method.client_streaming
                     else grpc.unary_unary_rpc_method_handler)
@@ -124,7 +130,35 @@ class FakeServer:
             time.sleep(outcome.seconds)
         elif outcome is not None:
             self._refuse(outcome, context)
-        return pb.PredictResponse(predictions=[v.values[0] for v in request.inputs])
+        response = pb.PredictResponse(predictions=[v.values[0] for v in request.inputs])
+        if request.HasField("remember"):
+            with self.lock:
+                ids = list(request.remember.event_ids) or [
+                    "made-%d" % (len(self.remembered) + i) for i in range(len(request.inputs))]
+                for event_id, vector in zip(ids, request.inputs):
+                    self.remembered[event_id] = vector.values[0]
+            response.event_ids.extend(ids)
+        return response
+
+    def label(self, request, context):
+        outcome = self._next("Label", context)
+        if outcome is not None:
+            self._refuse(outcome, context)
+        response = pb.LabelResponse()
+        with self.lock:
+            for label in request.labels:
+                if label.event_id not in self.remembered:
+                    response.outcomes.append(pb.LABEL_UNKNOWN)
+                elif label.event_id in self.labelled:
+                    response.outcomes.append(pb.LABEL_DUPLICATE)
+                else:
+                    self.labelled.append(label.event_id)
+                    self.applied.append(label.y)
+                    response.outcomes.append(pb.LABEL_APPLIED)
+                    response.predictions.append(self.remembered[label.event_id])
+                    response.losses.append(0.0)
+            response.steps = len(self.applied)
+        return response
 
     def get_model(self, request, context):
         self._next("GetModel", context)
@@ -296,3 +330,57 @@ def test_a_stream_checks_the_model_dim_and_its_own_state(fake, model):
         stream.add([1.0], 1.0)
     with pytest.raises(okl.InvalidArgument, match="must be at least 1"):
         model.stream(batch_size=0)
+
+
+def test_a_remembering_predict_is_sent_again_only_when_nothing_was_applied(fake, model):
+    fake.script["Predict"] = [Refuse(), Refuse(trailer=False, details="GOAWAY received")]
+    remembered = model.remember(column([1.0, 2.0]))
+    assert remembered.event_ids == ["made-0", "made-1"] and fake.count("Predict") == 3
+    assert remembered.predictions.tolist() == [1.0, 2.0]
+    # Unlike a plain predict: an UNAVAILABLE that may have reached the model is final.
+    for refusal in (Refuse(trailer=False), Refuse(applied=1)):
+        fake.script["Predict"] = [refusal]
+        with pytest.raises(okl.Unavailable):
+            model.remember(column([3.0]), event_ids=["mine"])
+    assert fake.count("Predict") == 5 and sorted(fake.remembered) == ["made-0", "made-1"]
+
+
+def test_a_label_is_retried_on_unavailable(fake, model):
+    model.remember(column([1.0, 2.0]), event_ids=["a", "b"])
+    fake.script["Label"] = [Refuse(trailer=False), Refuse(applied=1)]
+    result = model.label(["b", "a", "b", "c"], [20.0, 10.0, 30.0, 40.0])
+    assert fake.count("Label") == 3 and fake.applied == [20.0, 10.0]
+    assert result.outcomes == [okl.LabelOutcome.APPLIED, okl.LabelOutcome.APPLIED,
+                               okl.LabelOutcome.DUPLICATE, okl.LabelOutcome.UNKNOWN]
+    assert result.predictions.tolist() == [2.0, 1.0] and result.steps == 2
+    fake.script["Label"] = [Refuse(trailer=False)] * 3
+    with pytest.raises(okl.Unavailable):
+        model.label(["a"], [1.0])
+    assert fake.count("Label") == 6
+
+
+def test_remember_and_label_split_over_max_batch_in_order(fake):
+    client = okl.Client(fake.address, max_batch=2, initial_backoff=0.01)
+    model = client.model(TENANT, "m")
+    remembered = model.remember(column(range(5)))
+    assert fake.count("Predict") == 3
+    assert remembered.event_ids == ["made-%d" % i for i in range(5)]
+    assert remembered.predictions.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    result = model.label(remembered.event_ids[::-1], [4.0, 3.0, 2.0, 1.0, 0.0])
+    assert fake.count("Label") == 3 and fake.labelled == remembered.event_ids[::-1]
+    assert result.applied == 5 and result.predictions.tolist() == [4.0, 3.0, 2.0, 1.0, 0.0]
+    assert result.steps == 5
+    # A request failing part-way: the rows before it stay remembered, and the error says
+    # which, with their predictions and ids.
+    fake.script["Predict"] = [None, Refuse(code=grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                           details="too many pending events")]
+    with pytest.raises(okl.ResourceExhausted, match="rows 0 to 1 of 5 were remembered") \
+            as caught:
+        model.remember(column(range(10, 15)), event_ids=["x%d" % i for i in range(5)])
+    assert caught.value.details == "too many pending events"
+    assert caught.value.remembered.event_ids == ["x0", "x1"]
+    assert caught.value.remembered.predictions.tolist() == [10.0, 11.0]
+    fake.script["Label"] = [None, Refuse(code=grpc.StatusCode.INTERNAL, details="broke")]
+    with pytest.raises(okl.Internal, match="labels 0 to 1 of 3 were answered"):
+        model.label(["x0", "x1", "x0"], [1.0, 1.0, 1.0])
+    client.close()

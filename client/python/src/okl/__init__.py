@@ -1,7 +1,8 @@
 """okl: the Python client of okl_server, the online kernel learning service.
 
 Numpy arrays in and out, models as objects, errors as exceptions by status code, the C++
-client's retry rules, and scikit-learn estimators over a server's model (okl.sklearn).
+client's retry rules, delayed feedback (Model.remember now, Model.label later), and
+scikit-learn estimators over a server's model (okl.sklearn).
 
 Example:
     import numpy as np
@@ -38,14 +39,15 @@ from okl._errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineEx
                          PermissionDenied, ResourceExhausted, Unauthenticated, Unavailable,
                          Unimplemented, Unknown, error_class)
 from okl._stream import ObserveStream
-from okl._types import (AckedBatch, Candidate, ModelInfo, ModelStats, ObserveResult,
-                        Prediction)
+from okl._types import (AckedBatch, Candidate, LabelOutcome, LabelResult, ModelInfo,
+                        ModelStats, ObserveResult, Prediction, Remembered)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Client", "Model", "ObserveStream", "Options",
     "ModelInfo", "ModelStats", "Candidate", "ObserveResult", "Prediction", "AckedBatch",
+    "Remembered", "LabelResult", "LabelOutcome",
     "ConfigLike", "model_config", "config_text", "pb", "pb_grpc",
     "TENANT_METADATA_KEY", "BATCHES_APPLIED_METADATA_KEY",
     "Error", "error_class", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded",

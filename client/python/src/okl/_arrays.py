@@ -15,6 +15,8 @@ equal messages.
 from __future__ import annotations
 
 import functools
+import numbers
+import struct
 import sys
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Tuple
@@ -37,6 +39,12 @@ _TAG_VALUES = b"\x0a"       # Vector.values (packed doubles): field 1, LEN
 _TAG_INDICES = b"\x12"      # Vector.indices (packed varints): field 2, LEN
 _TAG_TENANT = b"\x0a"       # ModelRef.tenant: field 1, LEN
 _TAG_MODEL = b"\x12"        # ModelRef.model: field 2, LEN
+_TAG_REMEMBER = b"\x1a"     # PredictRequest.remember: field 3, LEN
+_TAG_EVENT_ID = b"\x0a"     # Remember.event_ids, EventLabel.event_id: field 1, LEN
+_TAG_WAIT = b"\x11"         # Remember.wait_seconds: field 2, I64
+_TAG_DEFAULT_LABEL = b"\x19"  # Remember.default_label: field 3, I64
+_TAG_LABEL = b"\x12"        # LabelRequest.labels: field 2, LEN
+_TAG_LABEL_Y = 0x11         # EventLabel.y: field 2, I64
 
 
 def varint(value: int) -> bytes:
@@ -62,8 +70,9 @@ def ref_field(tenant: str, model: str) -> bytes:
 
 @dataclass(frozen=True)
 class Rows:
-    """n encoded rows (examples or inputs), each a repeated field 2 entry of an
-    ObserveRequest or a PredictRequest; rows a..b are the bytes blob[offset(a):offset(b)]."""
+    """n encoded rows (examples, inputs or labels), each a repeated field 2 entry of an
+    ObserveRequest, a PredictRequest or a LabelRequest; rows a..b are the bytes
+    blob[offset(a):offset(b)]."""
 
     blob: bytes
     count: int
@@ -183,9 +192,11 @@ def _sparse_matrix(x: Any, name: str) -> Any:
     return csr
 
 
-def labels(y: Any, count: int, name: str = "y") -> FloatArray:
-    """y as a 1-D float64 array of `count` labels, or InvalidArgument saying what to fix.
-    Values are not checked (see check_finite)."""
+def labels(y: Any, count: int, name: str = "y", rows: str = "X has {} rows",
+           per: str = "row") -> FloatArray:
+    """y as a 1-D float64 array of `count` labels, or InvalidArgument saying what to fix
+    (`rows` and `per` name what the labels are counted against). Values are not checked
+    (see check_finite)."""
     if y is None:
         raise InvalidArgument(f"{name} is None: pass one label per row of X")
     array = _as_float64(y, name)
@@ -194,8 +205,8 @@ def labels(y: Any, count: int, name: str = "y") -> FloatArray:
         raise InvalidArgument(f"{name} must be a 1-D array of labels; got shape "
                               f"{_shape_text(array.shape)}{fix}")
     if array.shape[0] != count:
-        raise InvalidArgument(f"X has {count} rows but {name} has {array.shape[0]} labels: "
-                              "pass one label per row")
+        raise InvalidArgument(f"{rows.format(count)} but {name} has {array.shape[0]} labels: "
+                              f"pass one label per {per}")
     return array
 
 
@@ -301,9 +312,87 @@ def inputs(x: Any) -> Rows:
     return encode(matrix(x))
 
 
-def rows_per_request(rows: Rows, max_batch: int, max_bytes: int) -> int:
-    """How many rows one request may carry: at most max_batch, and about max_bytes."""
+def rows_per_request(rows: Rows, max_batch: int, max_bytes: int, extra_bytes: int = 0) -> int:
+    """How many rows one request may carry: at most max_batch, and about max_bytes
+    (extra_bytes: what the request carries besides the rows, in proportion to them)."""
     if rows.count == 0:
         return max_batch
-    average = max(1, len(rows.blob) // rows.count)
+    average = max(1, (len(rows.blob) + extra_bytes) // rows.count)
     return max(1, min(max_batch, max_bytes // average))
+
+
+# --- Delayed feedback: a Predict's Remember, and Label -----------------------------------
+
+
+def event_ids(ids: Any, name: str = "event_ids") -> List[bytes]:
+    """Event ids (a list, tuple or array of str) as their UTF-8 bytes, or InvalidArgument.
+    Their characters and lengths are the server's to check."""
+    if isinstance(ids, (str, bytes)):
+        raise InvalidArgument(f"{name} must be a sequence of str, one per row; got a single "
+                              f"{type(ids).__name__} (wrap one id in a list)")
+    if ids is None:
+        raise InvalidArgument(f"{name} is None: pass a sequence of str")
+    try:
+        items = list(ids)
+    except TypeError:
+        raise InvalidArgument(f"{name} must be a sequence of str; got {type(ids).__name__}") \
+            from None
+    encoded = []
+    for index, item in enumerate(items):
+        if not isinstance(item, str):
+            raise InvalidArgument(f"{name}[{index}] is {item!r} ({type(item).__name__}): "
+                                  "event ids are str")
+        encoded.append(item.encode("utf-8"))
+    return encoded
+
+
+def number(value: Any, name: str) -> float:
+    """A real number as a float, or InvalidArgument (its range is the server's to check)."""
+    if isinstance(value, numbers.Real) or (isinstance(value, np.ndarray) and value.ndim == 0
+                                           and value.dtype.kind in "biuf"):
+        return float(value)
+    raise InvalidArgument(f"{name} must be a number; got {value!r} ({type(value).__name__})")
+
+
+def remember_field(ids: Optional[Sequence[bytes]], wait_seconds: float,
+                   default_label: Optional[float]) -> bytes:
+    """Field 3 (remember) of a PredictRequest: present even when empty, since its presence
+    is what asks the server to remember (ids empty or None: the server makes them)."""
+    parts = [_TAG_EVENT_ID + varint(len(i)) + i for i in ids or ()]
+    if wait_seconds != 0:  # 0 is the field's default; NaN is sent, for the server to refuse
+        parts.append(_TAG_WAIT + struct.pack("<d", wait_seconds))
+    if default_label is not None:
+        parts.append(_TAG_DEFAULT_LABEL + struct.pack("<d", default_label))
+    return _length_delimited(_TAG_REMEMBER, b"".join(parts))
+
+
+def label_rows(ids: Sequence[bytes], y: FloatArray) -> Rows:
+    """LabelRequest.labels entries: EventLabel { event_id: ids[i], y: y[i] }. Ids of one
+    length (the server's are all 32 bytes) are written as one structured numpy array."""
+    count = len(ids)
+    ys = y.astype("<f8") if not _LITTLE_ENDIAN else y
+    lengths = {len(i) for i in ids}
+    if count > _FEW_ROWS and len(lengths) == 1 and 0 < min(lengths):
+        length = lengths.pop()
+        body_bytes = len(_TAG_EVENT_ID) + len(varint(length)) + length + 9
+        head = _TAG_LABEL + varint(body_bytes) + _TAG_EVENT_ID + varint(length)
+        dtype = np.dtype([("head", np.uint8, (len(head),)), ("id", f"S{length}"),
+                          ("y_tag", np.uint8), ("y", "<f8")])
+        rows = np.empty(count, dtype=dtype)
+        rows["head"] = np.frombuffer(head, dtype=np.uint8)
+        rows["id"] = ids
+        rows["y_tag"] = _TAG_LABEL_Y
+        rows["y"] = ys
+        return Rows(blob=rows.tobytes(), count=count, dim=0, row_bytes=dtype.itemsize)
+    y_bytes = ys.tobytes()
+    parts: List[bytes] = []
+    offsets = np.zeros(count + 1, dtype=np.int64)
+    total = 0
+    for index, event_id in enumerate(ids):
+        body = (_TAG_EVENT_ID + varint(len(event_id)) + event_id + bytes((_TAG_LABEL_Y,))
+                + y_bytes[8 * index:8 * index + 8])
+        encoded = _TAG_LABEL + varint(len(body)) + body
+        parts.append(encoded)
+        total += len(encoded)
+        offsets[index + 1] = total
+    return Rows(blob=b"".join(parts), count=count, dim=0, offsets=offsets)

@@ -33,13 +33,14 @@ class Options:
     deadline: of every call, counted from its start; it bounds the call's retries and
       backoff too. For an ObserveStream, the deadline of each of its streams.
     max_attempts, initial_backoff, backoff_multiplier, max_backoff: the read-only calls
-      (get, list, predict, snapshot, health) are retried on UNAVAILABLE up to max_attempts
-      attempts in all, sleeping initial_backoff before the second, then multiplied by
-      backoff_multiplier each time up to max_backoff, each sleep jittered by +-20%; a
-      sleep that would end past the deadline is not taken. Writes (observe and streams)
-      are retried, until the deadline, only when the server said it applied nothing.
-    max_batch: examples per Observe request and inputs per Predict request (okl_server's
-      --max_batch); larger arrays go in several.
+      (get, list, predict, snapshot, health) and label (safe to repeat: the first label
+      of an event wins) are retried on UNAVAILABLE up to max_attempts attempts in all,
+      sleeping initial_backoff before the second, then multiplied by backoff_multiplier
+      each time up to max_backoff, each sleep jittered by +-20%; a sleep that would end
+      past the deadline is not taken. Writes (observe, streams and remember) are
+      retried, until the deadline, only when the server said it applied nothing.
+    max_batch: examples per Observe request, inputs per Predict request and labels per
+      Label request (okl_server's --max_batch); larger arrays go in several.
     max_request_bytes: about the most bytes one request carries; larger ones are split.
     max_receive_message_bytes, max_reconnect_backoff: the channel's (see client.h).
     """
@@ -59,7 +60,7 @@ class Retry(enum.Enum):
     """Which failures of a call are tried again."""
 
     NEVER = 0
-    ON_UNAVAILABLE = 1       # read-only calls: up to Options.max_attempts in all
+    ON_UNAVAILABLE = 1       # read-only calls and Label: up to Options.max_attempts in all
     WHEN_NOT_APPLIED = 2     # writes: an UNAVAILABLE that applied nothing, until the deadline
 
 

@@ -15,9 +15,10 @@ import numpy.typing as npt
 from okl import _arrays
 from okl._calls import Metadata, Options, Retry, call, call_metadata
 from okl._config import ConfigLike, model_config
-from okl._errors import Internal, InvalidArgument
+from okl._errors import Error, Internal, InvalidArgument
 from okl._stream import ObserveStream
-from okl._types import AckedBatch, FloatArray, ModelInfo, ModelStats, ObserveResult, Prediction
+from okl._types import (AckedBatch, FloatArray, LabelOutcome, LabelResult, ModelInfo,
+                        ModelStats, ObserveResult, Prediction, Remembered)
 from okl.v1 import okl_pb2 as pb
 from okl.v1 import okl_pb2_grpc as pb_grpc
 
@@ -34,6 +35,7 @@ _STREAM_MESSAGE_BYTES = 4 << 20
 # okl_server's --max_response_predictions: a stream's answer holds the predictions of at
 # most this many examples, so observe() closes its streams before.
 _PREDICTIONS_PER_STREAM = 100_000
+_OUTCOMES = {outcome.value: outcome for outcome in LabelOutcome}
 
 
 def _read_pem(value: Optional[PathOrPem], what: str) -> Optional[bytes]:
@@ -53,9 +55,10 @@ class Client:
     and carries the metadata x-okl-tenant with the model's tenant (a router in front of
     several servers sends a tenant's calls to the one holding its models) and, with a
     token, `authorization: Bearer TOKEN`. The read-only calls (get, list, predict,
-    snapshot, health) are retried on UNAVAILABLE with exponential backoff; writes are
-    retried only when the server said it applied nothing (okl-batches-applied: 0);
-    create, delete and restore never. Errors are okl.Error subclasses by status code,
+    snapshot, health) and label (the first label of an event wins) are retried on
+    UNAVAILABLE with exponential backoff; writes (observe, streams, remember) are retried
+    only when the server said it applied nothing (okl-batches-applied: 0); create,
+    delete and restore never. Errors are okl.Error subclasses by status code,
     carrying the server's message.
 
     The channel connects lazily: an unreachable server shows as okl.Unavailable on the
@@ -122,6 +125,8 @@ class Client:
             _SERVICE + "ObserveStream", response_deserializer=pb.ObserveResponse.FromString)
         self._predict = self._channel.unary_unary(
             _SERVICE + "Predict", response_deserializer=pb.PredictResponse.FromString)
+        self._label = self._channel.unary_unary(
+            _SERVICE + "Label", response_deserializer=pb.LabelResponse.FromString)
         self._health = self._channel.unary_unary(_HEALTH_CHECK)
         self._metadata_by_tenant: Dict[str, Metadata] = {}
 
@@ -270,7 +275,8 @@ class Client:
 
 
 class Model:
-    """One model on the server: observe, predict, inspect, snapshot, delete.
+    """One model on the server: observe, predict, remember and label, inspect, snapshot,
+    delete.
 
     A cheap handle (a client and two names); get one from Client.create_model,
     Client.model or Client.restore. Inputs are 2-D: a numpy array of shape (n, dim) of
@@ -449,6 +455,162 @@ class Model:
                              self._tenant, Retry.ON_UNAVAILABLE)
                 for first in range(0, rows.count, per_request)], rows.count
 
+    # --- Delayed feedback: predict now, label later ----------------------------------------
+
+    def remember(self, X: Any, *, event_ids: Optional[Sequence[str]] = None,
+                 wait_seconds: Optional[float] = None,
+                 default_label: Optional[float] = None) -> Remembered:
+        """Predicts the rows of X, as predict() does, and has the server remember each
+        input and the prediction served for it under an event id, until label() brings
+        its label (docs/delayed-feedback.md). Needs a token with the write role.
+
+        Args:
+          X: shape (n, dim), as predict() takes.
+          event_ids: one id per row, chosen by the caller: 1 to 128 characters of
+            [A-Za-z0-9._:-], new to the model (okl.AlreadyExists otherwise, and nothing
+            of that request is remembered). None: the server makes them (32 hexadecimal
+            digits).
+          wait_seconds: how long a label is awaited; None or 0: the server's default
+            (10 minutes), at most its --max_label_wait (7 days unless set).
+          default_label: learned (as an Observe) for an event whose wait ends without a
+            label; None: such an event is dropped. Checked against the model's loss now.
+
+        Returns an okl.Remembered: the predictions (float64, one per row) and the event
+        ids, one per row, in order, as the server stored them. The events are durable
+        when it returns.
+
+        Up to Options.max_batch rows (and max_request_bytes) go as one Predict, remembered
+        all or nothing. More go as several, in order: if one fails, the rows of the
+        requests before it stay remembered, and the raised error's `remembered` holds
+        their predictions and ids.
+
+        Retries: a remembering Predict is a write, and a repeat would remember its inputs
+        a second time (server-made ids) or fail with okl.AlreadyExists without the
+        predictions (the caller's ids), so it is sent again only when it cannot have
+        reached the model: the server refused it saying it applied nothing (starting,
+        draining; the trailer okl-batches-applied: 0), or a proxy never passed it on
+        (GOAWAY). Any other failure (a connection lost mid-call, a deadline) raises, and
+        its events may or may not have been remembered: unlabelled, they expire.
+        """
+        rows = _arrays.inputs(X)
+        ids: Optional[List[bytes]] = None
+        if event_ids is not None:
+            ids = _arrays.event_ids(event_ids)
+            if len(ids) != rows.count:
+                raise InvalidArgument(
+                    f"X has {rows.count} rows but event_ids has {len(ids)} ids: pass one "
+                    "event id per row, or none and the server makes them")
+        wait = 0.0 if wait_seconds is None else _arrays.number(wait_seconds, "wait_seconds")
+        default = None if default_label is None else _arrays.number(default_label,
+                                                                    "default_label")
+        if rows.count == 0:
+            return Remembered(predictions=np.empty(0, dtype=np.float64), event_ids=[])
+        client = self._client
+        options = client.options
+        id_bytes = sum(len(i) + 2 for i in ids) if ids else 0
+        if rows.count <= options.max_batch and \
+                len(rows.blob) + id_bytes <= options.max_request_bytes:
+            per_request = rows.count
+        else:
+            per_request = _arrays.rows_per_request(rows, options.max_batch,
+                                                   options.max_request_bytes, id_bytes)
+        predictions: List[FloatArray] = []
+        remembered: List[str] = []
+        for first in range(0, rows.count, per_request):
+            end = min(first + per_request, rows.count)
+            request = (self._ref_bytes + rows.slice(first, end)
+                       + _arrays.remember_field(ids[first:end] if ids else None, wait, default))
+            try:
+                response = client._call(client._predict, request, self._tenant,
+                                        Retry.WHEN_NOT_APPLIED)
+            except Error as error:
+                if first == 0:
+                    raise
+                raise _remembered_before(error, first, rows.count, predictions,
+                                         remembered) from None
+            count = end - first
+            if len(response.predictions) != count or len(response.event_ids) != count:
+                raise Internal(f"Predict with remember: the server answered "
+                               f"{len(response.predictions)} predictions and "
+                               f"{len(response.event_ids)} event ids for {count} inputs")
+            predictions.append(np.array(response.predictions, dtype=np.float64))
+            remembered.extend(response.event_ids)
+        return Remembered(predictions=predictions[0] if len(predictions) == 1
+                          else np.concatenate(predictions), event_ids=remembered)
+
+    def label(self, event_ids: Sequence[str], y: Any) -> LabelResult:
+        """Labels events remembered by remember(): event_ids[i] gets label y[i]. Each
+        label applied is exactly an Observe of the event's remembered input with y[i], at
+        this moment; the applied labels of one request are one Observe batch, in order.
+        Needs a token with the write role.
+
+        Returns an okl.LabelResult: per label, in order, its okl.LabelOutcome: APPLIED,
+        DUPLICATE (the event was labelled before, or earlier in this call: the first label
+        wins) or UNKNOWN (no such event for this model, or its wait ended); per APPLIED
+        label, its prequential prediction and loss, as observe() returns them; and the
+        model's steps after the call.
+
+        okl.InvalidArgument for a y that is not finite or that the model's loss refuses
+        (for hinge and logistic, -1 or +1): then nothing of that request is applied. Up to
+        Options.max_batch labels (and max_request_bytes) go as one request; more go as
+        several, in order (the labels' values are then checked here first).
+
+        Retried on UNAVAILABLE, as the read-only calls are (up to max_attempts): since the
+        first label of an event wins, a label sent again is applied once, so a retry,
+        or calling label() again after any failure, is safe. A label that an attempt lost
+        on the way back applied then comes back DUPLICATE.
+        """
+        ids = _arrays.event_ids(event_ids)
+        values = _arrays.labels(y, len(ids), rows="event_ids has {} ids", per="event id")
+        if not ids:
+            raise InvalidArgument("event_ids is empty: nothing to label")
+        rows = _arrays.label_rows(ids, values)
+        client = self._client
+        options = client.options
+        if rows.count <= options.max_batch and len(rows.blob) <= options.max_request_bytes:
+            per_request = rows.count
+        else:
+            # Each request is validated on its own: a bad label found here leaves nothing
+            # applied.
+            _arrays.check_finite(values, name="y")
+            per_request = _arrays.rows_per_request(rows, options.max_batch,
+                                                   options.max_request_bytes)
+        outcomes: List[LabelOutcome] = []
+        predictions: List[FloatArray] = []
+        losses: List[FloatArray] = []
+        steps = 0
+        for first in range(0, rows.count, per_request):
+            end = min(first + per_request, rows.count)
+            try:
+                response = client._call(client._label, self._ref_bytes + rows.slice(first, end),
+                                        self._tenant, Retry.ON_UNAVAILABLE)
+            except Error as error:
+                if first == 0:
+                    raise
+                raise type(error)(
+                    error.details, code=error.code, trailers=error.trailers,
+                    note=f" (labels 0 to {first - 1} of {rows.count} were answered by the "
+                         "requests before the failing one; calling label() again is safe: "
+                         "those applied come back DUPLICATE)") from None
+            count = end - first
+            try:
+                answered = [_OUTCOMES[o] for o in response.outcomes]
+            except KeyError as e:
+                raise Internal(f"Label: the server answered the outcome {e.args[0]}, which "
+                               "this client does not know") from None
+            applied = sum(1 for o in answered if o is LabelOutcome.APPLIED)
+            if (len(answered) != count or len(response.predictions) != applied
+                    or len(response.losses) != applied):
+                raise Internal(f"Label: the server answered {len(answered)} outcomes "
+                               f"({applied} applied), {len(response.predictions)} predictions "
+                               f"and {len(response.losses)} losses for {count} labels")
+            outcomes.extend(answered)
+            predictions.append(np.array(response.predictions, dtype=np.float64))
+            losses.append(np.array(response.losses, dtype=np.float64))
+            steps = response.steps
+        return LabelResult(outcomes=outcomes, predictions=np.concatenate(predictions),
+                           losses=np.concatenate(losses), steps=steps)
+
     # --- Snapshots and deletion -----------------------------------------------------------
 
     def snapshot_bytes(self) -> bytes:
@@ -496,6 +658,19 @@ class Model:
     def delete(self) -> None:
         """Deletes the model and its stored state. okl.NotFound if absent. Not retried."""
         self._client._call(self._client._stub.DeleteModel, self.ref, self._tenant, Retry.NEVER)
+
+
+def _remembered_before(error: Error, first: int, count: int, predictions: List[FloatArray],
+                       ids: List[str]) -> Error:
+    """The error of a remember() whose request from row `first` failed, the rows before
+    it remembered: the same class and message, a note, and those rows' Remembered."""
+    failed = type(error)(
+        error.details, code=error.code, trailers=error.trailers,
+        note=f" (rows 0 to {first - 1} of {count} were remembered by the requests before "
+             "the failing one: the error's `remembered` holds their predictions and event "
+             "ids)")
+    failed.remembered = Remembered(predictions=np.concatenate(predictions), event_ids=ids)
+    return failed
 
 
 def _joined(responses: Sequence[Any], field: str, dtype: Any, count: int) -> "npt.NDArray[Any]":

@@ -8,9 +8,12 @@ numpy's callers expect of a bad input.
 
 from __future__ import annotations
 
-from typing import Dict, Mapping, Optional, Type
+from typing import TYPE_CHECKING, Dict, Mapping, Optional, Type
 
 import grpc
+
+if TYPE_CHECKING:  # pragma: no cover
+    from okl._types import Remembered
 
 __all__ = [
     "Error", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound",
@@ -28,10 +31,14 @@ class Error(Exception):
       details: the server's message as it sent it (or the client's check's).
       trailers: the call's trailing metadata, e.g. {"okl-batches-applied": "2"}.
       note: what the package adds, e.g. which examples a failed stream carried.
+      remembered: for a Model.remember() sent as several requests (more rows than
+        Options.max_batch) that failed part-way, the okl.Remembered of the rows the
+        requests before the failing one remembered (its first rows); None otherwise.
     str(error) is "CODE: details" followed by the note, as the okl tool prints it.
     """
 
     code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
+    remembered: Optional["Remembered"] = None
 
     def __init__(self, details: str, *, code: Optional[grpc.StatusCode] = None,
                  trailers: Optional[Mapping[str, str]] = None, note: str = "") -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import List
 
@@ -139,3 +140,49 @@ class AckedBatch:
     losses: FloatArray
     steps: int
     expansion_size: int
+
+
+class LabelOutcome(enum.Enum):
+    """What Label did with one label (okl.proto's LabelOutcome)."""
+
+    APPLIED = 1     # learned now, as an Observe of the remembered input
+    DUPLICATE = 2   # the event was labelled before (or earlier in the same call): the
+                    # first label won and this one changed nothing
+    UNKNOWN = 3     # no such event for this model, or its wait had ended
+
+
+@dataclass(frozen=True)
+class Remembered:
+    """What remember() returns: per input, in order, the prediction served and the id of
+    the event it is remembered under (the caller's, or made by the server: 32 hexadecimal
+    digits). Label the event with Model.label(event_ids, y) when its label arrives."""
+
+    predictions: FloatArray
+    event_ids: List[str]
+
+
+@dataclass(frozen=True)
+class LabelResult:
+    """What label() returns: each label's outcome, in order; per APPLIED label, in order,
+    the prediction the model made before learning it (prequential, as Observe's) and its
+    loss; and the model's steps after the labels."""
+
+    outcomes: List[LabelOutcome]
+    predictions: FloatArray
+    losses: FloatArray
+    steps: int
+
+    @property
+    def applied(self) -> int:
+        """How many labels were APPLIED (learned by this call)."""
+        return sum(1 for o in self.outcomes if o is LabelOutcome.APPLIED)
+
+    @property
+    def duplicates(self) -> int:
+        """How many labels were DUPLICATE (their events had been labelled before)."""
+        return sum(1 for o in self.outcomes if o is LabelOutcome.DUPLICATE)
+
+    @property
+    def unknown(self) -> int:
+        """How many labels were UNKNOWN (no such event, or its wait had ended)."""
+        return sum(1 for o in self.outcomes if o is LabelOutcome.UNKNOWN)
