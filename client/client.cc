@@ -13,7 +13,9 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
+#include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <string>
 #include <utility>
 
@@ -325,28 +327,52 @@ absl::StatusOr<ObserveResult> Client::Observe(const ModelId& id, absl::Span<cons
   return result;
 }
 
-absl::StatusOr<std::vector<double>> Client::Predict(const ModelId& id,
-                                                    absl::Span<const double> xs, uint32_t dim,
-                                                    std::vector<bool>* novel,
-                                                    std::vector<double>* variances) const {
+namespace {
+
+// Predict's and PredictRemembering's call: the request for xs, with `remember` if not
+// null, checked and sent with `retry`; the response holds one prediction per input, and
+// as many variances or none.
+absl::StatusOr<v1::PredictResponse> CallPredict(const ClientOptions& options,
+                                                v1::OnlineKernelLearning::Stub& stub,
+                                                absl::string_view method, const ModelId& id,
+                                                absl::Span<const double> xs, uint32_t dim,
+                                                const v1::Remember* remember, Retry retry) {
   if (dim == 0 || xs.size() % dim != 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("Predict: xs has ", xs.size(), " values, not a multiple of dim ", dim));
+        absl::StrCat(method, ": xs has ", xs.size(), " values, not a multiple of dim ", dim));
   }
   v1::PredictRequest request;
   *request.mutable_ref() = ModelRefToProto(id.tenant, id.model);
   AppendDense(xs, dim, request.mutable_inputs());
+  if (remember != nullptr) *request.mutable_remember() = *remember;
   v1::PredictResponse response;
-  OKL_RETURN_IF_ERROR(
-      Call(options_, id.tenant, Retry::kOnUnavailable, [&](grpc::ClientContext* context) {
-        response.Clear();
-        return stub_->okl->Predict(context, request, &response);
-      }));
+  OKL_RETURN_IF_ERROR(Call(options, id.tenant, retry, [&](grpc::ClientContext* context) {
+    response.Clear();
+    return stub.Predict(context, request, &response);
+  }));
   if (static_cast<size_t>(response.predictions_size()) != xs.size() / dim) {
-    return absl::InternalError(absl::StrCat("Predict: the server answered ",
+    return absl::InternalError(absl::StrCat(method, ": the server answered ",
                                             response.predictions_size(), " predictions for ",
                                             xs.size() / dim, " inputs"));
   }
+  if (response.variances_size() != 0 &&
+      response.variances_size() != response.predictions_size()) {
+    return absl::InternalError(absl::StrCat(method, ": the server answered ",
+                                            response.variances_size(), " variances for ",
+                                            response.predictions_size(), " predictions"));
+  }
+  return response;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<double>> Client::Predict(const ModelId& id,
+                                                    absl::Span<const double> xs, uint32_t dim,
+                                                    std::vector<bool>* novel,
+                                                    std::vector<double>* variances) const {
+  OKL_ASSIGN_OR_RETURN(const v1::PredictResponse response,
+                       CallPredict(options_, *stub_->okl, "Predict", id, xs, dim,
+                                   /*remember=*/nullptr, Retry::kOnUnavailable));
   if (novel != nullptr) {
     if (response.novel_size() != 0 && response.novel_size() != response.predictions_size()) {
       return absl::InternalError(absl::StrCat("Predict: the server answered ",
@@ -355,16 +381,111 @@ absl::StatusOr<std::vector<double>> Client::Predict(const ModelId& id,
     }
     novel->assign(response.novel().begin(), response.novel().end());
   }
-  if (variances != nullptr) {
-    if (response.variances_size() != 0 &&
-        response.variances_size() != response.predictions_size()) {
-      return absl::InternalError(absl::StrCat("Predict: the server answered ",
-                                              response.variances_size(), " variances for ",
-                                              response.predictions_size(), " predictions"));
-    }
-    *variances = ToVector(response.variances());
-  }
+  if (variances != nullptr) *variances = ToVector(response.variances());
   return ToVector(response.predictions());
+}
+
+absl::StatusOr<RememberedPredictions> Client::PredictRemembering(
+    const ModelId& id, absl::Span<const double> xs, uint32_t dim,
+    const RememberOptions& options) const {
+  const size_t inputs = dim == 0 ? 0 : xs.size() / dim;
+  if (!options.event_ids.empty() && options.event_ids.size() != inputs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PredictRemembering: ", options.event_ids.size(), " event ids for ",
+                     inputs, " inputs: give one per input, or none (the server makes them)"));
+  }
+  if (options.wait < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PredictRemembering: the wait must not be negative, got ",
+                     absl::FormatDuration(options.wait)));
+  }
+  if (options.default_label.has_value() && !std::isfinite(*options.default_label)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "PredictRemembering: the default label must be finite, got ", *options.default_label));
+  }
+  v1::Remember remember;
+  remember.mutable_event_ids()->Assign(options.event_ids.begin(), options.event_ids.end());
+  remember.set_wait_seconds(absl::ToDoubleSeconds(options.wait));
+  if (options.default_label.has_value()) remember.set_default_label(*options.default_label);
+  OKL_ASSIGN_OR_RETURN(v1::PredictResponse response,
+                       CallPredict(options_, *stub_->okl, "PredictRemembering", id, xs, dim,
+                                   &remember, Retry::kWhenNotApplied));
+  if (response.event_ids_size() != response.predictions_size()) {
+    return absl::InternalError(absl::StrCat("PredictRemembering: the server answered ",
+                                            response.event_ids_size(), " event ids for ",
+                                            response.predictions_size(), " predictions"));
+  }
+  RememberedPredictions result;
+  result.predictions = ToVector(response.predictions());
+  result.variances = ToVector(response.variances());
+  result.event_ids.assign(std::make_move_iterator(response.mutable_event_ids()->begin()),
+                          std::make_move_iterator(response.mutable_event_ids()->end()));
+  return result;
+}
+
+absl::string_view LabelOutcomeName(LabelOutcome outcome) {
+  switch (outcome) {
+    case LabelOutcome::kApplied:
+      return "applied";
+    case LabelOutcome::kDuplicate:
+      return "duplicate";
+    case LabelOutcome::kUnknown:
+      return "unknown";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<LabelResult> Client::Label(const ModelId& id,
+                                          absl::Span<const EventLabel> labels) const {
+  v1::LabelRequest request;
+  *request.mutable_ref() = ModelRefToProto(id.tenant, id.model);
+  request.mutable_labels()->Reserve(static_cast<int>(labels.size()));
+  for (const EventLabel& label : labels) {
+    v1::EventLabel* wire = request.add_labels();
+    wire->set_event_id(label.event_id);
+    wire->set_y(label.y);
+  }
+  v1::LabelResponse response;
+  // A repeated label is a duplicate, so a retry applies nothing twice.
+  OKL_RETURN_IF_ERROR(
+      Call(options_, id.tenant, Retry::kOnUnavailable, [&](grpc::ClientContext* context) {
+        response.Clear();
+        return stub_->okl->Label(context, request, &response);
+      }));
+  if (static_cast<size_t>(response.outcomes_size()) != labels.size()) {
+    return absl::InternalError(absl::StrCat("Label: the server answered ",
+                                            response.outcomes_size(), " outcomes for ",
+                                            labels.size(), " labels"));
+  }
+  LabelResult result;
+  result.outcomes.reserve(labels.size());
+  for (const int outcome : response.outcomes()) {
+    switch (outcome) {
+      case v1::LABEL_APPLIED:
+        result.outcomes.push_back(LabelOutcome::kApplied);
+        break;
+      case v1::LABEL_DUPLICATE:
+        result.outcomes.push_back(LabelOutcome::kDuplicate);
+        break;
+      case v1::LABEL_UNKNOWN:
+        result.outcomes.push_back(LabelOutcome::kUnknown);
+        break;
+      default:
+        return absl::InternalError(
+            absl::StrCat("Label: the server answered an unknown outcome ", outcome));
+    }
+  }
+  const auto applied = static_cast<int>(
+      std::count(result.outcomes.begin(), result.outcomes.end(), LabelOutcome::kApplied));
+  if (response.predictions_size() != applied || response.losses_size() != applied) {
+    return absl::InternalError(absl::StrCat(
+        "Label: the server answered ", response.predictions_size(), " predictions and ",
+        response.losses_size(), " losses for ", applied, " applied labels"));
+  }
+  result.predictions = ToVector(response.predictions());
+  result.losses = ToVector(response.losses());
+  result.steps = response.steps();
+  return result;
 }
 
 namespace {

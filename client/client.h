@@ -11,9 +11,11 @@
 // call's retries too; WithDeadline() makes a client with another one). Calls that only
 // read are retried when the server answers UNAVAILABLE (it is starting, draining, or
 // unreachable), with exponential backoff: GetModel, ListModels, Predict, Snapshot and
-// Health. Calls that change a model are never retried, since a lost answer does not tell
-// whether the change happened: Observe, CreateModel, DeleteModel, Restore and the
-// ObserveWriter's streams. Their caller decides (see ObserveWriter for resuming a stream).
+// Health, and Label (the first label of an event wins, so a repeated Label changes
+// nothing). Calls that change a model are never retried, since a lost answer does not tell
+// whether the change happened: Observe, PredictRemembering, CreateModel, DeleteModel,
+// Restore and the ObserveWriter's streams (except when the server said it applied nothing:
+// see Observe). Their caller decides (see ObserveWriter for resuming a stream).
 //
 // Routing: every call about a tenant's model carries the metadata `x-okl-tenant: <tenant>`
 // (kTenantMetadataKey), and ListModels its tenant filter when it has one, so that a proxy
@@ -56,6 +58,14 @@
 //   OKL_ASSIGN_OR_RETURN(std::vector<double> predictions,
 //                        client.Predict(id, {0.25, 1.25}, /*dim=*/1));
 //   OKL_RETURN_IF_ERROR(client.SnapshotToFile(id, "/tmp/sine.okl"));
+//
+//   // Delayed feedback: predict now and keep the input under an event id; learn from it
+//   // when its label arrives (exactly once: a second label of the event is a duplicate).
+//   OKL_ASSIGN_OR_RETURN(okl::RememberedPredictions served,
+//                        client.PredictRemembering(id, {0.75}, /*dim=*/1, {}));
+//   OKL_ASSIGN_OR_RETURN(okl::LabelResult labelled,
+//                        client.Label(id, {{served.event_ids[0], 0.682}}));
+//   // labelled.outcomes[0] is okl::LabelOutcome::kApplied.
 #ifndef OKL_CLIENT_CLIENT_H_
 #define OKL_CLIENT_CLIENT_H_
 
@@ -63,6 +73,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,12 +97,12 @@ struct ClientOptions {
   // and backoff too. For an ObserveWriter, the deadline of each of its streams.
   absl::Duration deadline = absl::Seconds(30);
 
-  // Retries of the read-only calls (GetModel, ListModels, Predict, Snapshot, Health) on
-  // UNAVAILABLE: at most max_attempts attempts in all (1: no retry; less than 1 means 1),
-  // sleeping initial_backoff before the second, then multiplied by backoff_multiplier
-  // each time up to max_backoff, each sleep jittered by +-20% so that many clients do not
-  // retry in step. A sleep that would end past the deadline is not taken: the call
-  // returns the last UNAVAILABLE instead.
+  // Retries of the read-only calls (GetModel, ListModels, Predict, Snapshot, Health) and
+  // of Label on UNAVAILABLE: at most max_attempts attempts in all (1: no retry; less than
+  // 1 means 1), sleeping initial_backoff before the second, then multiplied by
+  // backoff_multiplier each time up to max_backoff, each sleep jittered by +-20% so that
+  // many clients do not retry in step. A sleep that would end past the deadline is not taken:
+  // the call returns the last UNAVAILABLE instead.
   int max_attempts = 3;
   absl::Duration initial_backoff = absl::Milliseconds(50);
   double backoff_multiplier = 2.0;
@@ -148,6 +159,56 @@ struct WriterOptions {
   // Called once per acknowledged stream, in order, on the thread that called the
   // writer's Add(), Flush() or Close() (which runs it before returning). May be empty.
   std::function<void(const AckedBatch&)> on_ack = nullptr;
+};
+
+// Delayed feedback (docs/delayed-feedback.md): what a Predict remembers, for
+// Client::PredictRemembering.
+struct RememberOptions {
+  // One per input, in order: 1 to 128 bytes of [A-Za-z0-9._:-], new to the model
+  // (ALREADY_EXISTS otherwise). Empty: the server makes them (32 hexadecimal digits).
+  std::vector<std::string> event_ids = {};
+  // How long a label is awaited. Zero: the server's default (10 minutes); at most its
+  // --max_label_wait (7 days unless set).
+  absl::Duration wait = absl::ZeroDuration();
+  // Learned (as an Observe) for an event whose wait ends without a label; unset: such an
+  // event is dropped. The server checks it against the model's loss.
+  std::optional<double> default_label = std::nullopt;
+};
+
+// The answer of Client::PredictRemembering: per input, in order, the prediction served
+// and the event id it is remembered under.
+struct RememberedPredictions {
+  std::vector<double> predictions;
+  std::vector<std::string> event_ids;
+  // A KRLS tracker's predictive variances (as Predict's), empty for the other kinds.
+  std::vector<double> variances;
+};
+
+// A label for a remembered event.
+struct EventLabel {
+  std::string event_id;
+  double y = 0;
+};
+
+// What a label did (LabelResponse's outcome). (server/event_book.h defines the same
+// enumerators for the server's side: a file that needs both includes one of them.)
+enum class LabelOutcome {
+  kApplied,
+  kDuplicate,
+  kUnknown,
+};
+
+// "applied", "duplicate" or "unknown".
+absl::string_view LabelOutcomeName(LabelOutcome outcome);
+
+// The answer of Client::Label.
+struct LabelResult {
+  std::vector<LabelOutcome> outcomes;  // one per label, in order
+  // Per applied label, in order, as Observe's: the prequential prediction (before the
+  // label's update) and its loss.
+  std::vector<double> predictions;
+  std::vector<double> losses;
+  uint64_t steps = 0;  // the model's step count after the labels
 };
 
 class ObserveWriter;
@@ -217,6 +278,32 @@ class Client {
   absl::StatusOr<std::vector<double>> Predict(const ModelId& id, absl::Span<const double> xs,
                                               uint32_t dim, std::vector<bool>* novel = nullptr,
                                               std::vector<double>* variances = nullptr) const;
+
+  // Predict, and the server keeps each input and its prediction under an event id until
+  // a Label for it arrives or its wait ends (delayed feedback: docs/delayed-feedback.md).
+  // The events are durable when it returns. Needs the write role. One request: at most the
+  // server's --max_batch inputs. InvalidArgument here if dim is 0 or does not divide
+  // xs.size(), if options.event_ids is neither empty nor one per input, or for a negative
+  // wait or a default label that is not finite. The server refuses the whole request
+  // (nothing remembered) for an id that is invalid, repeated or known to the model
+  // (ALREADY_EXISTS), or past --max_pending_events (RESOURCE_EXHAUSTED). Retried as
+  // Observe is: only when the server said it applied nothing; after any other
+  // UNAVAILABLE or DEADLINE_EXCEEDED the events may or may not exist (a Label of their ids
+  // tells: UNKNOWN or not).
+  absl::StatusOr<RememberedPredictions> PredictRemembering(
+      const ModelId& id, absl::Span<const double> xs, uint32_t dim,
+      const RememberOptions& options) const;
+
+  // Labels remembered events (PredictRemembering): each label applied to an event is
+  // exactly Observe(its input, y) now; the applied labels of one call are one Observe
+  // batch, in order. The first label of an event wins: a later one, or a repeat within
+  // the call, is kDuplicate; an event unknown to the model, or whose wait ended, is
+  // kUnknown. The server validates the labels whole (INVALID_ARGUMENT for a y that is not
+  // finite or that the loss refuses: nothing applied). At most the server's --max_batch
+  // labels a call. Retried on UNAVAILABLE like the reads: a repeated label is a duplicate,
+  // so a retry changes nothing twice.
+  absl::StatusOr<LabelResult> Label(const ModelId& id,
+                                    absl::Span<const EventLabel> labels) const;
 
   // The model's whole state as snapshot bytes (one serialized okl.v1.ModelSnapshot with
   // its checksum), gathered from the server's chunks. Retried (from the start).

@@ -107,11 +107,31 @@ struct PredictOptions {
   std::string output_path;           // empty or "-": Output::out
   size_t batch_size = 1000;          // inputs per Predict call
   std::optional<uint64_t> limit;     // predict at most this many rows of `inputs`
+  // Set (--remember): the server remembers each input under an event id
+  // (Client::PredictRemembering). remember->event_ids, if any, are one per input, over
+  // all the inputs in order: they are counted before anything is sent.
+  std::optional<RememberOptions> remember;
 };
 
 // Writes one prediction per input, "%.17g" a line (they round-trip), in input order.
+// With `remember`, each line is "event_id,prediction" instead (CSV: okl label reads
+// "event_id,y"); a KRLS tracker's adds ",variance".
 absl::Status RunPredict(const Client& client, const ModelId& id, const PredictOptions& options,
                         const Output& output);
+
+struct LabelOptions {
+  std::vector<std::string> inputs;  // files ("-": stdin) of "event_id,y" lines
+  size_t batch_size = 1000;         // labels per Label call
+};
+
+// `okl label`: sends the labels in order, batch_size a call (Client::Label), and prints
+// per label "event_id,outcome" (applied, duplicate or unknown), in order, then a summary
+// on Output::err: the counts of each outcome and the model's steps. With Output::json,
+// one object instead. A malformed line stops it before its batch is sent; the message
+// says how many labels were sent before (rerunning the whole input is safe: a label
+// already applied answers duplicate).
+absl::Status RunLabel(const Client& client, const ModelId& id, const LabelOptions& options,
+                      const Output& output);
 
 absl::Status RunSnapshot(const Client& client, const ModelId& id, const std::string& path,
                          const Output& output);

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -35,9 +36,8 @@ absl::StatusOr<RowFormat> ParseRowFormat(absl::string_view name) {
       absl::StrCat("unknown input format '", name, "': expected csv or libsvm"));
 }
 
-absl::StatusOr<std::unique_ptr<RowReader>> RowReader::Open(
-    const std::vector<std::string>& paths, RowFormat format, uint32_t dim, bool labelled) {
-  if (dim == 0) return absl::InvalidArgumentError("the input dimension must be positive");
+absl::StatusOr<std::unique_ptr<LineReader>> LineReader::Open(
+    const std::vector<std::string>& paths) {
   std::vector<Input> inputs;
   std::optional<uint64_t> total = 0;
   auto close_all = [&inputs] {
@@ -69,33 +69,24 @@ absl::StatusOr<std::unique_ptr<RowReader>> RowReader::Open(
     }
     inputs.push_back(std::move(input));
   }
-  return std::unique_ptr<RowReader>(
-      new RowReader(std::move(inputs), format, dim, labelled, total));
+  return std::unique_ptr<LineReader>(new LineReader(std::move(inputs), total));
 }
 
-RowReader::RowReader(std::vector<Input> inputs, RowFormat format, uint32_t dim, bool labelled,
-                     std::optional<uint64_t> total_bytes)
-    : inputs_(std::move(inputs)),
-      format_(format),
-      dim_(dim),
-      labelled_(labelled),
-      total_bytes_(total_bytes) {
-  if (format_ == RowFormat::kLibsvm) seen_.assign(dim_, 0);
-}
-
-RowReader::~RowReader() {
+LineReader::~LineReader() {
   for (Input& input : inputs_) {
     if (input.owned) std::fclose(input.file);
   }
   std::free(line_buffer_);
 }
 
-absl::Status RowReader::Error(absl::string_view what) const {
-  return absl::InvalidArgumentError(
-      absl::StrCat(inputs_[current_].name, ":", line_number_, ": ", what));
+absl::Status LineReader::Error(absl::string_view what) const {
+  const absl::string_view name =
+      inputs_.empty() ? absl::string_view("<none>")
+                      : absl::string_view(inputs_[std::min(current_, inputs_.size() - 1)].name);
+  return absl::InvalidArgumentError(absl::StrCat(name, ":", line_number_, ": ", what));
 }
 
-absl::StatusOr<bool> RowReader::Next(std::vector<double>* x, double* y) {
+absl::StatusOr<bool> LineReader::Next(absl::string_view* line) {
   while (current_ < inputs_.size()) {
     Input& input = inputs_[current_];
     errno = 0;
@@ -111,15 +102,37 @@ absl::StatusOr<bool> RowReader::Next(std::vector<double>* x, double* y) {
     }
     bytes_read_ += static_cast<uint64_t>(n);
     ++line_number_;
-    absl::string_view line(line_buffer_, static_cast<size_t>(n));
-    if (!line.empty() && line.back() == '\n') line.remove_suffix(1);
-    line = Trim(line);
-    if (line.empty() || line.front() == '#') continue;
-    if (absl::Status parsed = ParseLine(line, x, y); !parsed.ok()) return parsed;
-    ++rows_;
+    absl::string_view text(line_buffer_, static_cast<size_t>(n));
+    if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+    text = Trim(text);
+    if (text.empty() || text.front() == '#') continue;
+    *line = text;
     return true;
   }
   return false;
+}
+
+absl::StatusOr<std::unique_ptr<RowReader>> RowReader::Open(
+    const std::vector<std::string>& paths, RowFormat format, uint32_t dim, bool labelled) {
+  if (dim == 0) return absl::InvalidArgumentError("the input dimension must be positive");
+  absl::StatusOr<std::unique_ptr<LineReader>> lines = LineReader::Open(paths);
+  if (!lines.ok()) return lines.status();
+  return std::unique_ptr<RowReader>(new RowReader(*std::move(lines), format, dim, labelled));
+}
+
+RowReader::RowReader(std::unique_ptr<LineReader> lines, RowFormat format, uint32_t dim,
+                     bool labelled)
+    : lines_(std::move(lines)), format_(format), dim_(dim), labelled_(labelled) {
+  if (format_ == RowFormat::kLibsvm) seen_.assign(dim_, 0);
+}
+
+absl::StatusOr<bool> RowReader::Next(std::vector<double>* x, double* y) {
+  absl::string_view line;
+  absl::StatusOr<bool> more = lines_->Next(&line);
+  if (!more.ok() || !*more) return more;
+  if (absl::Status parsed = ParseLine(line, x, y); !parsed.ok()) return parsed;
+  ++rows_;
+  return true;
 }
 
 absl::Status RowReader::ParseLine(absl::string_view line, std::vector<double>* x, double* y) {
@@ -135,7 +148,7 @@ absl::Status RowReader::ParseLine(absl::string_view line, std::vector<double>* x
       if (column <= want) {
         double value = 0;
         const std::string error = text::ParseNumber(field, &value);
-        if (!error.empty()) return Error(absl::StrCat(error, " in column ", column));
+        if (!error.empty()) return lines_->Error(absl::StrCat(error, " in column ", column));
         if (column <= dim_) {
           (*x)[column - 1] = value;
         } else {
@@ -146,8 +159,8 @@ absl::Status RowReader::ParseLine(absl::string_view line, std::vector<double>* x
       line.remove_prefix(comma + 1);
     }
     if (column != want) {
-      return Error(absl::StrCat("expected ", want, " columns (", dim_, " inputs",
-                                labelled_ ? " and a label" : "", "), got ", column));
+      return lines_->Error(absl::StrCat("expected ", want, " columns (", dim_, " inputs",
+                                        labelled_ ? " and a label" : "", "), got ", column));
     }
     return absl::OkStatus();
   }
@@ -168,8 +181,34 @@ absl::Status RowReader::ParseLine(absl::string_view line, std::vector<double>* x
         (*x)[index - 1] = value;
         return std::string();
       });
-  if (!error.empty()) return Error(error);
+  if (!error.empty()) return lines_->Error(error);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<LabelReader>> LabelReader::Open(
+    const std::vector<std::string>& paths) {
+  absl::StatusOr<std::unique_ptr<LineReader>> lines = LineReader::Open(paths);
+  if (!lines.ok()) return lines.status();
+  return std::unique_ptr<LabelReader>(new LabelReader(*std::move(lines)));
+}
+
+absl::StatusOr<bool> LabelReader::Next(std::string* event_id, double* y) {
+  absl::string_view line;
+  absl::StatusOr<bool> more = lines_->Next(&line);
+  if (!more.ok() || !*more) return more;
+  const size_t comma = line.find(',');
+  if (comma == absl::string_view::npos) {
+    return lines_->Error(
+        absl::StrCat("expected event_id,y, got ", text::Quote(line), " (no comma)"));
+  }
+  const absl::string_view id = Trim(line.substr(0, comma));
+  const absl::string_view label = Trim(line.substr(comma + 1));
+  if (id.empty()) return lines_->Error("the event id before the comma is empty");
+  const std::string error = text::ParseNumber(label, y);
+  if (!error.empty()) return lines_->Error(absl::StrCat(error, " as the label y"));
+  event_id->assign(id.data(), id.size());
+  ++labels_;
+  return true;
 }
 
 absl::StatusOr<std::vector<double>> ParseInputVector(absl::string_view text, uint32_t dim) {

@@ -1,7 +1,7 @@
 // client/cli/okl_main.cc
 //
 // The `okl` command-line tool: okl_server's models from a shell, and NORMA offline.
-//   okl create|get|list|delete|observe|predict|snapshot|restore|health [flags]
+//   okl create|get|list|delete|observe|predict|label|snapshot|restore|health [flags]
 //   okl replay [--local] --config FILE --input FILE --output FILE
 //   okl token new --role=read|write|admin [--tenants=T1,T2,...|*]
 //   okl help [COMMAND], okl COMMAND --help
@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -28,9 +29,11 @@
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client/cli/args.h"
 #include "client/cli/commands.h"
@@ -73,8 +76,8 @@ ABSL_FLAG(std::string, x, "",
           "one input, v1,v2,...,vd or 1-based sparse idx:val,idx:val (repeat the flag for "
           "more)");
 ABSL_FLAG(int64_t, batch_size, 256,
-          "observe: examples per stream message; predict: inputs per call (there, 1000 unless "
-          "given)");
+          "observe: examples per stream message; predict and label: inputs or labels per call "
+          "(there, 1000 unless given)");
 ABSL_FLAG(int64_t, batches_per_stream, 8,
           "messages per stream: each stream's examples are acknowledged together (and their "
           "losses reach the progress line and the curve); with --curve or --plot, 1 unless "
@@ -99,6 +102,21 @@ ABSL_FLAG(std::string, service, "",
           "health: the service to check (empty: the server as a whole; "
           "okl.v1.OnlineKernelLearning; okl.v1.OnlineKernelLearning/writes: whether its "
           "store takes writes)");
+
+// --- Delayed feedback (predict --remember, label) ------------------------------------
+ABSL_FLAG(bool, remember, false,
+          "predict: the server keeps each input and its prediction under an event id until "
+          "okl label labels it or the wait ends; each output line is event_id,prediction "
+          "(write role)");
+ABSL_FLAG(std::string, event_ids, "",
+          "predict --remember: the event ids, comma-separated, one per input in order "
+          "(1-128 of [A-Za-z0-9._:-], new to the model; default: the server makes them)");
+ABSL_FLAG(double, wait_seconds, 0,
+          "predict --remember: how long a label is awaited (0: the server's default, 10 "
+          "minutes; at most its --max_label_wait)");
+ABSL_FLAG(std::string, default_label, "",
+          "predict --remember: the label learned for an event whose wait ends without one "
+          "(empty: none, such an event is dropped)");
 
 // --- Bearer tokens (token new) ------------------------------------------------------
 ABSL_FLAG(std::string, role, "",
@@ -231,7 +249,8 @@ struct Session {
 std::optional<Session> StartSession(const CommandLine& line, const Command& command,
                                     int* exit_code,
                                     absl::Duration default_timeout = absl::Seconds(30)) {
-  if (!line.args.empty() && command.name != "observe" && command.name != "predict") {
+  if (!line.args.empty() && command.name != "observe" && command.name != "predict" &&
+      command.name != "label") {
     *exit_code = CommandUsageError(
         command, absl::StrCat(command.name, " takes no arguments, got '", line.args[0], "'"));
     return std::nullopt;
@@ -403,11 +422,53 @@ int RunPredict(const CommandLine& line, const Command& command) {
   absl::StatusOr<std::optional<uint64_t>> limit = LimitFromFlags();
   if (!limit.ok()) return CommandUsageError(command, limit.status().message());
   options.limit = *limit;
+  if (absl::GetFlag(FLAGS_remember)) {
+    okl::RememberOptions remember;
+    if (const std::string ids = absl::GetFlag(FLAGS_event_ids); !ids.empty()) {
+      remember.event_ids = absl::StrSplit(ids, ',');
+    }
+    const double wait = absl::GetFlag(FLAGS_wait_seconds);
+    if (!(wait >= 0)) {
+      return CommandUsageError(command, "--wait_seconds must not be negative");
+    }
+    remember.wait = absl::Seconds(wait);
+    if (const std::string text = absl::GetFlag(FLAGS_default_label); !text.empty()) {
+      double label = 0;
+      if (!absl::SimpleAtod(text, &label) || !std::isfinite(label)) {
+        return CommandUsageError(
+            command, absl::StrCat("--default_label must be a finite number, got '", text, "'"));
+      }
+      remember.default_label = label;
+    }
+    options.remember = std::move(remember);
+  } else {
+    for (absl::string_view flag : {"event_ids", "wait_seconds", "default_label"}) {
+      if (line.Given(flag)) {
+        return CommandUsageError(command, absl::StrCat("--", flag, " needs --remember"));
+      }
+    }
+  }
 
   int exit_code = 0;
   std::optional<Session> session = StartSession(line, command, &exit_code);
   if (!session.has_value()) return exit_code;
   return Finish(okl::cli::RunPredict(*session->client, session->id, options, session->output));
+}
+
+int RunLabel(const CommandLine& line, const Command& command) {
+  okl::cli::LabelOptions options;
+  options.inputs = InputFiles(line);
+  if (options.inputs.empty()) {
+    return CommandUsageError(command, "label needs an input: FILE... or - for stdin");
+  }
+  const int64_t batch_size = line.Given("batch_size") ? absl::GetFlag(FLAGS_batch_size) : 1000;
+  if (batch_size <= 0) return CommandUsageError(command, "--batch_size must be positive");
+  options.batch_size = static_cast<size_t>(batch_size);
+
+  int exit_code = 0;
+  std::optional<Session> session = StartSession(line, command, &exit_code);
+  if (!session.has_value()) return exit_code;
+  return Finish(okl::cli::RunLabel(*session->client, session->id, options, session->output));
 }
 
 int RunSnapshot(const CommandLine& line, const Command& command) {
@@ -616,7 +677,8 @@ const std::vector<Command>& Commands() {
        .summary = "predict inputs (--x or a file) and write one prediction per line",
        .synopsis =
            "okl predict --model=NAME (--x=v1,...,vd ... | [--format=csv|libsvm] FILE...) "
-           "[--output=FILE]",
+           "[--output=FILE]\n"
+           "       [--remember [--event_ids=ID,...] [--wait_seconds=S] [--default_label=Y]]",
        .description =
            "Writes the model's prediction of each input, one per line (%.17g, which "
            "round-trips),\n"
@@ -624,9 +686,30 @@ const std::vector<Command>& Commands() {
            "1-based idx:val,...), then from files: CSV rows of the d inputs (no label), or\n"
            "LIBSVM rows (a leading label is ignored). For a krls_tracker model each line\n"
            "is the prediction and its predictive variance, separated by a space (--json:\n"
-           "a \"variances\" array beside \"predictions\").",
-       .flags = {"input", "format", "x", "output", "batch_size", "limit"},
+           "a \"variances\" array beside \"predictions\").\n"
+           "--remember (delayed feedback, write role): the server also keeps each input and\n"
+           "its prediction under an event id, until okl label labels it (learning from it\n"
+           "once) or its wait ends (then --default_label is learned, or it is dropped). Each\n"
+           "line is then CSV, event_id,prediction (a tracker's: event_id,prediction,variance;\n"
+           "--json: an \"event_ids\" array). --event_ids, one per input, are counted before\n"
+           "anything is sent.",
+       .flags = {"input", "format", "x", "output", "batch_size", "limit", "remember",
+                 "event_ids", "wait_seconds", "default_label"},
        .run = RunPredict},
+      {.name = "label",
+       .summary = "label remembered predictions (event_id,y lines, files or stdin)",
+       .synopsis = "okl label --model=NAME [--batch_size=N] FILE... (- for stdin)",
+       .description =
+           "Labels events remembered by okl predict --remember: lines event_id,y (blank lines\n"
+           "and # comments skipped), sent in order, --batch_size (1000) a call. Each label\n"
+           "applied is learned as an Observe of the remembered input. Prints per label\n"
+           "event_id,outcome: applied; duplicate (the event was labelled before: the first\n"
+           "label wins); unknown (no such event, or its wait ended). A summary goes to\n"
+           "stderr: the counts of each and the model's steps (--json: one object with\n"
+           "them). Duplicates and unknowns are not errors: exit 0. A malformed line fails\n"
+           "(exit 1) before its batch is sent; rerunning is safe.",
+       .flags = {"input", "batch_size"},
+       .run = RunLabel},
       {.name = "snapshot",
        .summary = "save a model's whole state to a file",
        .synopsis = "okl snapshot --model=NAME --output=FILE",

@@ -1,6 +1,6 @@
 // client/cli/stream.cc
 //
-// `okl observe` and `okl predict`: rows streamed from files or stdin to the server.
+// `okl observe`, `okl predict` and `okl label`: rows streamed from files or stdin to the server.
 
 #include <algorithm>
 #include <cerrno>
@@ -240,14 +240,18 @@ class PredictionSink {
   }
 
   // One value per line; with `variances` (a KRLS tracker's), each value and its
-  // variance, separated by a space.
-  void Write(absl::Span<const double> values, absl::Span<const double> variances = {}) {
+  // variance, separated by a space. With `event_ids` (remembered predictions), CSV
+  // instead: "event_id,value" or "event_id,value,variance".
+  void Write(absl::Span<const double> values, absl::Span<const double> variances = {},
+             absl::Span<const std::string> event_ids = {}) {
     std::string text;
     char line[80];
+    const char* const separator = event_ids.empty() ? " " : ",";
     for (size_t i = 0; i < values.size(); ++i) {
+      if (!event_ids.empty()) absl::StrAppend(&text, event_ids[i], ",");
       const int n = variances.empty() ? std::snprintf(line, sizeof(line), "%.17g\n", values[i])
-                                      : std::snprintf(line, sizeof(line), "%.17g %.17g\n",
-                                                      values[i], variances[i]);
+                                      : std::snprintf(line, sizeof(line), "%.17g%s%.17g\n",
+                                                      values[i], separator, variances[i]);
       text.append(line, static_cast<size_t>(n));
     }
     if (std::fwrite(text.data(), 1, text.size(), file_) != text.size()) failed_ = true;
@@ -281,6 +285,19 @@ class PredictionSink {
 
 }  // namespace
 
+namespace {
+
+// `values` as a JSON array of strings.
+std::string JsonStrings(absl::Span<const std::string> values) {
+  std::string json = "[";
+  for (size_t i = 0; i < values.size(); ++i) {
+    absl::StrAppend(&json, i == 0 ? "" : ",", JsonString(values[i]));
+  }
+  return json + "]";
+}
+
+}  // namespace
+
 absl::Status RunPredict(const Client& client, const ModelId& id, const PredictOptions& options,
                         const Output& output) {
   absl::StatusOr<ModelSummary> model = client.GetModel(id);
@@ -309,33 +326,71 @@ absl::Status RunPredict(const Client& client, const ModelId& id, const PredictOp
     if (!opened.ok()) return opened.status();
     sink = std::move(*opened);
   }
+  // Ids given: every input is read before the first is sent, so that a count that does
+  // not match remembers nothing.
+  const std::vector<std::string>* const given_ids =
+      options.remember.has_value() && !options.remember->event_ids.empty()
+          ? &options.remember->event_ids
+          : nullptr;
+  const auto ids_mismatch = [&](size_t inputs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--event_ids gives ", given_ids->size(), " ids for ", inputs,
+                     inputs > given_ids->size() ? " or more" : "",
+                     " inputs: give one per input (nothing was predicted)"));
+  };
   std::vector<double> all;
   std::vector<double> all_variances;  // a KRLS tracker's
+  std::vector<std::string> all_ids;   // remembered
   std::vector<double> variances;
   uint64_t count = 0;
-  const auto flush = [&]() -> absl::Status {
-    if (xs.empty()) return absl::OkStatus();
-    absl::StatusOr<std::vector<double>> predictions =
-        client.Predict(id, xs, dim, /*novel=*/nullptr, &variances);
-    if (!predictions.ok()) return predictions.status();
-    count += predictions->size();
-    if (collect) {
-      all.insert(all.end(), predictions->begin(), predictions->end());
-      all_variances.insert(all_variances.end(), variances.begin(), variances.end());
+  // Sends the first `inputs` inputs of xs.
+  const auto send = [&](size_t inputs) -> absl::Status {
+    const absl::Span<const double> batch = absl::MakeConstSpan(xs).subspan(0, inputs * dim);
+    std::vector<double> predictions;
+    std::vector<std::string> ids;
+    if (options.remember.has_value()) {
+      RememberOptions remember = *options.remember;
+      remember.event_ids.clear();
+      if (given_ids != nullptr) {
+        remember.event_ids.assign(given_ids->begin() + static_cast<ptrdiff_t>(count),
+                                  given_ids->begin() + static_cast<ptrdiff_t>(count + inputs));
+      }
+      absl::StatusOr<RememberedPredictions> remembered =
+          client.PredictRemembering(id, batch, dim, remember);
+      if (!remembered.ok()) return remembered.status();
+      predictions = std::move(remembered->predictions);
+      variances = std::move(remembered->variances);
+      ids = std::move(remembered->event_ids);
     } else {
-      sink->Write(*predictions, variances);
+      absl::StatusOr<std::vector<double>> predicted =
+          client.Predict(id, batch, dim, /*novel=*/nullptr, &variances);
+      if (!predicted.ok()) return predicted.status();
+      predictions = *std::move(predicted);
     }
-    xs.clear();
+    count += predictions.size();
+    if (collect) {
+      all.insert(all.end(), predictions.begin(), predictions.end());
+      all_variances.insert(all_variances.end(), variances.begin(), variances.end());
+      all_ids.insert(all_ids.end(), ids.begin(), ids.end());
+    } else {
+      sink->Write(predictions, variances, ids);
+    }
+    xs.erase(xs.begin(), xs.begin() + static_cast<ptrdiff_t>(inputs * dim));
     return absl::OkStatus();
   };
   const size_t batch = options.batch_size > 0 ? options.batch_size : 1;
-  while (xs.size() / dim >= batch) {
-    // Many --x inputs: the same batching as a file's.
-    std::vector<double> rest(xs.begin() + static_cast<ptrdiff_t>(batch * dim), xs.end());
-    xs.resize(batch * dim);
-    if (absl::Status done = flush(); !done.ok()) return done;
-    xs = std::move(rest);
+  // Sends full batches (all of xs with `all_of_it`), unless the ids are still being counted.
+  const auto flush = [&](bool all_of_it) -> absl::Status {
+    if (given_ids != nullptr && !all_of_it) return absl::OkStatus();
+    while (xs.size() / dim >= batch || (all_of_it && !xs.empty())) {
+      if (absl::Status sent = send(std::min(batch, xs.size() / dim)); !sent.ok()) return sent;
+    }
+    return absl::OkStatus();
+  };
+  if (given_ids != nullptr && xs.size() / dim > given_ids->size()) {
+    return ids_mismatch(xs.size() / dim);
   }
+  if (absl::Status done = flush(false); !done.ok()) return done;
   if (reader != nullptr) {
     std::vector<double> x;
     double ignored = 0;
@@ -347,12 +402,16 @@ absl::Status RunPredict(const Client& client, const ModelId& id, const PredictOp
       if (!*more) break;
       ++rows;
       xs.insert(xs.end(), x.begin(), x.end());
-      if (xs.size() / dim >= batch) {
-        if (absl::Status done = flush(); !done.ok()) return done;
+      if (given_ids != nullptr && xs.size() / dim > given_ids->size()) {
+        return ids_mismatch(xs.size() / dim);
       }
+      if (absl::Status done = flush(false); !done.ok()) return done;
     }
   }
-  if (absl::Status done = flush(); !done.ok()) return done;
+  if (given_ids != nullptr && xs.size() / dim != given_ids->size()) {
+    return ids_mismatch(xs.size() / dim);
+  }
+  if (absl::Status done = flush(true); !done.ok()) return done;
   if (count == 0) {
     return absl::InvalidArgumentError("no inputs to predict: give --x or rows in a file");
   }
@@ -363,6 +422,7 @@ absl::Status RunPredict(const Client& client, const ModelId& id, const PredictOp
         .AddUint("count", count)
         .AddDoubles("predictions", all);
     if (model->config.krls_tracker_kind()) json.AddDoubles("variances", all_variances);
+    if (options.remember.has_value()) json.AddRaw("event_ids", JsonStrings(all_ids));
     std::fprintf(output.out, "%s\n", json.str().c_str());
     return absl::OkStatus();
   }
@@ -379,6 +439,83 @@ absl::Status RunPredict(const Client& client, const ModelId& id, const PredictOp
       std::fprintf(output.out, "%s predictions written to %s\n", WithThousands(count).c_str(),
                    options.output_path.c_str());
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunLabel(const Client& client, const ModelId& id, const LabelOptions& options,
+                      const Output& output) {
+  absl::StatusOr<std::unique_ptr<LabelReader>> reader = LabelReader::Open(options.inputs);
+  if (!reader.ok()) return reader.status();
+  const size_t batch_size = options.batch_size > 0 ? options.batch_size : 1;
+  std::vector<EventLabel> batch;
+  std::vector<std::string> all_ids;  // for --json
+  std::vector<std::string> all_outcomes;
+  uint64_t counts[3] = {0, 0, 0};  // by LabelOutcome
+  uint64_t sent = 0;
+  uint64_t steps = 0;
+  const auto sent_before = [&](const absl::Status& status) {
+    if (sent == 0) return status;
+    return absl::Status(status.code(),
+                        absl::StrCat(status.message(), " (", sent,
+                                     " labels were sent before; a rerun of the whole input is "
+                                     "safe: labels already applied answer duplicate)"));
+  };
+  const auto send = [&]() -> absl::Status {
+    if (batch.empty()) return absl::OkStatus();
+    absl::StatusOr<LabelResult> result = client.Label(id, batch);
+    if (!result.ok()) return sent_before(result.status());
+    std::string text;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const LabelOutcome outcome = result->outcomes[i];
+      ++counts[static_cast<int>(outcome)];
+      if (output.json) {
+        all_ids.push_back(std::move(batch[i].event_id));
+        all_outcomes.emplace_back(LabelOutcomeName(outcome));
+      } else {
+        absl::StrAppend(&text, batch[i].event_id, ",", LabelOutcomeName(outcome), "\n");
+      }
+    }
+    std::fputs(text.c_str(), output.out);
+    sent += batch.size();
+    steps = result->steps;
+    batch.clear();
+    return absl::OkStatus();
+  };
+  std::string event_id;
+  double y = 0;
+  for (;;) {
+    absl::StatusOr<bool> more = (*reader)->Next(&event_id, &y);
+    if (!more.ok()) return sent_before(more.status());
+    if (!*more) break;
+    batch.push_back({.event_id = event_id, .y = y});
+    if (batch.size() >= batch_size) {
+      if (absl::Status done = send(); !done.ok()) return done;
+    }
+  }
+  if (absl::Status done = send(); !done.ok()) return done;
+  if (sent == 0) return absl::InvalidArgumentError("no labels: give event_id,y lines");
+  const uint64_t applied = counts[static_cast<int>(LabelOutcome::kApplied)];
+  const uint64_t duplicate = counts[static_cast<int>(LabelOutcome::kDuplicate)];
+  const uint64_t unknown = counts[static_cast<int>(LabelOutcome::kUnknown)];
+  if (output.json) {
+    JsonObject json;
+    json.AddString("tenant", id.tenant)
+        .AddString("model", id.model)
+        .AddUint("count", sent)
+        .AddUint("applied", applied)
+        .AddUint("duplicate", duplicate)
+        .AddUint("unknown", unknown)
+        .AddUint("steps", steps)
+        .AddRaw("event_ids", JsonStrings(all_ids))
+        .AddRaw("outcomes", JsonStrings(all_outcomes));
+    std::fprintf(output.out, "%s\n", json.str().c_str());
+  } else {
+    std::fprintf(
+        output.err, "sent %s %s to %s: %s applied, %s duplicate, %s unknown; model %s steps\n",
+        WithThousands(sent).c_str(), sent == 1 ? "label" : "labels", ModelLabel(id).c_str(),
+        WithThousands(applied).c_str(), WithThousands(duplicate).c_str(),
+        WithThousands(unknown).c_str(), WithThousands(steps).c_str());
   }
   return absl::OkStatus();
 }

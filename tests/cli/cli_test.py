@@ -13,7 +13,7 @@ errors (a server error is one line "okl: CODE: message" and exit 1, a usage erro
 2, health of a dead server exit 1 quickly); --json output; learning curves (--curve's
 columns and averages, observe's losses equal replay's bit for bit; --plot's PNG/SVG when
 gnuplot is installed); progress on stderr; resuming a failed observe with --skip; help;
-`okl token new` (no server needed).
+`okl token new` (no server needed); delayed feedback (predict --remember, label).
 """
 
 import argparse
@@ -634,12 +634,128 @@ class OklCliTest(unittest.TestCase):
         self.assertEqual(made["line"],
                          hashlib.sha256(made["token"].encode()).hexdigest() + " admin *")
 
+    # --- Delayed feedback: predict --remember, label -------------------------------------
+
+    def test_remembered_predictions_take_their_labels_once_in_any_order(self):
+        base = ["--tenant=delay", "--model=clicks"]
+        self.okl("create", *base, *MG_FLAGS, expect=0)
+        self.okl("observe", *base, "--limit=100", self.mg_csv, expect=0)
+        with open(self.mg_csv) as f:
+            rows = [line.split(",") for line in f.read().splitlines()[100:103]]
+        inputs = "".join(",".join(r[:7]) + "\n" for r in rows)
+        _, plain, _ = self.okl("predict", *base, "-", stdin_text=inputs, expect=0)
+        _, out, _ = self.okl("predict", *base, "--remember", "--event_ids=a,b,c",
+                             "--wait_seconds=600", "-", stdin_text=inputs, expect=0)
+        # "event_id,prediction", the predictions those of a plain predict.
+        lines = [line.split(",") for line in out.splitlines()]
+        self.assertEqual([l[0] for l in lines], ["a", "b", "c"])
+        self.assertEqual([l[1] for l in lines], plain.split())
+        _, out, _ = self.okl("predict", *base, "--remember", "--x=" + ",".join(rows[0][:7]),
+                             expect=0)
+        server_id, prediction = out.strip().split(",")
+        self.assertRegex(server_id, "^[0-9a-f]{32}$")
+        self.assertEqual(prediction, plain.split()[0])
+
+        labels = ("# clicks, late and out of order\n"
+                  "c,%s\n\nb,%s\nc,5\nnobody,1\n%s,0.25\n" % (rows[2][7], rows[1][7], server_id))
+        _, out, err = self.okl("label", *base, "-", stdin_text=labels, expect=0)
+        self.assertEqual(out.splitlines(), ["c,applied", "b,applied", "c,duplicate",
+                                            "nobody,unknown", server_id + ",applied"])
+        self.assertEqual(err, "sent 5 labels to delay/clicks: 3 applied, 1 duplicate, "
+                              "1 unknown; model 103 steps\n")
+        _, out, _ = self.okl("get", *base, "--json", expect=0)
+        self.assertEqual(json.loads(out)["stats"]["steps"], 103)
+        # The same labels again, in batches of two: nothing applies twice.
+        _, out, _ = self.okl("label", *base, "--batch_size=2", "--json", "-",
+                             stdin_text=labels, expect=0)
+        result = json.loads(out)
+        self.assertEqual(result["outcomes"], ["duplicate", "duplicate", "duplicate", "unknown",
+                                              "duplicate"])
+        self.assertEqual(result["event_ids"], ["c", "b", "c", "nobody", server_id])
+        self.assertEqual((result["applied"], result["duplicate"], result["unknown"],
+                          result["steps"]), (0, 4, 1, 103))
+
+    def test_an_event_whose_wait_ends_learns_its_default_label(self):
+        base = ["--tenant=delay", "--model=defaults"]
+        self.okl("create", *base, "--dim=2", "--loss=squared", expect=0)
+        _, out, _ = self.okl("predict", *base, "--remember", "--event_ids=late",
+                             "--wait_seconds=0.2", "--default_label=0.5", "--x=0.1,0.2",
+                             expect=0)
+        self.assertTrue(out.startswith("late,"), out)
+        give_up = time.monotonic() + 10
+        steps = 0
+        while steps == 0 and time.monotonic() < give_up:
+            time.sleep(0.1)
+            _, got, _ = self.okl("get", *base, "--json", expect=0)
+            steps = json.loads(got)["stats"]["steps"]
+        self.assertEqual(steps, 1)  # the default label, learned by the server's sweep
+        _, out, _ = self.okl("label", *base, "-", stdin_text="late,1\n", expect=0)
+        self.assertEqual(out, "late,unknown\n")
+
+    def test_label_and_remember_errors(self):
+        base = ["--tenant=delay", "--model=errors"]
+        self.okl("create", *base, "--dim=2", "--loss=squared", expect=0)
+        self.okl("predict", *base, "--remember", "--event_ids=ok", "--x=1,2", expect=0)
+        for bad, what in [("ok 1\n", "<stdin>:1: expected event_id,y, got 'ok 1' (no comma)"),
+                          ("ok,1\nok,inf\n", "<stdin>:2: non-finite number 'inf' as the label"),
+                          ("ok,x\n", "<stdin>:1: bad number 'x' as the label"),
+                          (",1\n", "<stdin>:1: the event id before the comma is empty")]:
+            code, out, err = self.okl("label", *base, "-", stdin_text=bad)
+            self.assertEqual(code, 1, err)
+            self.assertEqual(out, "")
+            self.assertOneErrorLine(err, "okl: INVALID_ARGUMENT: " + what)
+        # A bad line stops label before its batch: "ok" still takes its first label.
+        _, out, _ = self.okl("label", *base, "-", stdin_text="ok,3\n", expect=0)
+        self.assertEqual(out, "ok,applied\n")
+        # After a batch was sent, the message says so.
+        code, out, err = self.okl("label", *base, "--batch_size=1", "-",
+                                  stdin_text="ok,3\nbroken\n")
+        self.assertEqual(code, 1)
+        self.assertEqual(out, "ok,duplicate\n")
+        self.assertOneErrorLine(err, "<stdin>:2: ", "1 labels were sent before")
+        # A y the loss refuses is the server's INVALID_ARGUMENT (hinge takes -1 and +1).
+        self.okl("create", "--tenant=delay", "--model=hinge", "--dim=2", "--loss=hinge",
+                 expect=0)
+        self.okl("predict", "--tenant=delay", "--model=hinge", "--remember",
+                 "--event_ids=h", "--x=1,2", expect=0)
+        code, _, err = self.okl("label", "--tenant=delay", "--model=hinge", "-",
+                                stdin_text="h,0.5\n")
+        self.assertEqual(code, 1)
+        self.assertOneErrorLine(err, "okl: INVALID_ARGUMENT: ")
+        # Ids that do not match the inputs: nothing is predicted, nothing remembered.
+        code, out, err = self.okl("predict", *base, "--remember", "--event_ids=x1,x2",
+                                  "--x=1,2", "--x=3,4", "--x=5,6")
+        self.assertEqual(code, 1)
+        self.assertEqual(out, "")
+        self.assertOneErrorLine(err, "--event_ids gives 2 ids for 3 or more inputs")
+        code, out, err = self.okl("predict", *base, "--remember", "--event_ids=x1,x2,x3",
+                                  "--x=1,2", "--x=3,4")
+        self.assertEqual(code, 1)
+        self.assertOneErrorLine(err, "--event_ids gives 3 ids for 2 inputs")
+        _, out, _ = self.okl("label", *base, "-", stdin_text="x1,1\n", expect=0)
+        self.assertEqual(out, "x1,unknown\n")
+        # An id used before: the server's ALREADY_EXISTS.
+        code, _, err = self.okl("predict", *base, "--remember", "--event_ids=ok", "--x=1,2")
+        self.assertEqual(code, 1)
+        self.assertOneErrorLine(err, "okl: ALREADY_EXISTS: ")
+        # Usage errors: exit 2.
+        for args in (["predict", *base, "--event_ids=a", "--x=1,2"],
+                     ["predict", *base, "--wait_seconds=5", "--x=1,2"],
+                     ["predict", *base, "--remember", "--wait_seconds=-1", "--x=1,2"],
+                     ["predict", *base, "--remember", "--default_label=nan", "--x=1,2"],
+                     ["label", *base],
+                     ["label", *base, "--batch_size=0", "-"],
+                     ["label", *base, "--x=1,2", "-"]):
+            code, out, err = self.okl(*args)
+            self.assertEqual(code, 2, "okl %s\n%s" % (" ".join(args), err))
+            self.assertIn("usage: okl", err)
+
     # --- Help -------------------------------------------------------------------------
 
     def test_help(self):
         _, out, _ = self.okl("help", expect=0)
-        for command in ("create", "get", "list", "delete", "observe", "predict", "snapshot",
-                        "restore", "health", "replay", "token"):
+        for command in ("create", "get", "list", "delete", "observe", "predict", "label",
+                        "snapshot", "restore", "health", "replay", "token"):
             self.assertIn("  " + command + " ", out)
         _, help_observe, _ = self.okl("help", "observe", expect=0)
         _, dash_help, _ = self.okl("observe", "--help", expect=0)
@@ -648,6 +764,9 @@ class OklCliTest(unittest.TestCase):
         self.assertIn("--curve", help_observe)
         self.assertIn("--server", help_observe)
         self.assertNotIn("--dim", help_observe)
+        _, help_predict, _ = self.okl("help", "predict", expect=0)
+        for flag in ("--remember", "--event_ids", "--wait_seconds", "--default_label"):
+            self.assertIn(flag, help_predict)
         self.okl("help", "nothing", expect=2)
         _, out, _ = self.okl("--version", expect=0)  # the container build runs it
         self.assertTrue(out.startswith("okl "), out)

@@ -73,8 +73,20 @@ absl::Status RunClientExample(const std::string& address) {
   OKL_ASSIGN_OR_RETURN(std::vector<double> predictions,
                        client.Predict(id, {0.25, 1.25}, /*dim=*/1));
   OKL_RETURN_IF_ERROR(client.SnapshotToFile(id, "/tmp/sine.okl"));
+
+  // Delayed feedback: predict now and keep the input under an event id; learn from it
+  // when its label arrives (exactly once: a second label of the event is a duplicate).
+  OKL_ASSIGN_OR_RETURN(okl::RememberedPredictions served,
+                       client.PredictRemembering(id, {0.75}, /*dim=*/1, {}));
+  OKL_ASSIGN_OR_RETURN(okl::LabelResult labelled,
+                       client.Label(id, {{served.event_ids[0], 0.682}}));
+  // labelled.outcomes[0] is okl::LabelOutcome::kApplied.
   // END EXAMPLE
   // clang-format on
+  if (labelled.outcomes != std::vector<okl::LabelOutcome>{okl::LabelOutcome::kApplied} ||
+      served.event_ids[0].size() != 32) {
+    return absl::InternalError("the remembered prediction was not labelled once");
+  }
   if (observed.predictions.size() != 5 || observed.predictions[0] != 0.0) {
     return absl::InternalError("unexpected prequential predictions");
   }

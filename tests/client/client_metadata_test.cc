@@ -125,6 +125,12 @@ class RecordingService final : public v1::OnlineKernelLearning::Service {
     for (int i = 0; i < request->inputs_size(); ++i) response->add_predictions(0);
     return status;
   }
+  grpc::Status Label(grpc::ServerContext* context, const v1::LabelRequest* request,
+                     v1::LabelResponse* response) override {
+    grpc::Status status = Record("Label", *context);
+    for (int i = 0; i < request->labels_size(); ++i) response->add_outcomes(v1::LABEL_UNKNOWN);
+    return status;
+  }
   grpc::Status ObserveStream(grpc::ServerContext* context,
                              grpc::ServerReader<v1::ObserveRequest>* reader,
                              v1::ObserveResponse* response) override {
@@ -318,9 +324,16 @@ TEST_F(ClientMetadataTest, OnlyReadsAreRetriedAndOnlyOnUnavailable) {
   expect_unavailable(client.DeleteModel(id));
   expect_unavailable(client.Observe(id, x, y).status());
   expect_unavailable(client.Restore(id, "snapshot").status());
+  // Label is safe to repeat (the first label of an event wins): retried as the reads.
+  expect_unavailable(client.Label(id, {{"event", 1.0}}).status());
   EXPECT_EQ(service_.count("GetModel"), 3);
   EXPECT_EQ(service_.count("ListModels"), 3);
   EXPECT_EQ(service_.count("Predict"), 3);
+  EXPECT_EQ(service_.count("Label"), 3);
+  // A remembering Predict writes: without the server's word that nothing was applied,
+  // one attempt.
+  expect_unavailable(client.PredictRemembering(id, x, kDim, {}).status());
+  EXPECT_EQ(service_.count("Predict"), 4);
   EXPECT_EQ(service_.count("Snapshot"), 3);
   EXPECT_EQ(service_.count("CreateModel"), 1);
   EXPECT_EQ(service_.count("DeleteModel"), 1);

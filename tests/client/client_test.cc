@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -545,6 +546,118 @@ TEST(ClientConnectTest, RejectsUnusableOptions) {
       Client::Connect(absl::StrCat("127.0.0.1:", *port), {.max_attempts = 1});
   ASSERT_TRUE(client.ok()) << client.status();
   EXPECT_EQ(client->GetModel({"a", "b"}).status().code(), absl::StatusCode::kUnavailable);
+}
+
+// Delayed feedback: a remembering Predict serves the predictions a plain Predict would;
+// labels, out of order and in several calls, are the Observes of the remembered inputs
+// in the order the labels came (bit for bit against a model fed those Observes); the
+// first label of an event wins; an unknown id changes nothing.
+TEST_F(ClientTest, LabelsOfRememberedPredictionsAreObservesInLabelOrder) {
+  const Client client = MakeClient();
+  const Data data = MakeData(/*n=*/60, kDim, /*seed=*/29);
+  const ModelId served{"delay", "served"};
+  const ModelId twin{"delay", "twin"};
+  for (const ModelId& id : {served, twin}) {
+    ASSERT_TRUE(client.CreateModel(id, TestConfig()).ok());
+    ASSERT_TRUE(client.Observe(id, data.xs_range(0, 50), data.ys_range(0, 50)).ok());
+  }
+  // Inputs 50..54 under our ids, 55..59 under the server's.
+  absl::StatusOr<RememberedPredictions> ours = client.PredictRemembering(
+      served, data.xs_range(50, 55), kDim,
+      {.event_ids = {"e0", "e1", "e2", "e3", "e4"}, .wait = absl::Minutes(5)});
+  ASSERT_TRUE(ours.ok()) << ours.status();
+  EXPECT_THAT(ours->event_ids, ElementsAre("e0", "e1", "e2", "e3", "e4"));
+  absl::StatusOr<std::vector<double>> plain = client.Predict(twin, data.xs_range(50, 55), kDim);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(Bits(ours->predictions), Bits(*plain));
+  absl::StatusOr<RememberedPredictions> theirs =
+      client.PredictRemembering(served, data.xs_range(55, 60), kDim, {});
+  ASSERT_TRUE(theirs.ok()) << theirs.status();
+  ASSERT_EQ(theirs->event_ids.size(), 5u);
+  EXPECT_EQ(theirs->event_ids[0].size(), 32u);  // the server's: 32 hexadecimal digits
+  EXPECT_NE(theirs->event_ids[0], theirs->event_ids[1]);
+
+  // Labels in another order than the predictions, with a repeat and an unknown id.
+  const std::vector<EventLabel> first = {{"e3", data.ys[53]},
+                                         {theirs->event_ids[1], data.ys[56]},
+                                         {"e3", 99.0},  // a repeat within the call
+                                         {"nobody", 1.0},
+                                         {"e0", data.ys[50]}};
+  absl::StatusOr<LabelResult> labelled = client.Label(served, first);
+  ASSERT_TRUE(labelled.ok()) << labelled.status();
+  EXPECT_THAT(labelled->outcomes, ElementsAre(LabelOutcome::kApplied, LabelOutcome::kApplied,
+                                              LabelOutcome::kDuplicate, LabelOutcome::kUnknown,
+                                              LabelOutcome::kApplied));
+  EXPECT_EQ(labelled->predictions.size(), 3u);
+  EXPECT_EQ(labelled->losses.size(), 3u);
+  EXPECT_EQ(labelled->steps, 53u);
+  labelled = client.Label(served, {{"e0", 5.0}, {"e1", data.ys[51]}});
+  ASSERT_TRUE(labelled.ok()) << labelled.status();
+  EXPECT_THAT(labelled->outcomes,
+              ElementsAre(LabelOutcome::kDuplicate, LabelOutcome::kApplied));
+  EXPECT_EQ(labelled->steps, 54u);
+
+  // The twin observes the applied labels' examples in label order: 53, 56, 50, 51.
+  std::vector<double> twin_predictions;
+  for (const size_t i : {53, 56, 50, 51}) {
+    absl::StatusOr<ObserveResult> observed =
+        client.Observe(twin, data.x(i), data.ys_range(i, i + 1));
+    ASSERT_TRUE(observed.ok()) << observed.status();
+    twin_predictions.push_back(observed->predictions[0]);
+  }
+  // The last label's prequential prediction is the twin's (the earlier ones were returned
+  // by the first call).
+  EXPECT_EQ(Bits(labelled->predictions), Bits({twin_predictions[3]}));
+  const std::vector<double> probes = MakeProbes(/*n=*/20, kDim, /*seed=*/5);
+  absl::StatusOr<std::vector<double>> after = client.Predict(served, probes, kDim);
+  absl::StatusOr<std::vector<double>> twin_after = client.Predict(twin, probes, kDim);
+  ASSERT_TRUE(after.ok() && twin_after.ok());
+  EXPECT_EQ(Bits(*after), Bits(*twin_after));
+}
+
+TEST_F(ClientTest, RememberingAndLabellingCheckTheirArguments) {
+  const Client client = MakeClient();
+  const ModelId id{"delay", "checks"};
+  ASSERT_TRUE(client.CreateModel(id, TestConfig()).ok());
+  const std::vector<double> two_inputs = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6};
+  auto expect_invalid = [](const absl::Status& status, const std::string& part) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(part));
+  };
+  expect_invalid(
+      client.PredictRemembering(id, two_inputs, kDim, {.event_ids = {"only-one"}}).status(),
+      "1 event ids for 2 inputs");
+  expect_invalid(
+      client.PredictRemembering(id, two_inputs, kDim, {.wait = absl::Seconds(-1)}).status(),
+      "must not be negative");
+  expect_invalid(
+      client
+          .PredictRemembering(id, two_inputs, kDim,
+                              {.default_label = std::numeric_limits<double>::infinity()})
+          .status(),
+      "must be finite");
+  expect_invalid(client.PredictRemembering(id, two_inputs, 4, {}).status(),
+                 "not a multiple of dim 4");
+  // The server's checks: a bad id, an id used before (nothing of the request remembered).
+  expect_invalid(
+      client.PredictRemembering(id, two_inputs, kDim, {.event_ids = {"a", "b c"}}).status(),
+      "");
+  ASSERT_TRUE(client.PredictRemembering(id, two_inputs, kDim, {.event_ids = {"a", "b"}}).ok());
+  EXPECT_EQ(client.PredictRemembering(id, two_inputs, kDim, {.event_ids = {"c", "a"}})
+                .status()
+                .code(),
+            absl::StatusCode::kAlreadyExists);
+  absl::StatusOr<LabelResult> c = client.Label(id, {{"c", 1.0}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->outcomes, ElementsAre(LabelOutcome::kUnknown));
+  // A label that is not finite: nothing applied, "a" still takes its first label after.
+  expect_invalid(client.Label(id, {{"a", std::numeric_limits<double>::quiet_NaN()}}).status(),
+                 "");
+  absl::StatusOr<LabelResult> a = client.Label(id, {{"a", 1.0}});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_THAT(a->outcomes, ElementsAre(LabelOutcome::kApplied));
+  EXPECT_EQ(a->steps, 1u);
+  EXPECT_EQ(LabelOutcomeName(LabelOutcome::kDuplicate), "duplicate");
 }
 
 }  // namespace
