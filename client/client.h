@@ -84,6 +84,7 @@
 #include "absl/types/span.h"
 #include "client/model_interface.h"
 #include "core/config.h"
+#include "core/label_outcome.h"
 #include "core/model.h"
 #include "grpcpp/channel.h"
 
@@ -188,14 +189,6 @@ struct RememberedPredictions {
 struct EventLabel {
   std::string event_id;
   double y = 0;
-};
-
-// What a label did (LabelResponse's outcome). (server/event_book.h defines the same
-// enumerators for the server's side: a file that needs both includes one of them.)
-enum class LabelOutcome {
-  kApplied,
-  kDuplicate,
-  kUnknown,
 };
 
 // "applied", "duplicate" or "unknown".

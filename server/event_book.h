@@ -32,6 +32,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "core/input_batch.h"
+#include "core/label_outcome.h"
 #include "core/runtime/model_registry.h"
 #include "core/runtime/mutex.h"
 #include "server/model_events.h"
@@ -105,13 +106,6 @@ class MemoryEvents final : public EventStorage {
   // The expiry index: (expires, id), in time order.
   std::map<std::pair<absl::Time, std::string>, bool> expiry_ ABSL_GUARDED_BY(mu_);
   EventCounts counts_ ABSL_GUARDED_BY(mu_);
-};
-
-// What a label did (LabelResponse's outcome).
-enum class LabelOutcome {
-  kApplied,    // learned, now
-  kDuplicate,  // the event was labelled before (the first label wins)
-  kUnknown,    // no such event, or its wait ended
 };
 
 class EventBook {
