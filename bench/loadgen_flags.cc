@@ -53,7 +53,9 @@ ABSL_FLAG(int32_t, budget, 256,
           "Budget max_terms (OLDEST) of the models: the expansion size B.");
 ABSL_FLAG(std::string, scenarios, "health,predict,observe1,observe64,stream",
           "Comma-separated scenarios to run: health, get, predict, observe1, observe64, "
-          "stream.");
+          "stream, remember (Predict with remember: server-made ids, a wait of an hour), "
+          "label (Label requests of --label_batch labels, each of an event remembered "
+          "before the run).");
 ABSL_FLAG(double, rate, 0,
           "Open loop: send the unary scenarios' calls at this many per second, on schedule "
           "whatever the responses do, latency counted from each call's scheduled time "
@@ -63,6 +65,11 @@ ABSL_FLAG(std::string, open_loop_fractions, "",
           "its closed-loop rate (e.g. 0.25,0.5,0.75): latency at a fixed load.");
 ABSL_FLAG(int32_t, predict_batch, 1, "Inputs per Predict request.");
 ABSL_FLAG(int32_t, stream_batch, 256, "Examples per ObserveStream message.");
+ABSL_FLAG(int32_t, label_batch, 100, "Labels per Label request (the label scenario).");
+ABSL_FLAG(int32_t, label_events, 1000000,
+          "Events remembered per model before each run of the label scenario: its calls "
+          "label each once (more calls than events would be duplicates, which apply "
+          "nothing).");
 ABSL_FLAG(int32_t, stream_messages, 64,
           "Messages per ObserveStream call; then the stream is closed and a new one opened. "
           "Bounds the response (two numbers per example).");
@@ -106,6 +113,8 @@ absl::StatusOr<Settings> ReadFlags() {
   s.regret_window = absl::GetFlag(FLAGS_regret_window);
   s.predict_batch = absl::GetFlag(FLAGS_predict_batch);
   s.stream_batch = absl::GetFlag(FLAGS_stream_batch);
+  s.label_batch = absl::GetFlag(FLAGS_label_batch);
+  s.label_events = absl::GetFlag(FLAGS_label_events);
   s.stream_messages = absl::GetFlag(FLAGS_stream_messages);
   s.stream_callers = absl::GetFlag(FLAGS_stream_callers);
   s.channels = absl::GetFlag(FLAGS_channels);
@@ -145,7 +154,8 @@ absl::StatusOr<Settings> ReadFlags() {
   for (const auto& [value, flag] :
        {std::pair{s.callers, "callers"}, std::pair{s.models, "models"}, std::pair{s.dim, "dim"},
         std::pair{s.budget, "budget"}, std::pair{s.predict_batch, "predict_batch"},
-        std::pair{s.stream_batch, "stream_batch"},
+        std::pair{s.stream_batch, "stream_batch"}, std::pair{s.label_batch, "label_batch"},
+        std::pair{s.label_events, "label_events"},
         std::pair{s.stream_messages, "stream_messages"},
         std::pair{s.repetitions, "repetitions"}}) {
     if (absl::Status status = positive(value, flag); !status.ok()) return status;
@@ -162,11 +172,11 @@ absl::StatusOr<Settings> ReadFlags() {
   for (absl::string_view name :
        absl::StrSplit(absl::GetFlag(FLAGS_scenarios), ',', absl::SkipWhitespace())) {
     if (name != "health" && name != "get" && name != "predict" && name != "observe1" &&
-        name != "observe64" && name != "stream") {
+        name != "observe64" && name != "stream" && name != "remember" && name != "label") {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown scenario \"", name,
                        "\" in --scenarios; known: health, get, predict, observe1, "
-                       "observe64, stream"));
+                       "observe64, stream, remember, label"));
     }
     s.scenarios.emplace_back(name);
   }

@@ -23,6 +23,11 @@ using ::okl::JsonString;
 
 constexpr double kPredictVsHealthTarget = 0.7;
 constexpr double kStreamExamplesTarget = 100000;
+// Issue 29's: a remembering Predict at 0.7x a plain one's rate (same batch), and labels
+// applied into one model in batches of 100.
+constexpr double kRememberVsPredictTarget = 0.7;
+constexpr double kLabelsTarget = 50000;
+constexpr int kTargetLabelBatch = 100;
 constexpr double kPredictP99TargetUs = 2000;
 // The conditions the targets are stated for.
 constexpr int kTargetCallers = 32;
@@ -126,6 +131,34 @@ std::vector<Target> EvaluateTargets(const Settings& s, const std::vector<Measure
     p99_at_half.pass = p99_at_half.value <= kPredictP99TargetUs;
   }
   targets.push_back(p99_at_half);
+
+  // Delayed feedback (docs/delayed-feedback.md), when those scenarios ran.
+  const Measurement* remember = Find(all, "remember");
+  if (remember != nullptr && predict != nullptr && predict->requests_per_s > 0) {
+    Target ratio;
+    ratio.name = "remember_vs_predict";
+    ratio.goal = absl::StrFormat(">= %.2f", kRememberVsPredictTarget);
+    ratio.note = note(true, false);
+    ratio.value = remember->requests_per_s / predict->requests_per_s;
+    ratio.measured = absl::StrFormat("%.3f", ratio.value);
+    ratio.pass = ratio.value >= kRememberVsPredictTarget;
+    targets.push_back(ratio);
+  }
+  if (const Measurement* label = Find(all, "label"); label != nullptr) {
+    Target labels;
+    labels.name = "labels_per_s";
+    labels.goal = absl::StrFormat(">= %.0f", kLabelsTarget);
+    std::vector<std::string> notes;
+    if (!conditions.empty()) notes.push_back(conditions);
+    if (s.label_batch != kTargetLabelBatch || s.models != 1) {
+      notes.push_back(absl::StrCat("target is for one model, batches of ", kTargetLabelBatch));
+    }
+    labels.note = absl::StrJoin(notes, "; ");
+    labels.value = label->examples_per_s;
+    labels.measured = absl::StrFormat("%.0f", labels.value);
+    labels.pass = labels.value >= kLabelsTarget;
+    targets.push_back(labels);
+  }
   return targets;
 }
 

@@ -34,6 +34,8 @@ struct Settings {
   int stream_batch = 0;
   int stream_messages = 0;
   int stream_callers = 0;
+  int label_batch = 0;   // labels per Label request (the label scenario)
+  int label_events = 0;  // events remembered per model before the label scenario
   ClientApi api = ClientApi::kAsync;
   int client_threads = 1;
   int repetitions = 1;

@@ -87,7 +87,7 @@ absl::StatusOr<std::unique_ptr<EventCursor>> MemoryEvents::CaptureEvents() const
 }
 
 absl::Status MemoryEvents::Remember(absl::Span<const RememberedEvent> events,
-                                    const EventCounts& counts) {
+                                    const EventCounts& counts, KnownIds) {
   WriterLock lock(&mu_);
   absl::flat_hash_set<absl::string_view> ids;
   for (const RememberedEvent& event : events) {
@@ -225,18 +225,11 @@ absl::StatusOr<std::vector<std::string>> EventBook::Remember(
   const absl::Time expires = now + (options.wait == absl::ZeroDuration()
                                         ? std::min(limits_.default_wait, limits_.max_wait)
                                         : options.wait);
-  WriterLock lock(&mu_);
-  if (n > limits_.max_pending - std::min(limits_.max_pending, counts_.pending)) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the model has ", counts_.pending, " events awaiting labels, and ", n,
-        " more would pass the server's --max_pending_events (", limits_.max_pending,
-        "): label or let expire some first"));
-  }
-  std::vector<RememberedEvent> events(n);
-  std::vector<std::string> ids(n);
+  RememberRequest request;
+  request.events.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    RememberedEvent& event = events[i];
-    event.id = options.event_ids.empty() ? MakeId() : options.event_ids[i];
+    RememberedEvent& event = request.events[i];
+    if (!options.event_ids.empty()) event.id = options.event_ids[i];
     event.expires = expires;
     event.default_label = options.default_label;
     event.prediction = predictions[i];
@@ -250,14 +243,68 @@ absl::StatusOr<std::vector<std::string>> EventBook::Remember(
       const absl::Span<const double> row = inputs.DenseRow(i);
       event.values.assign(row.begin(), row.end());
     }
-    ids[i] = event.id;
   }
+  if (!options.event_ids.empty()) {
+    // The caller's ids may be known: looked up, and written alone, so that one request's
+    // known id refuses that request only.
+    WriterLock lock(&mu_);
+    OKL_RETURN_IF_ERROR(WriteRemembered({&request}, EventStorage::KnownIds::kLookUp));
+    return request.ids;
+  }
+  // Group commit: the requests that queue while a write is under way are written by
+  // whichever of them takes the lock next, in one storage write (one log write, however
+  // many callers remember at once).
+  {
+    PlainLock lock(&queue_mu_);
+    queue_.push_back(&request);
+  }
+  WriterLock lock(&mu_);
+  if (!request.done) {
+    std::vector<RememberRequest*> queued;
+    {
+      PlainLock queue_lock(&queue_mu_);
+      queued.swap(queue_);
+    }
+    WriteRemembered(queued, EventStorage::KnownIds::kNoneCanBe)
+        .IgnoreError();  // each has its own
+  }
+  OKL_RETURN_IF_ERROR(request.status);
+  return request.ids;
+}
+
+absl::Status EventBook::WriteRemembered(absl::Span<RememberRequest* const> requests,
+                                        EventStorage::KnownIds known) {
   EventCounts after = counts_;
-  after.pending += n;
-  OKL_RETURN_IF_ERROR(storage_->Remember(events, after));
+  absl::Time first_expiry = absl::InfiniteFuture();
+  std::vector<RememberedEvent> events;
+  std::vector<RememberRequest*> written;
+  for (RememberRequest* request : requests) {
+    const size_t n = request->events.size();
+    request->done = true;
+    if (n > limits_.max_pending - std::min(limits_.max_pending, after.pending)) {
+      request->status = absl::ResourceExhaustedError(
+          absl::StrCat("the model has ", after.pending, " events awaiting labels, and ", n,
+                       " more would pass the server's --max_pending_events (",
+                       limits_.max_pending, "): label or let expire some first"));
+      continue;
+    }
+    after.pending += n;
+    request->ids.reserve(n);
+    for (RememberedEvent& event : request->events) {
+      if (event.id.empty()) event.id = MakeId();
+      request->ids.push_back(event.id);
+      first_expiry = std::min(first_expiry, event.expires);
+      events.push_back(std::move(event));
+    }
+    written.push_back(request);
+  }
+  if (written.empty()) return requests.size() == 1 ? requests[0]->status : absl::OkStatus();
+  const absl::Status status = storage_->Remember(events, after, known);
+  for (RememberRequest* request : written) request->status = status;
+  if (!status.ok()) return status;
   counts_ = after;
-  next_due_ = std::min(next_due_, expires);
-  return ids;
+  next_due_ = std::min(next_due_, first_expiry);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<EventBook::Labelled> EventBook::Label(

@@ -52,10 +52,15 @@ class EventCursor {
 class EventStorage {
  public:
   virtual ~EventStorage() = default;
+  // Whether Remember looks each id up: a caller's ids may be known already; ids the book
+  // made (a random 64-bit prefix of its own and a counter) cannot be, and looking them
+  // up would cost a read per event.
+  enum class KnownIds { kLookUp, kNoneCanBe };
   // Stores `events` as pending, and `counts`, in one write; AlreadyExists (nothing
-  // stored) if an id is known or repeated.
+  // stored) if an id is repeated or (kLookUp) known.
   virtual absl::Status Remember(absl::Span<const RememberedEvent> events,
-                                const EventCounts& counts) = 0;
+                                const EventCounts& counts,
+                                KnownIds known = KnownIds::kLookUp) = 0;
   virtual absl::StatusOr<std::optional<StoredEvent>> FindEvent(absl::string_view id) const = 0;
   // Up to `max` events whose wait ended at or before `now`, earliest first.
   virtual absl::StatusOr<std::vector<StoredEvent>> DueEvents(absl::Time now,
@@ -82,8 +87,8 @@ class MemoryEvents final : public EventStorage {
   // Holding `events` and `counts` (a Restore's, checked by DecodeEventPages).
   MemoryEvents(std::vector<StoredEvent> events, const EventCounts& counts);
 
-  absl::Status Remember(absl::Span<const RememberedEvent> events,
-                        const EventCounts& counts) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Remember(absl::Span<const RememberedEvent> events, const EventCounts& counts,
+                        KnownIds known = KnownIds::kLookUp) override ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<std::optional<StoredEvent>> FindEvent(absl::string_view id) const override
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<std::vector<StoredEvent>> DueEvents(absl::Time now,
@@ -180,11 +185,29 @@ class EventBook {
   // A fresh id: 16 hex digits drawn for this book, then a 16-hex-digit counter.
   std::string MakeId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // One Predict's events to remember, until a writer has written them (or refused them):
+  // then `done`, with their ids and the write's status. Read and written under mu_.
+  struct RememberRequest {
+    std::vector<RememberedEvent> events;  // an empty id: the book makes one
+    std::vector<std::string> ids;
+    absl::Status status;
+    bool done = false;
+  };
+  // Writes the events of `requests` in one storage write (those that fit under
+  // max_pending; the rest are refused), in order, and marks each done. Returns the
+  // write's status (or the one request's refusal).
+  absl::Status WriteRemembered(absl::Span<RememberRequest* const> requests,
+                               EventStorage::KnownIds known) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const std::shared_ptr<EventStorage> storage_;
   const LossConfig loss_;
   const Limits limits_;
   mutable Mutex mu_;
   EventCounts counts_ ABSL_GUARDED_BY(mu_);
+  // Remembering requests of server-made ids waiting for mu_ (group commit). Taken
+  // after mu_ or alone.
+  PlainMutex queue_mu_;
+  std::vector<RememberRequest*> queue_ ABSL_GUARDED_BY(queue_mu_);
   // No wait ends before this (InfiniteFuture: none stored), so that a sweep over many
   // books reads the store only for those with something due.
   absl::Time next_due_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

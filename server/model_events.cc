@@ -171,7 +171,7 @@ absl::StatusOr<StoredEvent> DecodeEvent(absl::string_view id, absl::string_view 
 // --- ModelLog's events (declared in server/model_store.h) ----------------------------
 
 absl::Status ModelLog::Remember(absl::Span<const RememberedEvent> events,
-                                const EventCounts& counts) {
+                                const EventCounts& counts, KnownIds known) {
   rocksdb::WriteBatch batch;
   batch.Put(EventCountsKey(incarnation_), EncodeEventCounts(counts));
   absl::flat_hash_set<absl::string_view> ids;
@@ -186,6 +186,7 @@ absl::Status ModelLog::Remember(absl::Span<const RememberedEvent> events,
   }
   WriterLock remember_lock(&remember_mu_);
   for (const RememberedEvent& event : events) {
+    if (known == KnownIds::kNoneCanBe) break;
     OKL_ASSIGN_OR_RETURN(std::optional<StoredEvent> stored, FindEvent(event.id));
     if (stored.has_value()) {
       return absl::AlreadyExistsError(absl::StrCat(

@@ -238,8 +238,8 @@ class ModelLog final : public ModelJournal, public EventStorage {
   // record.
 
   // EventStorage over the store: each change (with the counts) is one atomic write.
-  absl::Status Remember(absl::Span<const RememberedEvent> events,
-                        const EventCounts& counts) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Remember(absl::Span<const RememberedEvent> events, const EventCounts& counts,
+                        KnownIds known = KnownIds::kLookUp) override ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<std::optional<StoredEvent>> FindEvent(absl::string_view id) const override;
   absl::StatusOr<std::vector<StoredEvent>> DueEvents(absl::Time now, size_t max) const override;
   absl::Status ForgetEvents(absl::Span<const StoredEvent> events,
