@@ -3,7 +3,7 @@
 #   1. clang with -Wthread-safety -Werror=thread-safety-analysis (a compile-time check of
 #      the product's code: the server, the okl tool and every library they link),
 #   2. gcc with ThreadSanitizer, running the concurrency tests of the model registry, the
-#      ModelHost, the quotas and the work pool (gRPC and Abseil come from Debian
+#      ModelHost, the quotas, the work pool and the event book (gRPC and Abseil come from Debian
 #      uninstrumented, so TSan runs where okl owns every lock),
 #   3. gcc with AddressSanitizer + UndefinedBehaviorSanitizer, running every test,
 #   4. the libFuzzer targets (clang, tests/fuzz), each for 60 s on its seed corpus,
@@ -52,15 +52,17 @@ configure build/tsa -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
   -DOKL_THREAD_SAFETY=ON -DOKL_BUILD_BENCHMARKS=OFF
 cmake --build build/tsa -j "$jobs" --target okl_server okl
 
-phase "thread sanitizer build: concurrency tests of the model registry, the host, the quotas and the work pool"
+phase "thread sanitizer build: concurrency tests of the model registry, the host, the quotas, the work pool and the event book"
 configure build/tsan "${sanitizer_flags[@]}" -DOKL_SANITIZE=thread \
   -DOKL_BUILD_BENCHMARKS=OFF
 cmake --build build/tsan -j "$jobs" --target okl_core_test okl_model_host_test \
-  okl_quotas_test okl_work_pool_test
+  okl_quotas_test okl_work_pool_test okl_event_book_test
 build/tsan/tests/core/okl_core_test --gtest_filter='ModelRegistry*:ValidateName*:RegretScheduler*'
 build/tsan/tests/server/okl_model_host_test
 build/tsan/tests/server/okl_quotas_test
 build/tsan/tests/server/okl_work_pool_test
+# The event book's group commit, in memory (RocksDB is uninstrumented).
+build/tsan/tests/server/okl_event_book_test --gtest_filter='*Concurrent*/Memory'
 
 phase "address + undefined-behaviour sanitizer build and every test"
 # Each GoogleTest binary runs as 4 shards, each one process for its share of the tests

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -52,6 +53,7 @@ class EventBookTest : public ::testing::TestWithParam<bool> {
   void SetUp() override { Start(SmallConfig()); }
   void TearDown() override {
     book_.reset();
+    storage_.reset();
     entry_.reset();
     log_.reset();
     store_.reset();
@@ -72,6 +74,7 @@ class EventBookTest : public ::testing::TestWithParam<bool> {
       storage = std::make_shared<MemoryEvents>();
     }
     entry_ = NewEntry(config, log_);
+    storage_ = storage;
     book_ = std::make_unique<EventBook>(storage, config.loss, limits);
     ASSERT_TRUE(book_->Open().ok());
   }
@@ -102,6 +105,7 @@ class EventBookTest : public ::testing::TestWithParam<bool> {
   std::unique_ptr<ModelStore> store_;
   std::shared_ptr<ModelLog> log_;
   std::shared_ptr<ModelEntry> entry_;
+  std::shared_ptr<EventStorage> storage_;
   std::unique_ptr<EventBook> book_;
 };
 
@@ -337,6 +341,56 @@ TEST_P(EventBookTest, ServerMadeIdsAreDistinctAcrossRequests) {
   std::sort(ids.begin(), ids.end());
   EXPECT_EQ(std::unique(ids.begin(), ids.end()), ids.end());
   for (const std::string& id : ids) EXPECT_TRUE(ValidateEventId(id).ok()) << id;
+}
+
+// Remembering Predicts from many threads at once are group-committed: every event is
+// stored once under its own id, the counts are the sum, and --max_pending_events holds
+// across the groups (each request is remembered whole or refused whole).
+TEST_P(EventBookTest, ConcurrentRemembersAreEachStoredOnceAndTheCapHolds) {
+  constexpr int kThreads = 8;
+  constexpr int kRequests = 40;  // per thread, of 3 inputs each
+  constexpr uint64_t kCap = 600;  // of the 960 events asked for
+  Start(SmallConfig(), {.max_pending = kCap});
+  std::vector<std::vector<std::string>> ids(kThreads);
+  std::vector<int> refused(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const std::vector<double> xs = Inputs(t, 3);
+      const std::vector<double> predictions = {0.5, 0.25, 0.125};
+      for (int r = 0; r < kRequests; ++r) {
+        absl::StatusOr<std::vector<std::string>> made =
+            book_->Remember(*entry_, InputBatch::Dense(xs, 2), predictions, {}, kT0);
+        if (made.ok()) {
+          EXPECT_EQ(made->size(), 3u);
+          ids[t].insert(ids[t].end(), made->begin(), made->end());
+        } else {
+          EXPECT_EQ(made.status().code(), absl::StatusCode::kResourceExhausted)
+              << made.status();
+          ++refused[t];
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  std::vector<std::string> all;
+  int refusals = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    all.insert(all.end(), ids[t].begin(), ids[t].end());
+    refusals += refused[t];
+  }
+  EXPECT_EQ(all.size(), kCap);  // 200 requests fit exactly; the other 120 were refused
+  EXPECT_EQ(refusals, kThreads * kRequests - static_cast<int>(kCap / 3));
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(std::unique(all.begin(), all.end()), all.end());
+  EXPECT_EQ(book_->counts().pending, kCap);
+  for (const std::string& id : all) {
+    absl::StatusOr<std::optional<StoredEvent>> stored = storage_->FindEvent(id);
+    ASSERT_TRUE(stored.ok() && stored->has_value()) << id;
+  }
+  absl::StatusOr<EventCounts> stored_counts = storage_->LoadCounts();
+  ASSERT_TRUE(stored_counts.ok());
+  EXPECT_EQ(*stored_counts, book_->counts());
 }
 
 INSTANTIATE_TEST_SUITE_P(Storage, EventBookTest, ::testing::Bool(),
