@@ -13,6 +13,7 @@
 #include "core/loss.h"
 #include "core/sparse_vector.h"
 #include "core/status_macros.h"
+#include "server/failpoint.h"
 
 namespace okl {
 namespace {
@@ -302,6 +303,7 @@ absl::Status EventBook::WriteRemembered(absl::Span<RememberRequest* const> reque
   const absl::Status status = storage_->Remember(events, after, known);
   for (RememberRequest* request : written) request->status = status;
   if (!status.ok()) return status;
+  Failpoint("remember.written");
   counts_ = after;
   next_due_ = std::min(next_due_, first_expiry);
   return absl::OkStatus();
@@ -354,12 +356,14 @@ absl::StatusOr<EventBook::Labelled> EventBook::Label(
     // Validated first, so that a label the loss refuses changes nothing (with a journal
     // ObserveBatch validates too; without one it would apply a prefix).
     OKL_RETURN_IF_ERROR(entry.ValidateBatch(batch, ys));
+    Failpoint("label.checked");
     absl::Status applied = entry.ObserveBatch(batch, ys, &result.observations, nullptr, &note);
     // A batch that diverged part-way stays applied (and logged) as Observe's does: its
     // events are labelled all the same, as its replay would have them.
     if (!applied.ok() && !absl::IsFailedPrecondition(applied)) return applied;
     storage_->NoteApplied(note);
     counts_ = note.counts;
+    Failpoint("label.applied");
     if (!applied.ok()) return applied;
     for (const StoredEvent& stored : note.labelled) {
       if (stored.event.remembered == absl::UnixEpoch()) continue;  // not known
@@ -382,9 +386,13 @@ absl::StatusOr<size_t> EventBook::Expire(ModelEntry& entry, absl::Time now, size
     next_due_ = next.value_or(absl::InfiniteFuture());
     return 0;
   }
-  EventNote note;  // the events whose default label is applied
+  // One write ends every due wait: the default labels' record (if any) with the removal
+  // of every due event and the counts. Were the events without a default removed by a
+  // write of their own, a crash between the two writes would leave them stored while the
+  // counts had them expired already, and the next sweep would count them again.
+  EventNote note;
   note.counts = counts_;
-  std::vector<StoredEvent> dropped;
+  std::vector<StoredEvent> defaulted;  // pending with a default label, in expiry order
   std::vector<double> ys;
   for (StoredEvent& stored : due) {
     if (stored.state == EventState::kPending) {
@@ -393,33 +401,32 @@ absl::StatusOr<size_t> EventBook::Expire(ModelEntry& entry, absl::Time now, size
     }
     if (stored.state == EventState::kPending && stored.event.default_label.has_value()) {
       ys.push_back(*stored.event.default_label);
-      note.forgotten.push_back(std::move(stored));
+      defaulted.push_back(std::move(stored));
     } else {
-      dropped.push_back(std::move(stored));
+      note.forgotten.push_back(std::move(stored));
     }
   }
-  if (!note.forgotten.empty()) {
+  bool written = false;
+  if (!defaulted.empty()) {
     std::vector<double> dense;
     SparseRows rows;
-    const InputBatch batch = BatchOf(note.forgotten, entry.config().dim, &dense, &rows);
+    const InputBatch batch = BatchOf(defaulted, entry.config().dim, &dense, &rows);
+    note.forgotten.insert(note.forgotten.end(), std::make_move_iterator(defaulted.begin()),
+                          std::make_move_iterator(defaulted.end()));
     std::vector<Observation> observations;
-    // The counts of the dropped ones go with the default labels' write too.
     absl::Status applied = entry.ObserveBatch(batch, ys, &observations, nullptr, &note);
-    if (absl::IsInvalidArgument(applied)) {
-      // Remember checked the default labels, so this is not expected; the events are
-      // dropped rather than tried again at every sweep.
-      for (StoredEvent& stored : note.forgotten) dropped.push_back(std::move(stored));
-      note.forgotten.clear();
-    } else if (!applied.ok() && !absl::IsFailedPrecondition(applied)) {
-      return applied;
-    } else {
+    // InvalidArgument: Remember checked the default labels, so this is not expected; the
+    // events are dropped (below) rather than tried again at every sweep.
+    if (!absl::IsInvalidArgument(applied)) {
+      if (!applied.ok() && !absl::IsFailedPrecondition(applied)) return applied;
       storage_->NoteApplied(note);
+      written = true;
+      Failpoint("expiry.applied");
     }
   }
-  // The default labels' write stored the counts already; a second write is needed only
-  // for events dropped without one.
-  if (!dropped.empty() || note.forgotten.empty()) {
-    OKL_RETURN_IF_ERROR(storage_->ForgetEvents(dropped, note.counts));
+  if (!written) {
+    OKL_RETURN_IF_ERROR(storage_->ForgetEvents(note.forgotten, note.counts));
+    Failpoint("expiry.forgotten");
   }
   counts_ = note.counts;
   OKL_ASSIGN_OR_RETURN(std::optional<absl::Time> next, storage_->NextExpiry());

@@ -18,8 +18,9 @@ namespace okl {
 namespace {
 
 constexpr absl::string_view kNames[] = {
-    "checkpoint.encoded", "checkpoint.written", "restore.received",
-    "restore.written",    "restore.installed",
+    "checkpoint.encoded", "checkpoint.written", "restore.received", "restore.written",
+    "restore.installed",  "remember.written",   "label.checked",    "label.applied",
+    "expiry.applied",     "expiry.forgotten",
 };
 
 // The armed failpoint: an index into kNames (-1: none) and the hits it has left.

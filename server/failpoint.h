@@ -14,6 +14,18 @@
 //   restore.received          a Restore's whole snapshot is in, not yet decoded
 //   restore.written           the new incarnation is in RocksDB, not in the registry
 //   restore.installed         the model is in the registry; the answer is not sent
+//   remember.written          a remembering Predict's events are in RocksDB; the answer
+//                             is not sent
+//   label.checked             a Label's events are looked up and its batch built; nothing
+//                             is written
+//   label.applied             a Label's batch, its events' new state and the counts are
+//                             written (one write) and applied; the answer is not sent
+//   expiry.applied            an expiry round's default labels are written and applied,
+//                             in one write with the removal of its every due event and
+//                             the counts (the batch with its note); the book's counts
+//                             in memory are not updated
+//   expiry.forgotten          an expiry round with no default label to apply: its due
+//                             events' removal and the counts are written
 //
 // Thread-safe. Example:
 //   OKL_RETURN_IF_ERROR(ArmFailpoint("checkpoint.written@3"));

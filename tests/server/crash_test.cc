@@ -54,8 +54,6 @@
 namespace okl::testing {
 namespace {
 
-using ::testing::HasSubstr;
-
 // --- The crash test's bookkeeping ------------------------------------------------------
 
 // What the clients of one model know: the batches acknowledged (by the position of their
@@ -382,14 +380,6 @@ INSTANTIATE_TEST_SUITE_P(
 
 // --- Crashes amid Restore, Delete and Create ------------------------------------------
 
-// True once `killed` is set, waiting up to 10 s for it: a server that kills itself (a
-// failpoint) fails its clients' calls a moment before the test has seen it exit.
-bool AwaitKill(const std::atomic<bool>& killed) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!killed.load() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
-  return killed.load();
-}
-
 // One model ref under a sequence of operations, each acknowledged before the next: what
 // the model must be after a crash is the state after the last acknowledged operation, or
 // after the one in flight too. nullopt: the model does not exist.
@@ -577,15 +567,6 @@ INSTANTIATE_TEST_SUITE_P(Seeds, ChurnCrashTest, ::testing::Values(21, 22, 23, 24
                            return absl::StrCat("Seed", info.param);
                          });
 
-// A group of failpoints (server/failpoint.h) and the seed of the rounds that use them.
-struct FailpointCase {
-  const char* name;  // of the test
-  std::vector<std::string> failpoints;
-  uint64_t seed;
-
-  friend void PrintTo(const FailpointCase& c, std::ostream* os) { *os << c.name; }
-};
-
 class FailpointCrashTest : public ::testing::TestWithParam<FailpointCase> {};
 
 // 20 rounds: the ChurnCrashTest traffic (Create, Observe, Restore, Delete, with
@@ -606,37 +587,19 @@ TEST_P(FailpointCrashTest, EveryRestartIsExactAfterAKillAtTheFailpoint) {
         std::make_unique<ChurnActor>(Ref("failpoint", model), snapshots, random()));
   }
 
-  constexpr int kRounds = 20;
-  for (int round = 0; round < kRounds; ++round) {
-    const std::string& name = param.failpoints[random() % param.failpoints.size()];
-    const std::string failpoint = absl::StrCat(name, "@", 1 + random() % 3);
-    SCOPED_TRACE(absl::StrCat("round ", round, ", --failpoint=", failpoint));
-    std::vector<std::string> armed = flags;
-    armed.push_back(absl::StrCat("--failpoint=", failpoint));
-    std::unique_ptr<ServerProcess> server = StartServer(dir.data_dir(), armed);
-    ASSERT_NE(server, nullptr);
-    std::atomic<bool> killed{false};
-    std::atomic<bool> stop{false};
-    std::vector<std::thread> threads = StartActors(actors, server->stub(), killed, stop);
-    const absl::StatusOr<int> exit = server->WaitForExit(absl::Seconds(30));
-    killed.store(true);
-    stop.store(true);
-    for (std::thread& thread : threads) thread.join();
-    ASSERT_TRUE(exit.ok()) << "the failpoint was not reached in 30 s: " << exit.status()
-                           << "; log:\n"
-                           << server->Log();
-    ASSERT_TRUE(WIFSIGNALED(*exit) && WTERMSIG(*exit) == SIGKILL)
-        << DescribeWait(*exit) << "; log:\n"
-        << server->Log();
-    ASSERT_THAT(server->Log(), HasSubstr(absl::StrCat("failpoint ", name, " reached")));
-    server.reset();
-
-    server = StartServer(dir.data_dir(), flags);
-    ASSERT_NE(server, nullptr);
-    for (std::unique_ptr<ChurnActor>& actor : actors) actor->Verify(server->stub());
-    if (::testing::Test::HasFailure()) return;
-    StopGracefully(*server);
+  std::vector<FailpointClient> clients;
+  for (std::unique_ptr<ChurnActor>& actor : actors) {
+    clients.push_back([actor = actor.get()](Stub& stub, int, const std::atomic<bool>& killed,
+                                            const std::atomic<bool>& stop) {
+      actor->Run(stub, killed, stop);
+    });
   }
+  RunFailpointRounds(
+      param, /*rounds=*/20, random, dir.data_dir(), flags, clients,
+      [&actors](Stub& stub) {
+        for (std::unique_ptr<ChurnActor>& actor : actors) actor->Verify(stub);
+      },
+      absl::Seconds(30));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -645,7 +608,7 @@ INSTANTIATE_TEST_SUITE_P(
         FailpointCase{"Checkpoint", {"checkpoint.encoded", "checkpoint.written"}, 31},
         FailpointCase{
             "Restore", {"restore.received", "restore.written", "restore.installed"}, 32}),
-    [](const ::testing::TestParamInfo<FailpointCase>& info) { return info.param.name; });
+    FailpointCaseName);
 
 }  // namespace
 }  // namespace okl::testing

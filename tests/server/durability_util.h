@@ -110,6 +110,102 @@ inline void KillHard(ServerProcess& server) {
   ASSERT_TRUE(status.ok()) << status.status();
 }
 
+// --- Failpoints (server/failpoint.h) ---------------------------------------------------
+
+// True once `killed` is set, waiting up to 10 s for it: a server that kills itself (a
+// failpoint) fails its clients' calls a moment before the test has seen it exit.
+inline bool AwaitKill(const std::atomic<bool>& killed) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!killed.load() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  return killed.load();
+}
+
+// A client of a failpoint round (numbered from 0): calls `stub` until a call fails after
+// the kill (it is then in flight) or `stop`; a call failing before `killed` is set
+// (AwaitKill) is a bug.
+using FailpointClient = std::function<void(
+    Stub& stub, int round, const std::atomic<bool>& killed, const std::atomic<bool>& stop)>;
+
+// A group of failpoints and the seed of the rounds that use them: a failpoint crash
+// test's parameter.
+struct FailpointCase {
+  const char* name;  // of the test
+  std::vector<std::string> failpoints;
+  uint64_t seed;
+
+  friend void PrintTo(const FailpointCase& c, std::ostream* os) { *os << c.name; }
+};
+
+inline std::string FailpointCaseName(const ::testing::TestParamInfo<FailpointCase>& info) {
+  return info.param.name;
+}
+
+// One of `failpoints`, armed to fire the first to third time it is reached: "NAME@N".
+inline std::string RandomFailpoint(absl::Span<const std::string> failpoints,
+                                   std::mt19937_64& random) {
+  const std::string& name = failpoints[random() % failpoints.size()];
+  return absl::StrCat(name, "@", 1 + random() % 3);
+}
+
+// One round of a failpoint crash test: starts okl_server on `data_dir` with `flags` and
+// --failpoint=`failpoint` ("NAME@N"), runs each of `clients` on a thread of its own until
+// the server has SIGKILLed itself at the failpoint, and joins them. Fails the current test
+// unless the server did so within `timeout` (then the log tells what was reached).
+inline void RunUntilFailpoint(const std::string& data_dir, std::vector<std::string> flags,
+                              absl::string_view failpoint,
+                              absl::Span<const FailpointClient> clients, int round,
+                              absl::Duration timeout) {
+  flags.push_back(absl::StrCat("--failpoint=", failpoint));
+  std::unique_ptr<ServerProcess> server = StartServer(data_dir, std::move(flags));
+  ASSERT_NE(server, nullptr);
+  std::atomic<bool> killed{false};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (const FailpointClient& client : clients) {
+    threads.emplace_back([&server, &killed, &stop, &client, round] {
+      client(server->stub(), round, killed, stop);
+    });
+  }
+  const absl::StatusOr<int> exit = server->WaitForExit(timeout);
+  killed.store(true);
+  stop.store(true);
+  for (std::thread& thread : threads) thread.join();
+  ASSERT_TRUE(exit.ok()) << "the failpoint was not reached in " << absl::FormatDuration(timeout)
+                         << ": " << exit.status() << "; log:\n"
+                         << server->Log();
+  ASSERT_TRUE(WIFSIGNALED(*exit) && WTERMSIG(*exit) == SIGKILL)
+      << DescribeWait(*exit) << "; log:\n"
+      << server->Log();
+  const absl::string_view name = failpoint.substr(0, failpoint.find('@'));
+  ASSERT_THAT(server->Log(),
+              ::testing::HasSubstr(absl::StrCat("failpoint ", name, " reached")));
+}
+
+// `rounds` rounds of a failpoint crash test on `data_dir`: each arms one of `param`'s
+// failpoints (RandomFailpoint, drawn from `random`) and runs `clients` until the kill
+// (RunUntilFailpoint), then restarts okl_server with `flags` alone, hands `verify` its
+// stub and stops it gently. Stops at the first round that fails.
+inline void RunFailpointRounds(const FailpointCase& param, int rounds, std::mt19937_64& random,
+                               const std::string& data_dir,
+                               const std::vector<std::string>& flags,
+                               absl::Span<const FailpointClient> clients,
+                               const std::function<void(Stub&)>& verify,
+                               absl::Duration timeout) {
+  for (int round = 0; round < rounds; ++round) {
+    const std::string failpoint = RandomFailpoint(param.failpoints, random);
+    SCOPED_TRACE(absl::StrCat("round ", round, ", --failpoint=", failpoint));
+    if (Verbose()) std::cerr << "round " << round << ": --failpoint=" << failpoint << "\n";
+    RunUntilFailpoint(data_dir, flags, failpoint, clients, round, timeout);
+    if (::testing::Test::HasFailure()) return;
+
+    std::unique_ptr<ServerProcess> server = StartServer(data_dir, flags);
+    ASSERT_NE(server, nullptr);
+    verify(server->stub());
+    if (::testing::Test::HasFailure()) return;
+    StopGracefully(*server);
+  }
+}
+
 // --- Models and the oracle -------------------------------------------------------------
 
 // Three configs that between them exercise the state a checkpoint must carry: offset,
@@ -219,10 +315,19 @@ inline ::testing::AssertionResult MatchesTwin(Stub& stub, const v1::ModelRef& re
     return ::testing::AssertionFailure()
            << "GetModel " << RefName(ref) << ": " << Describe(status);
   }
+  // Without the remembered events' counts, which are the event book's, not the model's
+  // (the delayed-feedback crash tests check them on their own).
+  v1::ModelStats served_stats = info.stats();
+  for (auto clear :
+       {&v1::ModelStats::clear_events_pending, &v1::ModelStats::clear_labels_applied,
+        &v1::ModelStats::clear_events_expired, &v1::ModelStats::clear_labels_duplicate,
+        &v1::ModelStats::clear_served_loss, &v1::ModelStats::clear_served_labels}) {
+    (served_stats.*clear)();
+  }
   const v1::ModelStats expected_stats = twin.WireStats();
-  if (info.stats().SerializeAsString() != expected_stats.SerializeAsString()) {
+  if (served_stats.SerializeAsString() != expected_stats.SerializeAsString()) {
     return ::testing::AssertionFailure()
-           << RefName(ref) << ": stats {" << info.stats().ShortDebugString() << "}, core's {"
+           << RefName(ref) << ": stats {" << served_stats.ShortDebugString() << "}, core's {"
            << expected_stats.ShortDebugString() << "}";
   }
   std::vector<double> predictions;
