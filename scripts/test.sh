@@ -6,7 +6,7 @@
 #      ModelHost, the quotas, the work pool and the event book (gRPC and Abseil come from Debian
 #      uninstrumented, so TSan runs where okl owns every lock),
 #   3. gcc with AddressSanitizer + UndefinedBehaviorSanitizer, running every test,
-#   4. the libFuzzer targets (clang, tests/fuzz), each for 60 s on its seed corpus,
+#   4. the libFuzzer targets (clang, tests/fuzz), each for 30 s on its seed corpus,
 #   5. the container image (deploy/container/container_test.sh),
 #   6. the normal optimised build, running every test; a table of each step's wall time
 #      closes the run.
@@ -75,8 +75,8 @@ ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$root/tests/lsan_suppressi
   ctest --test-dir build/asan -j "$jobs" --output-on-failure \
   --timeout 900
 
-phase "libFuzzer targets, 60 s each (tests/fuzz)"
-bash scripts/fuzz.sh 60
+phase "libFuzzer targets, 30 s each (tests/fuzz)"
+bash scripts/fuzz.sh 30
 
 # ==== container image (deploy/container/) ==============================================
 # Validates deploy/ (compose, kustomize, Envoy), builds the image from the Dockerfile with
