@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "core/sparse_vector.h"
 #include "core/status_macros.h"
 #include "okl/v1/okl.pb.h"
 #include "proto/snapshot_codec.h"
@@ -61,19 +62,14 @@ absl::StatusOr<StoredEvent> FromProto(const v1::SnapshotEvent& proto, const Mode
   event.indices.assign(proto.indices().begin(), proto.indices().end());
   event.values.assign(proto.values().begin(), proto.values().end());
   if (event.sparse) {
-    if (event.indices.size() != event.values.size()) {
-      return bad("its sparse input has not one value per index");
-    }
-    for (size_t i = 0; i < event.indices.size(); ++i) {
-      if (event.indices[i] >= config.dim ||
-          (i > 0 && event.indices[i] <= event.indices[i - 1])) {
-        return bad(
-            absl::StrCat("its sparse input's indices are not strictly increasing below "
-                         "the model's dim ",
-                         config.dim));
-      }
-    }
-  } else if (!event.indices.empty() || event.values.size() != config.dim) {
+    // Checked as a request's sparse input is (any number of non-zeros up to dim).
+    const absl::Status valid =
+        ValidateSparseVector("its sparse input", SparseVectorView{event.indices, event.values},
+                             config.dim, config.dim);
+    if (!valid.ok()) return bad(valid.message());
+    return stored;
+  }
+  if (!event.indices.empty() || event.values.size() != config.dim) {
     return bad(absl::StrCat("its input has ", event.values.size(),
                             " values; the model's dim is ", config.dim));
   }

@@ -356,8 +356,10 @@ class ServerMetrics::Impl {
         add(&truncation, *stats.truncation_error_bound);
       }
       add(&memory, static_cast<double>(summary->memory_bytes));
-      if (options_.host != nullptr && options_.host->ExistingBook(*entry) != nullptr) {
-        const EventCounts events = options_.host->EventCountsOf(*entry);
+      if (const std::shared_ptr<EventBook> book =
+              options_.host != nullptr ? options_.host->ExistingBook(*entry) : nullptr;
+          book != nullptr) {
+        const EventCounts events = book->counts();
         add(&events_pending, static_cast<double>(events.pending));
         add(&labels_applied, static_cast<double>(events.applied));
         add(&events_expired, static_cast<double>(events.expired));
