@@ -18,6 +18,9 @@
 namespace okl {
 namespace {
 
+// a - b, or 0 below it: the counts of okl before 2026-11-29 stored no stored_bytes.
+uint64_t SaturatingSub(uint64_t a, uint64_t b) { return a - std::min(a, b); }
+
 uint64_t RandomIdPrefix() {
   std::random_device device;
   return (uint64_t{device()} << 32) ^ device();
@@ -163,10 +166,13 @@ void MemoryEvents::NoteApplied(const EventNote& note) {
 
 // --- EventBook ------------------------------------------------------------------------
 
-EventBook::EventBook(std::shared_ptr<EventStorage> storage, LossConfig loss, Limits limits)
+EventBook::EventBook(std::shared_ptr<EventStorage> storage, LossConfig loss, Limits limits,
+                     EventQuotaAccount account)
     : storage_(std::move(storage)),
       loss_(loss),
       limits_(limits),
+      tenant_(std::move(account.tenant)),
+      quotas_(account.quotas),
       id_prefix_(RandomIdPrefix()) {}
 
 absl::Status EventBook::Open() {
@@ -175,7 +181,18 @@ absl::Status EventBook::Open() {
   WriterLock lock(&mu_);
   counts_ = counts;
   next_due_ = next.value_or(absl::InfiniteFuture());
+  if (quotas_ != nullptr) quotas_->AddEventBytes(tenant_, counts_.stored_bytes);
   return absl::OkStatus();
+}
+
+void EventBook::Close() {
+  WriterLock lock(&mu_);
+  ReleaseStoredBytes(counts_.stored_bytes);
+  quotas_ = nullptr;
+}
+
+void EventBook::ReleaseStoredBytes(uint64_t bytes) {
+  if (quotas_ != nullptr && bytes > 0) quotas_->ReleaseEventBytes(tenant_, bytes);
 }
 
 EventCounts EventBook::counts() const {
@@ -279,6 +296,7 @@ absl::Status EventBook::WriteRemembered(absl::Span<RememberRequest* const> reque
   absl::Time first_expiry = absl::InfiniteFuture();
   std::vector<RememberedEvent> events;
   std::vector<RememberRequest*> written;
+  uint64_t reserved = 0;  // event bytes, from the tenant's quota
   for (RememberRequest* request : requests) {
     const size_t n = request->events.size();
     request->done = true;
@@ -289,10 +307,20 @@ absl::Status EventBook::WriteRemembered(absl::Span<RememberRequest* const> reque
                        limits_.max_pending, "): label or let expire some first"));
       continue;
     }
-    after.pending += n;
-    request->ids.reserve(n);
+    uint64_t bytes = 0;
     for (RememberedEvent& event : request->events) {
       if (event.id.empty()) event.id = MakeId();
+      bytes += StoredEventBytes(EventState::kPending, event);
+    }
+    if (quotas_ != nullptr) {
+      request->status = quotas_->ReserveEventBytes(tenant_, bytes);
+      if (!request->status.ok()) continue;
+      reserved += bytes;
+    }
+    after.pending += n;
+    after.stored_bytes += bytes;
+    request->ids.reserve(n);
+    for (RememberedEvent& event : request->events) {
       request->ids.push_back(event.id);
       first_expiry = std::min(first_expiry, event.expires);
       events.push_back(std::move(event));
@@ -302,7 +330,10 @@ absl::Status EventBook::WriteRemembered(absl::Span<RememberRequest* const> reque
   if (written.empty()) return requests.size() == 1 ? requests[0]->status : absl::OkStatus();
   const absl::Status status = storage_->Remember(events, after, known);
   for (RememberRequest* request : written) request->status = status;
-  if (!status.ok()) return status;
+  if (!status.ok()) {
+    ReleaseStoredBytes(reserved);
+    return status;
+  }
   Failpoint("remember.written");
   counts_ = after;
   next_due_ = std::min(next_due_, first_expiry);
@@ -325,6 +356,7 @@ absl::StatusOr<EventBook::Labelled> EventBook::Label(
   EventNote note;
   note.counts = counts_;
   std::vector<double> ys;
+  uint64_t freed = 0;                                  // stored bytes
   absl::flat_hash_set<absl::string_view> applied_ids;  // by this request
   for (const auto& [id, y] : labels) {
     std::optional<StoredEvent> stored;
@@ -341,6 +373,9 @@ absl::StatusOr<EventBook::Labelled> EventBook::Label(
       result.outcomes.push_back(LabelOutcome::kApplied);
       ++note.counts.applied;
       --note.counts.pending;
+      // Its input leaves the store; its id stays, to tell a repeated label.
+      freed += StoredEventBytes(EventState::kPending, stored->event) -
+               StoredEventBytes(EventState::kLabelled, stored->event);
       note.counts.served_loss +=
           loss.At(y, stored->event.prediction, loss.InitialMargin()).value;
       ++note.counts.served_labels;
@@ -349,6 +384,7 @@ absl::StatusOr<EventBook::Labelled> EventBook::Label(
       applied_ids.insert(id);
     }
   }
+  note.counts.stored_bytes = SaturatingSub(note.counts.stored_bytes, freed);
   if (!note.labelled.empty()) {
     std::vector<double> dense;
     SparseRows rows;
@@ -363,6 +399,7 @@ absl::StatusOr<EventBook::Labelled> EventBook::Label(
     if (!applied.ok() && !absl::IsFailedPrecondition(applied)) return applied;
     storage_->NoteApplied(note);
     counts_ = note.counts;
+    ReleaseStoredBytes(freed);
     Failpoint("label.applied");
     if (!applied.ok()) return applied;
     for (const StoredEvent& stored : note.labelled) {
@@ -394,7 +431,9 @@ absl::StatusOr<size_t> EventBook::Expire(ModelEntry& entry, absl::Time now, size
   note.counts = counts_;
   std::vector<StoredEvent> defaulted;  // pending with a default label, in expiry order
   std::vector<double> ys;
+  uint64_t freed = 0;  // stored bytes
   for (StoredEvent& stored : due) {
+    freed += StoredEventBytes(stored.state, stored.event);
     if (stored.state == EventState::kPending) {
       --note.counts.pending;
       ++note.counts.expired;
@@ -406,6 +445,7 @@ absl::StatusOr<size_t> EventBook::Expire(ModelEntry& entry, absl::Time now, size
       note.forgotten.push_back(std::move(stored));
     }
   }
+  note.counts.stored_bytes = SaturatingSub(note.counts.stored_bytes, freed);
   bool written = false;
   if (!defaulted.empty()) {
     std::vector<double> dense;
@@ -429,6 +469,7 @@ absl::StatusOr<size_t> EventBook::Expire(ModelEntry& entry, absl::Time now, size
     Failpoint("expiry.forgotten");
   }
   counts_ = note.counts;
+  ReleaseStoredBytes(freed);
   OKL_ASSIGN_OR_RETURN(std::optional<absl::Time> next, storage_->NextExpiry());
   next_due_ = next.value_or(absl::InfiniteFuture());
   return due.size();

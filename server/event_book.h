@@ -36,6 +36,7 @@
 #include "core/runtime/model_registry.h"
 #include "core/runtime/mutex.h"
 #include "server/model_events.h"
+#include "server/quotas.h"
 
 namespace okl {
 
@@ -113,6 +114,13 @@ class MemoryEvents final : public EventStorage {
   EventCounts counts_ ABSL_GUARDED_BY(mu_);
 };
 
+// Where an EventBook counts its events' stored bytes (EventCounts::stored_bytes): against
+// `tenant`'s --max_event_bytes_per_tenant in `quotas`; null: nowhere.
+struct EventQuotaAccount {
+  ResourceQuotas* quotas = nullptr;
+  std::string tenant = {};
+};
+
 class EventBook {
  public:
   struct Limits {
@@ -136,18 +144,23 @@ class EventBook {
 
   // `storage` holds the model's events (its ModelLog, or a MemoryEvents); `loss` is the
   // model's, for the served loss.
-  EventBook(std::shared_ptr<EventStorage> storage, LossConfig loss, Limits limits);
+  EventBook(std::shared_ptr<EventStorage> storage, LossConfig loss, Limits limits,
+            EventQuotaAccount account = {});
 
-  // Reads the stored counts and when the first wait ends; call once before the rest.
+  // Reads the stored counts and when the first wait ends, and adds the stored bytes to
+  // the tenant's (unchecked: they are stored already); call once before the rest.
   absl::Status Open() ABSL_LOCKS_EXCLUDED(mu_);
+  // The model is gone (deleted or replaced) or the book is not kept: returns its stored
+  // bytes to the tenant's quota and counts nothing from now on.
+  void Close() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Remembers each of `inputs` (of `entry`'s model) with the prediction served for it
   // (`predictions`, one per input) until `now` + the wait; returns the event ids, one per
   // input. InvalidArgument for ids that are not one per input or not valid, a wait below
   // zero or over the limit, or a default label the model's loss does not accept (it is
   // checked as a label of each input now); AlreadyExists for an id
-  // known already; ResourceExhausted past max_pending. On any error nothing is
-  // remembered.
+  // known already; ResourceExhausted past max_pending or the tenant's event bytes. On any
+  // error nothing is remembered.
   absl::StatusOr<std::vector<std::string>> Remember(const ModelEntry& entry,
                                                     const InputBatch& inputs,
                                                     absl::Span<const double> predictions,
@@ -194,15 +207,21 @@ class EventBook {
     bool done = false;
   };
   // Writes the events of `requests` in one storage write (those that fit under
-  // max_pending; the rest are refused), in order, and marks each done. Returns the
+  // max_pending and the tenant's event bytes; the rest are refused), in order, and marks
+  // each done. Returns the
   // write's status (or the one request's refusal).
   absl::Status WriteRemembered(absl::Span<RememberRequest* const> requests,
                                EventStorage::KnownIds known) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Returns `bytes` of the stored ones to the tenant's quota (after a write removed them).
+  void ReleaseStoredBytes(uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const std::shared_ptr<EventStorage> storage_;
   const LossConfig loss_;
   const Limits limits_;
+  const std::string tenant_;
   mutable Mutex mu_;
+  ResourceQuotas* quotas_ ABSL_GUARDED_BY(mu_);  // null: not counted (or closed)
   EventCounts counts_ ABSL_GUARDED_BY(mu_);
   // Remembering requests of server-made ids waiting for mu_ (group commit). Taken
   // after mu_ or alone.

@@ -128,6 +128,7 @@ absl::StatusOr<SnapshotEvents> DecodeEventPages(absl::Span<const absl::string_vi
             absl::StrCat("the snapshot holds event \"", event.event.id, "\" twice"));
       }
       if (event.state == EventState::kPending) ++decoded.counts.pending;
+      decoded.counts.stored_bytes += StoredEventBytes(event.state, event.event);
       decoded.events.push_back(std::move(event));
     }
   }

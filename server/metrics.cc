@@ -287,6 +287,12 @@ class ServerMetrics::Impl {
     MetricFamily events_pending =
         Family("okl_model_events_pending", "Remembered events awaiting their label.",
                MetricType::Gauge);
+    MetricFamily events_stored_bytes = Family(
+        "okl_model_events_stored_bytes",
+        "Bytes the model's remembered events (pending, and labelled until their wait ends) "
+        "take in the store: their keys and records, counted against the tenant's "
+        "--max_event_bytes_per_tenant.",
+        MetricType::Gauge);
     MetricFamily labels_applied =
         Family("okl_model_labels_applied_total", "Labels applied to remembered events.",
                MetricType::Counter);
@@ -361,6 +367,7 @@ class ServerMetrics::Impl {
           book != nullptr) {
         const EventCounts events = book->counts();
         add(&events_pending, static_cast<double>(events.pending));
+        add(&events_stored_bytes, static_cast<double>(events.stored_bytes));
         add(&labels_applied, static_cast<double>(events.applied));
         add(&events_expired, static_cast<double>(events.expired));
         add(&labels_duplicate, static_cast<double>(events.duplicates));
@@ -392,11 +399,13 @@ class ServerMetrics::Impl {
     families->push_back(Single("okl_expansion_bytes",
                                "Memory held by the expansions of all models, in bytes.",
                                MetricType::Gauge, bytes));
-    for (MetricFamily* family :
-         {&expansion_size, &steps, &loss, &mistakes, &regret, &regret_per_example,
-          &regret_staleness, &regret_window, &truncation, &memory, &noise_variance,
-          &champion_changes, &candidate_loss, &events_pending, &labels_applied, &events_expired,
-          &labels_duplicate, &served_loss, &served_labels}) {
+    for (MetricFamily* family : {&expansion_size,   &steps,          &loss,
+                                 &mistakes,         &regret,         &regret_per_example,
+                                 &regret_staleness, &regret_window,  &truncation,
+                                 &memory,           &noise_variance, &champion_changes,
+                                 &candidate_loss,   &events_pending, &events_stored_bytes,
+                                 &labels_applied,   &events_expired, &labels_duplicate,
+                                 &served_loss,      &served_labels}) {
       if (!family->metric.empty()) families->push_back(std::move(*family));
     }
   }
@@ -421,9 +430,12 @@ class ServerMetrics::Impl {
         "Requests refused with RESOURCE_EXHAUSTED because they would exceed the quota.",
         MetricType::Counter);
     const std::array<double, kQuotaCount> limit_values = {
-        static_cast<double>(limits.max_models), static_cast<double>(limits.max_models_per_tenant),
+        static_cast<double>(limits.max_models),
+        static_cast<double>(limits.max_models_per_tenant),
         static_cast<double>(limits.max_bytes_per_tenant),
-        static_cast<double>(limits.max_memory_bytes), limits.max_requests_per_second_per_tenant};
+        static_cast<double>(limits.max_memory_bytes),
+        limits.max_requests_per_second_per_tenant,
+        static_cast<double>(limits.max_event_bytes_per_tenant)};
     for (size_t i = 0; i < kQuotaCount; ++i) {
       const std::string name(QuotaName(static_cast<Quota>(i)));
       limit.metric.push_back(Sample(MetricType::Gauge, limit_values[i], {{"quota", name}}));
@@ -437,6 +449,10 @@ class ServerMetrics::Impl {
                                "Worst-case bytes of all models, reserved against "
                                "--max_memory_bytes.",
                                MetricType::Gauge, static_cast<double>(usage.bytes)));
+    families->push_back(Single("okl_quota_event_bytes",
+                               "Bytes all tenants' remembered events take in the store, each "
+                               "tenant's counted against --max_event_bytes_per_tenant.",
+                               MetricType::Gauge, static_cast<double>(usage.event_bytes)));
     families->push_back(Single("okl_checkpoint_failures_total",
                                "Checkpoints that failed (each is retried with back-off; the "
                                "log keeps every example meanwhile).",

@@ -83,6 +83,7 @@ std::string EncodeEventCounts(const EventCounts& counts) {
     Put(n, &value);
   }
   Put(counts.served_loss, &value);
+  Put(counts.stored_bytes, &value);
   return value;
 }
 
@@ -91,7 +92,7 @@ absl::StatusOr<EventCounts> DecodeEventCounts(absl::string_view value) {
   if (!Take(&value, &counts.pending) || !Take(&value, &counts.applied) ||
       !Take(&value, &counts.expired) || !Take(&value, &counts.duplicates) ||
       !Take(&value, &counts.served_labels) || !Take(&value, &counts.served_loss) ||
-      !value.empty()) {
+      (!value.empty() && !Take(&value, &counts.stored_bytes)) || !value.empty()) {
     return absl::DataLossError("the model's event counts are damaged");
   }
   return counts;
@@ -101,11 +102,32 @@ std::string EventExpiryBegin(uint64_t incarnation) {
   return absl::StrCat("i/", IncarnationHex(incarnation), "/x/");
 }
 
+namespace {
+
+// An event record's fixed part: state, expires, has default, default, prediction, sparse,
+// n, remembered.
+constexpr size_t kEventRecordFixedBytes = 1 + 8 + 1 + 8 + 8 + 1 + 4 + 8;
+
+// The values (and, if sparse, indices) an event's record keeps in `state`.
+uint32_t KeptInputSize(EventState state, const RememberedEvent& event) {
+  return state == EventState::kPending ? static_cast<uint32_t>(event.values.size()) : 0;
+}
+
+size_t InputBytes(uint32_t n, bool sparse) { return size_t{n} * (sparse ? 12 : 8); }
+
+}  // namespace
+
+uint64_t StoredEventBytes(EventState state, const RememberedEvent& event) {
+  // "i/<16>/e/<id>" and "i/<16>/x/<16>/<id>", as EventKey and EventExpiryKey make them.
+  constexpr size_t kKeysFixedBytes = (2 + 16 + 3) + (2 + 16 + 3 + 16 + 1);
+  return kKeysFixedBytes + 2 * event.id.size() + kEventRecordFixedBytes +
+         InputBytes(KeptInputSize(state, event), event.sparse);
+}
+
 std::string EncodeEvent(EventState state, const RememberedEvent& event) {
-  const bool keep_input = state == EventState::kPending;
-  const uint32_t n = keep_input ? static_cast<uint32_t>(event.values.size()) : 0;
+  const uint32_t n = KeptInputSize(state, event);
   std::string value;
-  value.reserve(44 + n * (event.sparse ? 12 : 8));
+  value.reserve(kEventRecordFixedBytes + InputBytes(n, event.sparse));
   Put(static_cast<uint8_t>(state), &value);
   Put(absl::ToUnixMicros(event.expires), &value);
   Put(static_cast<uint8_t>(event.default_label.has_value()), &value);
@@ -144,7 +166,7 @@ absl::StatusOr<StoredEvent> DecodeEvent(absl::string_view id, absl::string_view 
   out.event.expires = absl::FromUnixMicros(micros);
   if (has_default != 0) out.event.default_label = default_label;
   out.event.sparse = sparse != 0;
-  const size_t expected = size_t{n} * (out.event.sparse ? 12 : 8);
+  const size_t expected = InputBytes(n, out.event.sparse);
   if (value.size() == expected + sizeof(int64_t)) {
     int64_t remembered = 0;
     absl::string_view trailer = value.substr(expected);

@@ -74,6 +74,9 @@ struct EventCounts {
   // many.
   double served_loss = 0;
   uint64_t served_labels = 0;
+  // What the model's stored events (pending and labelled) take: the sum of their
+  // StoredEventBytes. The tenant's --max_event_bytes_per_tenant counts it.
+  uint64_t stored_bytes = 0;
 
   friend bool operator==(const EventCounts&, const EventCounts&) = default;
 };
@@ -95,6 +98,8 @@ class EventNote final : public JournalNote {
 std::string EventKey(uint64_t incarnation, absl::string_view id);
 std::string EventExpiryKey(uint64_t incarnation, absl::Time expires, absl::string_view id);
 std::string EventCountsKey(uint64_t incarnation);
+// Counts: pending, applied, expired, duplicates, served_labels (u64), served_loss (raw
+// double), stored_bytes (u64; absent in the records of okl before 2026-11-29, read as 0).
 std::string EncodeEventCounts(const EventCounts& counts);
 absl::StatusOr<EventCounts> DecodeEventCounts(absl::string_view value);
 // The expiry index of an incarnation lies in [EventExpiryBegin, EventExpiryKey(inc, t, ""))
@@ -109,6 +114,11 @@ std::string EventExpiryBegin(uint64_t incarnation);
 std::string EncodeEvent(EventState state, const RememberedEvent& event);
 // DataLoss naming the event if `value` is not a record EncodeEvent wrote.
 absl::StatusOr<StoredEvent> DecodeEvent(absl::string_view id, absl::string_view value);
+
+// The bytes `event` takes in the store in `state`: its two keys and its record (a
+// labelled event's record keeps no input). Events kept in memory are counted the same,
+// so that a tenant's event quota means one thing whatever holds its models.
+uint64_t StoredEventBytes(EventState state, const RememberedEvent& event);
 
 }  // namespace okl
 

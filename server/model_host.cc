@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "core/select.h"
 #include "core/status_macros.h"
@@ -261,6 +262,13 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Replace(const ModelKey& i
   }
   const WriteTicket ticket(this, tenant);
   OKL_RETURN_IF_ERROR(ticket.status());
+  // The events' bytes are held against the tenant's quota until the new model's book
+  // counts them (as a replaced model's bytes, the old model's events count until then).
+  const uint64_t event_bytes = events != nullptr ? events->counts.stored_bytes : 0;
+  OKL_RETURN_IF_ERROR(quotas_.ReserveEventBytes(tenant, event_bytes));
+  const absl::Cleanup event_bytes_held = [&] {
+    quotas_.ReleaseEventBytes(tenant, event_bytes);
+  };
   NameClaim claim(this, KeyOf(id));
   absl::StatusOr<std::shared_ptr<ModelEntry>> old = registry_.Find(id);
   std::shared_ptr<ModelLog> log;
@@ -273,6 +281,7 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Replace(const ModelKey& i
   }
   OKL_ASSIGN_OR_RETURN(std::shared_ptr<ModelEntry> entry,
                        registry_.Put(id, *std::move(learner), log));
+  if (old.ok()) CloseBook(**old);
   if (events != nullptr) {
     // Its book now, so that the waits end on time. (A label is sent for these events
     // only once the Restore has returned: before, they were the replaced model's.)
@@ -310,6 +319,7 @@ absl::Status ModelHost::DeleteModel(const ModelKey& id) {
     OKL_RETURN_IF_ERROR(store_->DeleteModel(log));
   }
   OKL_RETURN_IF_ERROR(registry_.Delete(id));
+  CloseBook(*entry);
   quotas_.Release(id.tenant(), WorstCaseMemoryBytes(entry->config()));
   return absl::OkStatus();
 }
@@ -517,16 +527,27 @@ absl::StatusOr<std::shared_ptr<EventBook>> ModelHost::AddBook(
   } else if (storage == nullptr) {
     storage = std::make_shared<MemoryEvents>();
   }
-  auto book = std::make_shared<EventBook>(storage, entry.config().loss, options_.events);
+  auto book = std::make_shared<EventBook>(
+      storage, entry.config().loss, options_.events,
+      EventQuotaAccount{.quotas = &quotas_, .tenant = entry.tenant()});
   OKL_RETURN_IF_ERROR(book->Open());  // the stored counts: a read, outside books_mu_
-  PlainLock lock(&books_mu_);
-  BookSlot& slot = books_[&entry];
-  // Another caller may have made one meanwhile: the first one stays.
-  if (slot.entry.lock().get() != &entry) {
-    slot.entry = entry.weak_from_this();
-    slot.book = std::move(book);
+  std::shared_ptr<EventBook> kept;
+  {
+    PlainLock lock(&books_mu_);
+    BookSlot& slot = books_[&entry];
+    // Another caller may have made one meanwhile: the first one stays.
+    if (slot.entry.lock().get() != &entry) {
+      slot.entry = entry.weak_from_this();
+      slot.book = book;
+    }
+    kept = slot.book;
   }
-  return slot.book;
+  if (kept != book) book->Close();  // so that its events are counted once
+  return kept;
+}
+
+void ModelHost::CloseBook(const ModelEntry& entry) {
+  if (std::shared_ptr<EventBook> book = ExistingBook(entry); book != nullptr) book->Close();
 }
 
 EventCounts ModelHost::EventCountsOf(const ModelEntry& entry) const {

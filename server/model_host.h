@@ -262,6 +262,9 @@ class ModelHost {
   absl::StatusOr<std::shared_ptr<EventBook>> AddBook(ModelEntry& entry,
                                                      std::shared_ptr<EventStorage> storage)
       ABSL_LOCKS_EXCLUDED(books_mu_);
+  // Closes `entry`'s book, if it has one (its model was deleted or replaced), returning
+  // its events' bytes to the tenant's quota.
+  void CloseBook(const ModelEntry& entry) ABSL_LOCKS_EXCLUDED(books_mu_);
 
   struct BookSlot {
     std::weak_ptr<ModelEntry> entry;

@@ -145,6 +145,12 @@ ABSL_FLAG(absl::Duration, max_label_wait, Defaults().host.events.max_wait,
 ABSL_FLAG(uint64_t, max_pending_events, Defaults().host.events.max_pending,
           "Most remembered events awaiting a label per model; a Predict with remember "
           "past it: RESOURCE_EXHAUSTED, nothing remembered.");
+ABSL_FLAG(uint64_t, max_event_bytes_per_tenant,
+          Defaults().host.quotas.max_event_bytes_per_tenant,
+          "Most bytes one tenant's remembered events may take in the store (their keys and "
+          "records: about 100 + 2 x id length + 8 x dim bytes each while pending), over all "
+          "its models (0: no limit); a Predict with remember past it: RESOURCE_EXHAUSTED, "
+          "nothing remembered.");
 ABSL_FLAG(uint32_t, max_batch, Defaults().service.max_batch,
           "Most examples in one ObserveRequest (per ObserveStream message) or inputs in "
           "one PredictRequest; beyond it: RESOURCE_EXHAUSTED.");
@@ -287,6 +293,7 @@ int main(int argc, char** argv) {
   host.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
   host.events.max_wait = absl::GetFlag(FLAGS_max_label_wait);
   host.events.max_pending = absl::GetFlag(FLAGS_max_pending_events);
+  host.quotas.max_event_bytes_per_tenant = absl::GetFlag(FLAGS_max_event_bytes_per_tenant);
 
   okl::OklService::Options& service = options.service;
   service.max_batch = absl::GetFlag(FLAGS_max_batch);

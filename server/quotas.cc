@@ -23,6 +23,8 @@ absl::string_view QuotaName(Quota quota) {
     case Quota::kBytesPerTenant: return "bytes_per_tenant";
     case Quota::kMemoryBytes: return "memory_bytes";
     case Quota::kRequestsPerSecondPerTenant: return "requests_per_second_per_tenant";
+    case Quota::kEventBytesPerTenant:
+      return "event_bytes_per_tenant";
   }
   return "unknown";
 }
@@ -92,7 +94,7 @@ absl::StatusOr<QuotaReservation> ResourceQuotas::Reserve(absl::string_view tenan
                      " reserved for its models; lower max_terms, dim or regret_window"));
   }
   if (!status.ok()) {
-    if (use.models == 0 && use.bytes == 0) tenants_.erase(tenant);
+    EraseIfEmpty(tenants_.find(tenant));
     return status;
   }
   use.models += models;
@@ -115,12 +117,61 @@ void ResourceQuotas::Release(absl::string_view tenant, uint64_t bytes, uint64_t 
   WriterLock lock(&mu_);
   auto it = tenants_.find(tenant);
   if (it == tenants_.end()) return;
+  // No more than the tenant holds is returned, to the server's totals too.
   TenantUse& use = it->second;
-  use.models -= std::min(use.models, models);
-  use.bytes -= std::min(use.bytes, bytes);
-  models_ -= std::min(models_, models);
-  bytes_ -= std::min(bytes_, bytes);
-  if (use.models == 0 && use.bytes == 0) tenants_.erase(it);
+  models = std::min(use.models, models);
+  bytes = std::min(use.bytes, bytes);
+  use.models -= models;
+  use.bytes -= bytes;
+  models_ -= models;
+  bytes_ -= bytes;
+  EraseIfEmpty(it);
+}
+
+void ResourceQuotas::EraseIfEmpty(absl::flat_hash_map<std::string, TenantUse>::iterator it) {
+  if (it != tenants_.end() && it->second.empty()) tenants_.erase(it);
+}
+
+absl::Status ResourceQuotas::ReserveEventBytes(absl::string_view tenant, uint64_t bytes) {
+  const uint64_t limit = limits_.max_event_bytes_per_tenant;
+  WriterLock lock(&mu_);
+  auto it = tenants_.find(tenant);
+  const uint64_t used = it == tenants_.end() ? 0 : it->second.event_bytes;
+  if (limit > 0 && bytes > limit - std::min(used, limit)) {
+    return Rejected(
+        Quota::kEventBytesPerTenant,
+        absl::StrCat("the events to remember take ", bytes, " bytes, and tenant \"", tenant,
+                     "\"'s remembered events hold ", used,
+                     " of its --max_event_bytes_per_tenant=", limit,
+                     "; label them, wait for them to expire, or remember with a shorter "
+                     "wait_seconds"));
+  }
+  if (it == tenants_.end()) it = tenants_.try_emplace(tenant).first;
+  it->second.event_bytes += bytes;
+  event_bytes_ += bytes;
+  return absl::OkStatus();
+}
+
+void ResourceQuotas::AddEventBytes(absl::string_view tenant, uint64_t bytes) {
+  WriterLock lock(&mu_);
+  tenants_[tenant].event_bytes += bytes;
+  event_bytes_ += bytes;
+}
+
+void ResourceQuotas::ReleaseEventBytes(absl::string_view tenant, uint64_t bytes) {
+  WriterLock lock(&mu_);
+  auto it = tenants_.find(tenant);
+  if (it == tenants_.end()) return;
+  bytes = std::min(it->second.event_bytes, bytes);  // no more than the tenant holds
+  it->second.event_bytes -= bytes;
+  event_bytes_ -= bytes;
+  EraseIfEmpty(it);
+}
+
+uint64_t ResourceQuotas::TenantEventBytes(absl::string_view tenant) const {
+  ReaderLock lock(&mu_);
+  auto it = tenants_.find(tenant);
+  return it == tenants_.end() ? 0 : it->second.event_bytes;
 }
 
 absl::Status ResourceQuotas::Admit(absl::string_view tenant) {
@@ -159,6 +210,7 @@ ResourceQuotas::Usage ResourceQuotas::usage() const {
     usage.models = models_;
     usage.bytes = bytes_;
     usage.tenants = tenants_.size();
+    usage.event_bytes = event_bytes_;
   }
   for (size_t i = 0; i < kQuotaCount; ++i) {
     usage.rejections[i] = rejections_[i].load(std::memory_order_relaxed);

@@ -3,10 +3,11 @@
 // ResourceQuotas keeps every tenant within its share of the server: how many models it
 // holds, how many bytes those models may come to (each counted at its worst case,
 // WorstCaseMemoryBytes(config), from the moment it is asked for), what all tenants'
-// models together may come to, and how many requests per second it may send (a token
-// bucket per tenant). A model's bytes are reserved before anything of it is allocated
-// and released when it is deleted or replaced, so the sum of reservations always bounds
-// what the models can hold.
+// models together may come to, how many requests per second it may send (a token
+// bucket per tenant), and how many bytes its remembered events may take in the store
+// (delayed feedback: StoredEventBytes, counted by each model's EventBook). A model's bytes are
+// reserved before anything of it is allocated and released when it is deleted or replaced, so
+// the sum of reservations always bounds what the models can hold.
 //
 // Over a quota: ResourceExhausted naming the quota's flag, its limit and the current
 // use. Each quota counts its rejections for the metrics.
@@ -42,13 +43,14 @@ class ResourceQuotas;
 
 // The quotas, as named in metrics (label quota="...") and flags (--max_<name>).
 enum class Quota {
-  kModels,                          // --max_models
-  kModelsPerTenant,                 // --max_models_per_tenant
-  kBytesPerTenant,                  // --max_bytes_per_tenant
-  kMemoryBytes,                     // --max_memory_bytes
-  kRequestsPerSecondPerTenant,      // --max_requests_per_second_per_tenant
+  kModels,                      // --max_models
+  kModelsPerTenant,             // --max_models_per_tenant
+  kBytesPerTenant,              // --max_bytes_per_tenant
+  kMemoryBytes,                 // --max_memory_bytes
+  kRequestsPerSecondPerTenant,  // --max_requests_per_second_per_tenant
+  kEventBytesPerTenant,         // --max_event_bytes_per_tenant
 };
-inline constexpr size_t kQuotaCount = 5;
+inline constexpr size_t kQuotaCount = 6;
 absl::string_view QuotaName(Quota quota);  // "models_per_tenant", ...
 
 // One model's bytes (and, unless it replaces a model, its count) held against a
@@ -88,6 +90,7 @@ class ResourceQuotas {
     uint64_t max_bytes_per_tenant = 0;
     uint64_t max_memory_bytes = 0;
     double max_requests_per_second_per_tenant = 0;
+    uint64_t max_event_bytes_per_tenant = 0;
   };
 
   explicit ResourceQuotas(Limits limits);
@@ -110,6 +113,16 @@ class ResourceQuotas {
   void Release(absl::string_view tenant, uint64_t bytes, uint64_t models = 1)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The stored bytes of `tenant`'s remembered events (server/event_book.h): Reserve adds
+  // `bytes` unless that would pass max_event_bytes_per_tenant (then ResourceExhausted,
+  // nothing added); Add counts bytes stored already, without checking; Release returns
+  // them.
+  absl::Status ReserveEventBytes(absl::string_view tenant, uint64_t bytes)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void AddEventBytes(absl::string_view tenant, uint64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
+  void ReleaseEventBytes(absl::string_view tenant, uint64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t TenantEventBytes(absl::string_view tenant) const ABSL_LOCKS_EXCLUDED(mu_);
+
   // Takes one request from the tenant's token bucket (rate
   // max_requests_per_second_per_tenant, burst of one second's worth); ResourceExhausted
   // if it is empty. Always OK without a rate limit.
@@ -120,6 +133,7 @@ class ResourceQuotas {
     uint64_t models = 0;
     uint64_t bytes = 0;
     uint64_t tenants = 0;
+    uint64_t event_bytes = 0;  // all tenants' remembered events
     std::array<uint64_t, kQuotaCount> rejections{};
   };
   Usage usage() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -132,7 +146,13 @@ class ResourceQuotas {
   struct TenantUse {
     uint64_t models = 0;
     uint64_t bytes = 0;
+    uint64_t event_bytes = 0;
+
+    bool empty() const { return models == 0 && bytes == 0 && event_bytes == 0; }
   };
+  // Forgets `tenant`'s use once nothing is counted for it.
+  void EraseIfEmpty(absl::flat_hash_map<std::string, TenantUse>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct Bucket {
     double tokens = 0;
     absl::Time refilled;
@@ -145,6 +165,7 @@ class ResourceQuotas {
   absl::flat_hash_map<std::string, TenantUse> tenants_ ABSL_GUARDED_BY(mu_);
   uint64_t models_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t event_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // The rate limiter's own lock: it is taken on every request, the other only when
   // models come and go.
   PlainMutex bucket_mu_;

@@ -60,7 +60,8 @@ class EventBookTest : public ::testing::TestWithParam<bool> {
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
 
-  void Start(const ModelConfig& config, EventBook::Limits limits = {}) {
+  void Start(const ModelConfig& config, EventBook::Limits limits = {},
+             ResourceQuotas* quotas = nullptr) {
     TearDown();
     config_ = config;
     limits_ = limits;
@@ -75,7 +76,8 @@ class EventBookTest : public ::testing::TestWithParam<bool> {
     }
     entry_ = NewEntry(config, log_);
     storage_ = storage;
-    book_ = std::make_unique<EventBook>(storage, config.loss, limits);
+    book_ = std::make_unique<EventBook>(storage, config.loss, limits,
+                                        EventQuotaAccount{.quotas = quotas, .tenant = "acme"});
     ASSERT_TRUE(book_->Open().ok());
   }
 
@@ -277,7 +279,58 @@ TEST_P(EventBookTest, AtExpiryADefaultLabelIsAppliedOnceAndAnEventWithoutOneIsDr
                      kT0 + absl::Minutes(1));
   EXPECT_EQ(*book_->Expire(*entry_, kT0 + absl::Minutes(2), 100), 1u);
   EXPECT_EQ(book_->counts().expired, 4u);
-  if (log_ != nullptr) EXPECT_EQ(log_->LoadCounts().value_or(EventCounts{}), book_->counts());
+  if (log_ != nullptr) {
+    EXPECT_EQ(log_->LoadCounts().value_or(EventCounts{}), book_->counts());
+  }
+}
+
+// The stored bytes follow the events (a label frees the input, the end of the wait the
+// rest), are stored with the counts, and count against the tenant's event quota, which
+// refuses a whole request past it.
+TEST_P(EventBookTest, StoredBytesFollowTheEventsAndTheTenantsQuotaBoundsThem) {
+  // Server-made ids are 32 hex digits; each input 2 doubles.
+  RememberedEvent like;
+  like.id = std::string(32, '0');
+  like.values = {0, 0};
+  const uint64_t pending = StoredEventBytes(EventState::kPending, like);
+  const uint64_t labelled = StoredEventBytes(EventState::kLabelled, like);
+  ResourceQuotas quotas({.max_event_bytes_per_tenant = 3 * pending});
+  Start(SmallConfig(), {}, &quotas);
+  auto stored = [&] {
+    if (log_ != nullptr) {
+      EXPECT_EQ(log_->LoadCounts().value_or(EventCounts{}), book_->counts());
+    }
+    EXPECT_EQ(quotas.TenantEventBytes("acme"), book_->counts().stored_bytes);
+    return book_->counts().stored_bytes;
+  };
+  const std::vector<std::string> ids = PredictAndRemember(1, 2, {.wait = absl::Seconds(30)});
+  EXPECT_EQ(stored(), 2 * pending);
+  // Two more would pass the quota: refused whole.
+  const std::vector<double> xs = Inputs(3, 2);
+  absl::StatusOr<std::vector<std::string>> over =
+      book_->Remember(*entry_, InputBatch::Dense(xs, 2), {0.0, 0.0}, {}, kT0);
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(over.status().message(), HasSubstr("--max_event_bytes_per_tenant"));
+  EXPECT_EQ(book_->counts().pending, 2u);
+  EXPECT_EQ(stored(), 2 * pending);
+  // A label frees its event's input; the id stays until the wait ends.
+  EXPECT_THAT(Label({{ids[0], 1.0}}).outcomes, ElementsAre(Outcome::kApplied));
+  EXPECT_EQ(stored(), pending + labelled);
+  PredictAndRemember(5, 1, {.wait = absl::Seconds(60)});
+  EXPECT_EQ(stored(), 2 * pending + labelled);
+  // A closed book (its model deleted or replaced) returns its bytes; a book opened on the
+  // same events counts them again.
+  book_->Close();
+  EXPECT_EQ(quotas.TenantEventBytes("acme"), 0u);
+  book_ = std::make_unique<EventBook>(storage_, config_.loss, limits_,
+                                      EventQuotaAccount{.quotas = &quotas, .tenant = "acme"});
+  ASSERT_TRUE(book_->Open().ok());
+  EXPECT_EQ(stored(), 2 * pending + labelled);
+  // The end of the wait frees the rest.
+  EXPECT_EQ(*book_->Expire(*entry_, kT0 + absl::Seconds(30), 100), 2u);
+  EXPECT_EQ(stored(), pending);
+  EXPECT_EQ(*book_->Expire(*entry_, kT0 + absl::Seconds(60), 100), 1u);
+  EXPECT_EQ(stored(), 0u);
 }
 
 TEST_P(EventBookTest, ALabelAfterTheWaitIsUnknownEvenBeforeTheSweep) {

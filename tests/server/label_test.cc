@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "proto/snapshot_codec.h"
 #include "tests/server/server_suite.h"
@@ -258,6 +259,85 @@ TEST(DelayedFeedbackRestartTest, PendingEventsAndAppliedLabelsSurviveASigkill) {
   } while (absl::Now() < give_up);
   EXPECT_EQ(info.stats().events_expired(), 1u);
   EXPECT_EQ(info.stats().steps(), 1u);
+}
+
+// A tenant's remembered events are bounded in bytes (--max_event_bytes_per_tenant) over
+// all its models: a Predict past it is refused whole; a label gives back its event's
+// input, a deleted model its events; another tenant has its own; a Restore whose events
+// would pass it is refused; and a restart counts what is stored.
+TEST(DelayedFeedbackQuotaTest, ATenantsEventBytesAreBoundedAndGivenBack) {
+  // One event of d = 2 with a server-made id (32 hex digits) in the store: its key
+  // "i/<16>/e/<id>", its expiry key "i/<16>/x/<16>/<id>" and its record (39 fixed bytes
+  // and 2 doubles), as server/model_events.h lays them out.
+  constexpr int kEventBytes = (21 + 32) + (38 + 32) + 39 + 2 * 8;
+  TempDir dir("okl_label_quota");
+  const std::vector<std::string> flags = {
+      absl::StrCat("--max_event_bytes_per_tenant=", 4 * kEventBytes)};
+  auto server = ServerProcess::Start({.flags = flags, .data_dir = dir.data_dir()});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const v1::ModelRef a = Ref("acme", "a"), b = Ref("acme", "b"), other = Ref("other", "a");
+  v1::Remember remember;
+  remember.set_wait_seconds(3600);
+  auto remember_in = [&](Stub& stub, const v1::ModelRef& ref, int n) {
+    v1::PredictResponse predicted;
+    grpc::Status status = PredictRemembering(stub, ref, Inputs(1, n), remember, &predicted);
+    return std::make_pair(status, std::vector<std::string>(predicted.event_ids().begin(),
+                                                           predicted.event_ids().end()));
+  };
+  {
+    Stub& stub = (*server)->stub();
+    for (const v1::ModelRef& ref : {a, b, other}) {
+      ASSERT_TRUE(IsOk(CreateModel(stub, ref, ParseConfig(kConfig))));
+    }
+    const auto [remembered, ids] = remember_in(stub, a, 3);
+    ASSERT_TRUE(IsOk(remembered));
+    const grpc::Status over = remember_in(stub, b, 2).first;
+    EXPECT_EQ(over.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_THAT(over.error_message(), HasSubstr("--max_event_bytes_per_tenant"));
+    EXPECT_TRUE(IsOk(remember_in(stub, b, 1).first));      // up to the quota
+    EXPECT_TRUE(IsOk(remember_in(stub, other, 4).first));  // its own quota
+    const int port = (*server)->metrics_port();
+    EXPECT_EQ(MetricValue(port, "okl_model_events_stored_bytes{tenant=\"acme\",model=\"a\"}")
+                  .value_or(-1),
+              3 * kEventBytes);
+    EXPECT_EQ(MetricValue(port, "okl_quota_event_bytes").value_or(-1), 8 * kEventBytes);
+    EXPECT_EQ(
+        MetricValue(port, "okl_quota_limit{quota=\"event_bytes_per_tenant\"}").value_or(-1),
+        4 * kEventBytes);
+    EXPECT_EQ(MetricValue(port, "okl_quota_rejections_total{quota=\"event_bytes_per_tenant\"}")
+                  .value_or(-1),
+              1);
+
+    // Labels give back their events' inputs only: the ids stay until the wait ends.
+    v1::LabelResponse labelled;
+    ASSERT_TRUE(IsOk(Label(stub, a, {{ids[0], 1.0}, {ids[1], 1.0}}, &labelled)));
+    EXPECT_EQ(MetricValue(port, "okl_model_events_stored_bytes{tenant=\"acme\",model=\"a\"}")
+                  .value_or(-1),
+              3 * kEventBytes - 2 * 2 * 8);
+    EXPECT_EQ(remember_in(stub, b, 1).first.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    // A deleted model gives back all of its events.
+    ASSERT_TRUE(IsOk(DeleteModel(stub, a)));
+    EXPECT_TRUE(IsOk(remember_in(stub, b, 2).first));
+    EXPECT_EQ(MetricValue(port, "okl_quota_event_bytes").value_or(-1), 7 * kEventBytes);
+
+    // b's 3 events restored beside it would be 6 events' bytes: refused, nothing made.
+    std::string bytes;
+    ASSERT_TRUE(IsOk(Snapshot(stub, b, &bytes)));
+    const v1::ModelRef copy = Ref("acme", "copy");
+    EXPECT_EQ(Restore(stub, copy, bytes).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    v1::ModelInfo info;
+    EXPECT_EQ(GetModel(stub, copy, &info).error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_EQ(MetricValue(port, "okl_quota_event_bytes").value_or(-1), 7 * kEventBytes);
+    ASSERT_TRUE((*server)->Kill().ok());
+  }
+  // After a SIGKILL the stored events count again.
+  server = ServerProcess::Start({.flags = flags, .data_dir = dir.data_dir()});
+  ASSERT_TRUE(server.ok()) << server.status();
+  Stub& stub = (*server)->stub();
+  EXPECT_EQ(MetricValue((*server)->metrics_port(), "okl_quota_event_bytes").value_or(-1),
+            7 * kEventBytes);
+  EXPECT_EQ(remember_in(stub, b, 2).first.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(IsOk(remember_in(stub, b, 1).first));
 }
 
 // A snapshot carries the model's events after its state: a Restore (and so okl move)

@@ -65,6 +65,57 @@ TEST(EventRecordTest, RoundTripsDenseSparseAndDefaultsAndALabelledOneDropsItsInp
   EXPECT_EQ(labelled->event.prediction, sparse.prediction);
 }
 
+// What the tenant's event quota counts is what the store holds: the two keys and the
+// record, as written.
+TEST(EventRecordTest, StoredBytesAreTheKeysAndTheRecordAsWritten) {
+  RememberedEvent dense = DenseEvent("click-1", kT0, 0.5, 1.5);
+  dense.default_label = 1;
+  RememberedEvent sparse = DenseEvent(std::string(kMaxEventIdBytes, 'z'), kT0, 1, 2);
+  sparse.sparse = true;
+  sparse.indices = {3, 9};
+  RememberedEvent wide = DenseEvent("0123456789abcdef0123456789abcdef", kT0, 0, 0);
+  wide.values.assign(16, 0.25);
+  for (const RememberedEvent& event : {dense, sparse, wide}) {
+    for (EventState state : {EventState::kPending, EventState::kLabelled}) {
+      const uint64_t incarnation = 0xfedcba9876543210;
+      EXPECT_EQ(StoredEventBytes(state, event),
+                EventKey(incarnation, event.id).size() +
+                    EventExpiryKey(incarnation, event.expires, event.id).size() +
+                    EncodeEvent(state, event).size())
+          << event.id << " in state " << static_cast<int>(state);
+    }
+  }
+  // A labelled event keeps no input: it frees the input's bytes.
+  EXPECT_EQ(StoredEventBytes(EventState::kPending, wide) -
+                StoredEventBytes(EventState::kLabelled, wide),
+            16 * sizeof(double));
+  EXPECT_EQ(StoredEventBytes(EventState::kPending, sparse) -
+                StoredEventBytes(EventState::kLabelled, sparse),
+            2 * (sizeof(double) + sizeof(uint32_t)));
+}
+
+TEST(EventCountsTest, RoundTripAndAnOlderRecordReadsNoStoredBytes) {
+  const EventCounts counts{.pending = 1,
+                           .applied = 2,
+                           .expired = 3,
+                           .duplicates = 4,
+                           .served_loss = 0.5,
+                           .served_labels = 5,
+                           .stored_bytes = 6};
+  const std::string value = EncodeEventCounts(counts);
+  EXPECT_EQ(DecodeEventCounts(value).value_or(EventCounts{}), counts);
+  // okl before 2026-11-29 wrote the counts without stored_bytes.
+  EventCounts older = counts;
+  older.stored_bytes = 0;
+  EXPECT_EQ(DecodeEventCounts(value.substr(0, value.size() - 8)).value_or(EventCounts{}),
+            older);
+  for (size_t cut : {size_t{1}, size_t{9}}) {
+    EXPECT_EQ(DecodeEventCounts(value.substr(0, value.size() - cut)).status().code(),
+              absl::StatusCode::kDataLoss);
+  }
+  EXPECT_EQ(DecodeEventCounts(value + "x").status().code(), absl::StatusCode::kDataLoss);
+}
+
 TEST(EventRecordTest, ADamagedRecordIsDataLossNamingTheEvent) {
   const std::string good = EncodeEvent(EventState::kPending, DenseEvent("e", kT0, 1, 2));
   for (const std::string& bad :

@@ -221,12 +221,39 @@ TEST(ResourceQuotasTest, ConcurrentReservationsNeverPassALimit) {
   EXPECT_THAT(quotas.TenantUsage("acme"), Pair(0u, 0u));
 }
 
+TEST(ResourceQuotasTest, EventBytesAreTheTenantsOwnAndRefusedWholePastTheLimit) {
+  ResourceQuotas quotas({.max_event_bytes_per_tenant = 1000});
+  ASSERT_TRUE(quotas.ReserveEventBytes("a", 600).ok());
+  const absl::Status over = quotas.ReserveEventBytes("a", 401);
+  EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(over.message(), AllOf(HasSubstr("401"), HasSubstr("hold 600"),
+                                    HasSubstr("--max_event_bytes_per_tenant=1000")));
+  EXPECT_EQ(Rejections(quotas, Quota::kEventBytesPerTenant), 1u);
+  EXPECT_EQ(quotas.TenantEventBytes("a"), 600u);          // nothing of the refused request
+  EXPECT_TRUE(quotas.ReserveEventBytes("a", 400).ok());   // up to the limit
+  EXPECT_TRUE(quotas.ReserveEventBytes("b", 1000).ok());  // another tenant's own
+  // Bytes stored already count whatever the limit; releasing stops at zero.
+  quotas.AddEventBytes("a", 5000);
+  EXPECT_EQ(quotas.TenantEventBytes("a"), 6000u);
+  EXPECT_EQ(quotas.usage().event_bytes, 7000u);
+  quotas.ReleaseEventBytes("a", 9000);
+  EXPECT_EQ(quotas.TenantEventBytes("a"), 0u);
+  EXPECT_EQ(quotas.usage().event_bytes, 1000u);
+  EXPECT_EQ(quotas.usage().tenants, 1u);  // a tenant with nothing counted is forgotten
+  // Events count apart from the models' bytes.
+  EXPECT_THAT(quotas.TenantUsage("b"), Pair(0u, 0u));
+  // Without a limit, any amount.
+  ResourceQuotas unlimited({});
+  EXPECT_TRUE(unlimited.ReserveEventBytes("a", uint64_t{1} << 60).ok());
+}
+
 TEST(QuotaNameTest, NamesMatchTheFlags) {
   EXPECT_EQ(QuotaName(Quota::kModels), "models");
   EXPECT_EQ(QuotaName(Quota::kModelsPerTenant), "models_per_tenant");
   EXPECT_EQ(QuotaName(Quota::kBytesPerTenant), "bytes_per_tenant");
   EXPECT_EQ(QuotaName(Quota::kMemoryBytes), "memory_bytes");
   EXPECT_EQ(QuotaName(Quota::kRequestsPerSecondPerTenant), "requests_per_second_per_tenant");
+  EXPECT_EQ(QuotaName(Quota::kEventBytesPerTenant), "event_bytes_per_tenant");
 }
 
 }  // namespace
