@@ -212,6 +212,7 @@ absl::StatusOr<std::string> WritePendingEvents(const std::string& dir, int64_t c
       event.remembered = now;
       event.values.resize(dim);
       for (double& x : event.values) x = normal(rng);
+      counts.stored_bytes += okl::StoredEventBytes(okl::EventState::kPending, event);
     }
     // One from the middle, not the first or last key of the model's events.
     if (written <= count / 2 && count / 2 < written + n) {
