@@ -214,9 +214,11 @@ std::string EventBook::MakeId() {
   return absl::StrFormat("%016x%016x", id_prefix_, next_id_++);
 }
 
-absl::StatusOr<std::vector<std::string>> EventBook::Remember(
-    const ModelEntry& entry, const InputBatch& inputs, absl::Span<const double> predictions,
-    const RememberOptions& options, absl::Time now) {
+absl::StatusOr<EventBook::Checked> EventBook::Check(const ModelEntry& entry,
+                                                    const InputBatch& inputs,
+                                                    absl::Span<const double> predictions,
+                                                    const RememberOptions& options,
+                                                    absl::Time now) const {
   const size_t n = inputs.size();
   if (!options.event_ids.empty() && options.event_ids.size() != n) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -243,11 +245,12 @@ absl::StatusOr<std::vector<std::string>> EventBook::Remember(
   const absl::Time expires = now + (options.wait == absl::ZeroDuration()
                                         ? std::min(limits_.default_wait, limits_.max_wait)
                                         : options.wait);
-  RememberRequest request;
-  request.events.resize(n);
+  Checked checked;
+  checked.caller_ids = !options.event_ids.empty();
+  checked.events.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    RememberedEvent& event = request.events[i];
-    if (!options.event_ids.empty()) event.id = options.event_ids[i];
+    RememberedEvent& event = checked.events[i];
+    if (checked.caller_ids) event.id = options.event_ids[i];
     event.expires = expires;
     event.default_label = options.default_label;
     event.prediction = predictions[i];
@@ -262,7 +265,16 @@ absl::StatusOr<std::vector<std::string>> EventBook::Remember(
       event.values.assign(row.begin(), row.end());
     }
   }
-  if (!options.event_ids.empty()) {
+  return checked;
+}
+
+absl::StatusOr<std::vector<std::string>> EventBook::Remember(
+    const ModelEntry& entry, const InputBatch& inputs, absl::Span<const double> predictions,
+    const RememberOptions& options, absl::Time now) {
+  OKL_ASSIGN_OR_RETURN(Checked checked, Check(entry, inputs, predictions, options, now));
+  RememberRequest request;
+  request.events = std::move(checked.events);
+  if (checked.caller_ids) {
     // The caller's ids may be known: looked up, and written alone, so that one request's
     // known id refuses that request only.
     WriterLock lock(&mu_);
@@ -276,18 +288,101 @@ absl::StatusOr<std::vector<std::string>> EventBook::Remember(
     PlainLock lock(&queue_mu_);
     queue_.push_back(&request);
   }
-  WriterLock lock(&mu_);
-  if (!request.done) {
-    std::vector<RememberRequest*> queued;
-    {
-      PlainLock queue_lock(&queue_mu_);
-      queued.swap(queue_);
-    }
-    WriteRemembered(queued, EventStorage::KnownIds::kNoneCanBe)
-        .IgnoreError();  // each has its own
+  std::vector<std::unique_ptr<RememberRequest>> written;
+  {
+    WriterLock lock(&mu_);
+    if (!request.done) written = WriteQueued();
   }
+  Answer(std::move(written));
   OKL_RETURN_IF_ERROR(request.status);
   return request.ids;
+}
+
+void EventBook::RememberLater(Checked checked, const Scheduler& schedule, RememberDone done) {
+  // The scheduled work holds the book: its model may be deleted meanwhile.
+  std::shared_ptr<EventBook> self = weak_from_this().lock();
+  if (self == nullptr) {  // not held by a shared_ptr: written now, on this thread
+    RememberRequest request;
+    request.events = std::move(checked.events);
+    absl::Status status;
+    {
+      WriterLock lock(&mu_);
+      status =
+          WriteRemembered({&request}, checked.caller_ids ? EventStorage::KnownIds::kLookUp
+                                                         : EventStorage::KnownIds::kNoneCanBe);
+    }
+    if (!status.ok()) return std::move(done)(status);
+    return std::move(done)(std::move(request.ids));
+  }
+  if (checked.caller_ids) {
+    // Looked up and written alone (see Remember), on the scheduler's thread.
+    auto request = std::make_shared<RememberRequest>();
+    request->events = std::move(checked.events);
+    schedule([self, request, done = std::move(done)]() mutable {
+      absl::Status status;
+      {
+        WriterLock lock(&self->mu_);
+        status = self->WriteRemembered({request.get()}, EventStorage::KnownIds::kLookUp);
+      }
+      if (!status.ok()) {
+        std::move(done)(status);
+      } else {
+        std::move(done)(std::move(request->ids));
+      }
+    });
+    return;
+  }
+  auto request = std::make_unique<RememberRequest>();
+  request->events = std::move(checked.events);
+  request->answer = std::move(done);
+  bool schedule_writer = false;
+  {
+    PlainLock lock(&queue_mu_);
+    queue_.push_back(request.release());  // owned by the queue until written
+    schedule_writer = !std::exchange(writer_scheduled_, true);
+  }
+  // One writer for all that queue before it runs: one hand-off and one storage write
+  // however many Predicts remember meanwhile.
+  if (schedule_writer) schedule([self] { self->WriteLater(); });
+}
+
+void EventBook::WriteLater() {
+  std::vector<std::unique_ptr<RememberRequest>> written;
+  {
+    WriterLock lock(&mu_);
+    {
+      PlainLock queue_lock(&queue_mu_);
+      writer_scheduled_ = false;  // what queues from now on needs a writer of its own
+    }
+    written = WriteQueued();
+  }
+  Answer(std::move(written));
+}
+
+std::vector<std::unique_ptr<EventBook::RememberRequest>> EventBook::WriteQueued() {
+  std::vector<RememberRequest*> queued;
+  {
+    PlainLock queue_lock(&queue_mu_);
+    queued.swap(queue_);
+  }
+  std::vector<std::unique_ptr<RememberRequest>> later;
+  if (queued.empty()) return later;
+  WriteRemembered(queued, EventStorage::KnownIds::kNoneCanBe)
+      .IgnoreError();  // each has its own
+  for (RememberRequest* request : queued) {
+    if (request->answer != nullptr) later.emplace_back(request);
+  }
+  return later;
+}
+
+void EventBook::Answer(std::vector<std::unique_ptr<RememberRequest>> written) {
+  for (std::unique_ptr<RememberRequest>& request : written) {
+    if (request->status.ok()) {
+      std::move(request->answer)(std::move(request->ids));
+    } else {
+      std::move(request->answer)(request->status);
+    }
+  }
 }
 
 absl::Status EventBook::WriteRemembered(absl::Span<RememberRequest* const> requests,

@@ -27,6 +27,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -121,7 +122,7 @@ struct EventQuotaAccount {
   std::string tenant = {};
 };
 
-class EventBook {
+class EventBook : public std::enable_shared_from_this<EventBook> {
  public:
   struct Limits {
     absl::Duration default_wait = absl::Minutes(10);  // a request's wait of 0
@@ -167,6 +168,25 @@ class EventBook {
                                                     const RememberOptions& options,
                                                     absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Remember in two halves, for a caller that answers later (a remembering Predict served
+  // on the queue's thread): Check does Remember's checks and copies the events; then
+  // RememberLater queues them and returns at once. Every request queued until a writer
+  // runs is written in one storage write, on a thread of `schedule`'s, and `done` runs
+  // there with the request's ids (or its refusal: Remember's errors but InvalidArgument).
+  // The work scheduled holds the book; a book not held by a std::shared_ptr writes at
+  // once instead, and runs `done` before RememberLater returns.
+  struct Checked {
+    std::vector<RememberedEvent> events;  // empty ids: the book makes them
+    bool caller_ids = false;              // then written alone, after a lookup
+  };
+  using RememberDone = absl::AnyInvocable<void(absl::StatusOr<std::vector<std::string>>) &&>;
+  using Scheduler = std::function<void(absl::AnyInvocable<void() &&>)>;
+  absl::StatusOr<Checked> Check(const ModelEntry& entry, const InputBatch& inputs,
+                                absl::Span<const double> predictions,
+                                const RememberOptions& options, absl::Time now) const;
+  void RememberLater(Checked checked, const Scheduler& schedule, RememberDone done)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   // Applies each label to its pending event, as one Observe batch on `entry` of the
   // applied ones in order (see the top of this file). A label whose y is not finite is
   // InvalidArgument for the whole request, which then changes nothing; so is a y the
@@ -200,12 +220,23 @@ class EventBook {
 
   // One Predict's events to remember, until a writer has written them (or refused them):
   // then `done`, with their ids and the write's status. Read and written under mu_.
+  // A request of Remember lives on its caller's stack, which waits for mu_; one of
+  // RememberLater's is owned by the queue until its writer has run `answer`.
   struct RememberRequest {
     std::vector<RememberedEvent> events;  // an empty id: the book makes one
     std::vector<std::string> ids;
     absl::Status status;
     bool done = false;
+    RememberDone answer = nullptr;  // RememberLater's
   };
+  // Writes every queued request (server-made ids) in one storage write. Returns
+  // RememberLater's among them, whose `answer` the caller runs once mu_ is released.
+  std::vector<std::unique_ptr<RememberRequest>> WriteQueued()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs the answers of `written` (WriteQueued's), with no lock held.
+  static void Answer(std::vector<std::unique_ptr<RememberRequest>> written);
+  // RememberLater's writer: WriteQueued, then Answer.
+  void WriteLater() ABSL_LOCKS_EXCLUDED(mu_);
   // Writes the events of `requests` in one storage write (those that fit under
   // max_pending and the tenant's event bytes; the rest are refused), in order, and marks
   // each done. Returns the
@@ -227,6 +258,8 @@ class EventBook {
   // after mu_ or alone.
   PlainMutex queue_mu_;
   std::vector<RememberRequest*> queue_ ABSL_GUARDED_BY(queue_mu_);
+  // A WriteLater is scheduled and has not yet taken the queue.
+  bool writer_scheduled_ ABSL_GUARDED_BY(queue_mu_) = false;
   // No wait ends before this (InfiniteFuture: none stored), so that a sweep over many
   // books reads the store only for those with something due.
   absl::Time next_due_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

@@ -550,6 +550,18 @@ void ModelHost::CloseBook(const ModelEntry& entry) {
   if (std::shared_ptr<EventBook> book = ExistingBook(entry); book != nullptr) book->Close();
 }
 
+void ModelHost::RememberLater(absl::string_view tenant, EventBook& book,
+                              EventBook::Checked checked, const EventBook::Scheduler& schedule,
+                              EventBook::RememberDone done) {
+  auto ticket = std::make_shared<WriteTicket>(this, tenant);
+  if (!ticket->status().ok()) return std::move(done)(ticket->status());
+  book.RememberLater(std::move(checked), schedule,
+                     [ticket = std::move(ticket), done = std::move(done)](
+                         absl::StatusOr<std::vector<std::string>> ids) mutable {
+                       std::move(done)(std::move(ids));
+                     });
+}
+
 EventCounts ModelHost::EventCountsOf(const ModelEntry& entry) const {
   std::shared_ptr<EventBook> book = ExistingBook(entry);
   return book == nullptr ? EventCounts{} : book->counts();

@@ -202,6 +202,11 @@ class ModelHost {
   // Returns how many events it ended; a model's failure is logged, and tried again next
   // time.
   size_t ExpireEvents(absl::Time now, size_t max_per_model) ABSL_LOCKS_EXCLUDED(books_mu_);
+  // EventBook::RememberLater under a write ticket of `tenant`, held until `done` has
+  // run, so that a fence waits for the write; while the tenant is fenced, `done` is told
+  // Unavailable at once and nothing is queued.
+  void RememberLater(absl::string_view tenant, EventBook& book, EventBook::Checked checked,
+                     const EventBook::Scheduler& schedule, EventBook::RememberDone done);
   // The counts of `entry`'s events; zeros if it has no book yet.
   EventCounts EventCountsOf(const ModelEntry& entry) const ABSL_LOCKS_EXCLUDED(books_mu_);
   // `entry`'s book if it has one (a model that never remembered an event has none).

@@ -192,8 +192,18 @@ void OklService::ServeUnary(absl::string_view method, AdmitMethod<Request> admit
       return;
     }
     if (admission.run_inline) {
-      call->Reply(
-          ToGrpcStatus((this->*handle)(active, admission, call->request(), call->response())));
+      const absl::Status status =
+          (this->*handle)(active, admission, call->request(), call->response());
+      if (status.ok() && admission.answer_later != nullptr) {
+        // Unavailable from later work means nothing of the call was applied, as at
+        // admission (Refusal's trailer).
+        std::move(admission.answer_later)(
+            [call, active = std::move(active)](absl::Status status) mutable {
+              call->Reply(Refusal(call->context(), status));
+            });
+        return;
+      }
+      call->Reply(ToGrpcStatus(status));
       return;
     }
     if (metrics_ != nullptr) metrics_->RecordOffloaded();
@@ -326,14 +336,15 @@ absl::Status OklService::AdmitGetModel(const ActiveCall& call, const v1::ModelRe
 absl::Status OklService::AdmitPredict(const ActiveCall& call, const v1::PredictRequest& request,
                                       Admission* admission) {
   OKL_RETURN_IF_ERROR(CheckBatchSize(request.inputs_size(), "inputs"));
-  // With remember it stores the inputs: a write, and offloaded.
+  // With remember it stores the inputs, a write; a small one is still predicted inline,
+  // and its events written later, batched, on the offload pool (RememberPredictedLater).
   const bool remember = request.has_remember();
   OKL_ASSIGN_OR_RETURN(
       admission->id,
       AdmitModelCall(call, request.ref(), remember ? Role::kWrite : Role::kRead, "Predict"));
   OKL_ASSIGN_OR_RETURN(admission->entry, host_->Find(*admission->id));
-  admission->run_inline = !remember && PredictWork(*admission->entry, request.inputs_size()) <=
-                                           static_cast<double>(options_.max_inline_work);
+  admission->run_inline = PredictWork(*admission->entry, request.inputs_size()) <=
+                          static_cast<double>(options_.max_inline_work);
   return absl::OkStatus();
 }
 
@@ -472,7 +483,9 @@ absl::Status OklService::Predict(const ActiveCall&, Admission& admission,
         }
         return absl::OkStatus();
       }));
-  if (request.has_remember()) {
+  if (request.has_remember() && admission.run_inline) {
+    OKL_RETURN_IF_ERROR(RememberPredictedLater(admission, request, decoded.inputs(), response));
+  } else if (request.has_remember()) {
     std::vector<std::string> ids;
     OKL_RETURN_IF_ERROR(
         RememberPredicted(admission, request, decoded.inputs(), *response, &ids));

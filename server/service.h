@@ -48,6 +48,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -133,6 +134,11 @@ class OklService final : public RawAsyncService {
     std::optional<ModelKey> id;         // the model the call names, if it names one
     std::shared_ptr<ModelEntry> entry;  // that model, if admission found it
     bool run_inline = false;            // else the handler runs on offload_pool_
+    // Set by a handler whose answer comes later (a remembering Predict's batched write):
+    // once the handler has returned OK, it is called with the reply, which ends the call
+    // (from any thread; the call counts in flight until then).
+    using Reply = absl::AnyInvocable<void(absl::Status) &&>;
+    absl::AnyInvocable<void(Reply)&&> answer_later = nullptr;
   };
   // A unary method's two halves. Admit runs on the queue's thread as the call arrives,
   // once it is authenticated: it checks the request, authorizes it on the tenant it
@@ -218,6 +224,11 @@ class OklService final : public RawAsyncService {
   absl::Status RememberPredicted(Admission& admission, const v1::PredictRequest& request,
                                  const InputBatch& inputs, const v1::PredictResponse& predicted,
                                  std::vector<std::string>* ids);
+  // The same for a Predict answered on the queue's thread: the events are checked and
+  // copied now, and admission.answer_later queues them in the model's book, whose writer
+  // writes every Predict's queued by then at once, on offload_pool_, then answers each.
+  absl::Status RememberPredictedLater(Admission& admission, const v1::PredictRequest& request,
+                                      const InputBatch& inputs, v1::PredictResponse* predicted);
   // Snapshot's bytes: the model's section (its state copied under its reader lock and
   // encoded) and, for a model with remembered events, the events captured at the same
   // moment, to be paged after it.

@@ -37,12 +37,10 @@ void AddEventCounts(const EventCounts& counts, v1::ModelStats* stats) {
   stats->set_served_labels(counts.served_labels);
 }
 
-absl::Status OklService::RememberPredicted(Admission& admission,
-                                           const v1::PredictRequest& request,
-                                           const InputBatch& inputs,
-                                           const v1::PredictResponse& predicted,
-                                           std::vector<std::string>* ids) {
-  const v1::Remember& remember = request.remember();
+namespace {
+
+// A Predict's `remember` as the book takes it.
+absl::StatusOr<EventBook::RememberOptions> RememberOptionsOf(const v1::Remember& remember) {
   EventBook::RememberOptions options;
   options.event_ids.assign(remember.event_ids().begin(), remember.event_ids().end());
   if (!(remember.wait_seconds() >= 0) ||
@@ -53,6 +51,18 @@ absl::Status OklService::RememberPredicted(Admission& admission,
   }
   options.wait = absl::Seconds(remember.wait_seconds());
   if (remember.has_default_label()) options.default_label = remember.default_label();
+  return options;
+}
+
+}  // namespace
+
+absl::Status OklService::RememberPredicted(Admission& admission,
+                                           const v1::PredictRequest& request,
+                                           const InputBatch& inputs,
+                                           const v1::PredictResponse& predicted,
+                                           std::vector<std::string>* ids) {
+  OKL_ASSIGN_OR_RETURN(const EventBook::RememberOptions options,
+                       RememberOptionsOf(request.remember()));
   const absl::Span<const double> predictions(predicted.predictions().data(),
                                              predicted.predictions_size());
   // Under a write ticket of the tenant, as every write: a fenced tenant remembers nothing.
@@ -63,6 +73,46 @@ absl::Status OklService::RememberPredicted(Admission& admission,
                                                    absl::Now()));
         return absl::OkStatus();
       });
+}
+
+absl::Status OklService::RememberPredictedLater(Admission& admission,
+                                                const v1::PredictRequest& request,
+                                                const InputBatch& inputs,
+                                                v1::PredictResponse* predicted) {
+  OKL_ASSIGN_OR_RETURN(const EventBook::RememberOptions options,
+                       RememberOptionsOf(request.remember()));
+  // The model that answered (Predict's WithModel may have found a newer one).
+  ModelEntry& model = *admission.entry;
+  OKL_ASSIGN_OR_RETURN(std::shared_ptr<EventBook> book, host_->BookFor(model));
+  OKL_ASSIGN_OR_RETURN(EventBook::Checked checked,
+                       book->Check(model, inputs,
+                                   absl::MakeConstSpan(predicted->predictions().data(),
+                                                       predicted->predictions_size()),
+                                   options, absl::Now()));
+  admission.answer_later = [this, tenant = admission.id->tenant(), book = std::move(book),
+                            checked = std::move(checked),
+                            predicted](Admission::Reply reply) mutable {
+    host_->RememberLater(
+        tenant, *book, std::move(checked),
+        [this](absl::AnyInvocable<void() &&> work) { offload_pool_.Schedule(std::move(work)); },
+        [predicted,
+         reply = std::move(reply)](absl::StatusOr<std::vector<std::string>> ids) mutable {
+          if (!ids.ok()) {
+            // The model was deleted or replaced before the write: nothing was remembered,
+            // and the client may send the Predict again (to the model now there).
+            std::move(reply)(absl::IsNotFound(ids.status())
+                                 ? absl::UnavailableError(absl::StrCat(
+                                       ids.status().message(),
+                                       " while its events were written; nothing was "
+                                       "remembered: retry"))
+                                 : ids.status());
+            return;
+          }
+          for (std::string& id : *ids) predicted->add_event_ids(std::move(id));
+          std::move(reply)(absl::OkStatus());
+        });
+  };
+  return absl::OkStatus();
 }
 
 absl::Status OklService::AdmitLabel(const ActiveCall& call, const v1::LabelRequest& request,

@@ -19,6 +19,7 @@
 #include "proto/snapshot_codec.h"
 #include "server/event_snapshot.h"
 #include "server/model_store.h"
+#include "server/work_pool.h"
 #include "tests/server/store_test_util.h"
 
 namespace okl {
@@ -333,6 +334,77 @@ TEST_P(EventBookTest, StoredBytesFollowTheEventsAndTheTenantsQuotaBoundsThem) {
   EXPECT_EQ(stored(), 0u);
 }
 
+// RememberLater: Predicts queued before the writer runs are written by one writer, each
+// answered with its own ids or its own refusal; caller ids are written alone.
+TEST_P(EventBookTest, RemembersQueuedForLaterAreWrittenByOneWriterAndEachAnswered) {
+  Start(SmallConfig(), {.max_pending = 4});
+  auto book = std::make_shared<EventBook>(storage_, config_.loss, limits_);
+  ASSERT_TRUE(book->Open().ok());
+  std::vector<absl::AnyInvocable<void() &&>> scheduled;  // a fake pool: run by hand
+  const EventBook::Scheduler schedule = [&](absl::AnyInvocable<void() &&> work) {
+    scheduled.push_back(std::move(work));
+  };
+  std::vector<absl::StatusOr<std::vector<std::string>>> answers(3);
+  for (int r = 0; r < 3; ++r) {
+    const std::vector<double> xs = Inputs(2 * r, 2);
+    absl::StatusOr<EventBook::Checked> checked =
+        book->Check(*entry_, InputBatch::Dense(xs, 2), {0.5, 0.25}, {}, kT0);
+    ASSERT_TRUE(checked.ok()) << checked.status();
+    book->RememberLater(*std::move(checked), schedule,
+                        [&answers, r](absl::StatusOr<std::vector<std::string>> ids) {
+                          answers[r] = std::move(ids);
+                        });
+  }
+  ASSERT_EQ(scheduled.size(), 1u);  // one writer for the three
+  EXPECT_EQ(book->counts().pending, 0u);
+  std::move(scheduled[0])();
+  // The first two fit under max_pending = 4; the third is refused alone.
+  ASSERT_TRUE(answers[0].ok() && answers[1].ok()) << answers[0].status() << answers[1].status();
+  EXPECT_EQ(answers[0]->size(), 2u);
+  EXPECT_NE((*answers[0])[0], (*answers[1])[0]);
+  EXPECT_EQ(answers[2].status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(book->counts().pending, 4u);
+  // Their events are the inputs remembered, labelled as any.
+  absl::StatusOr<EventBook::Labelled> labelled =
+      book->Label(*entry_, {{(*answers[1])[1], 1.0}}, kT0 + absl::Seconds(1));
+  ASSERT_TRUE(labelled.ok()) << labelled.status();
+  EXPECT_THAT(labelled->outcomes, ElementsAre(Outcome::kApplied));
+  std::shared_ptr<ModelEntry> plain = NewEntry(config_);
+  std::vector<Observation> out;
+  ASSERT_TRUE(plain->ObserveBatch(Inputs(3, 1), {1.0}, &out).ok());
+  ExpectSameModel(*entry_, *plain);
+
+  // A new writer for what queues after one ran; caller ids get a write of their own, and
+  // a known one is refused.
+  ASSERT_TRUE(book->Label(*entry_, {{(*answers[0])[0], 1.0}, {(*answers[0])[1], 1.0}},
+                          kT0 + absl::Seconds(1))
+                  .ok());
+  for (const char* id : {"mine", "mine"}) {
+    const std::vector<double> xs = Inputs(9, 1);
+    absl::StatusOr<EventBook::Checked> checked =
+        book->Check(*entry_, InputBatch::Dense(xs, 2), {0.5}, {.event_ids = {id}}, kT0);
+    ASSERT_TRUE(checked.ok()) << checked.status();
+    book->RememberLater(*std::move(checked), schedule,
+                        [&answers](absl::StatusOr<std::vector<std::string>> ids) {
+                          answers.push_back(std::move(ids));
+                        });
+  }
+  ASSERT_EQ(scheduled.size(), 3u);
+  std::move(scheduled[1])();
+  std::move(scheduled[2])();
+  ASSERT_EQ(answers.size(), 5u);
+  EXPECT_THAT(answers[3].value_or(std::vector<std::string>{}), ElementsAre("mine"));
+  EXPECT_EQ(answers[4].status().code(), absl::StatusCode::kAlreadyExists);
+  // A book not held by a shared_ptr writes at once, on the caller's thread.
+  const std::vector<double> xs = Inputs(11, 1);
+  bool answered = false;
+  book_->RememberLater(
+      *book_->Check(*entry_, InputBatch::Dense(xs, 2), {0.5}, {}, kT0), schedule,
+      [&](absl::StatusOr<std::vector<std::string>> ids) { answered = ids.ok(); });
+  EXPECT_TRUE(answered);
+  EXPECT_EQ(scheduled.size(), 3u);
+}
+
 TEST_P(EventBookTest, ALabelAfterTheWaitIsUnknownEvenBeforeTheSweep) {
   const std::vector<std::string> ids = PredictAndRemember(1, 1, {.wait = absl::Seconds(5)});
   EXPECT_THAT(Label({{ids[0], 1}}, kT0 + absl::Seconds(5)).outcomes,
@@ -404,6 +476,14 @@ TEST_P(EventBookTest, ConcurrentRemembersAreEachStoredOnceAndTheCapHolds) {
   constexpr int kRequests = 40;  // per thread, of 3 inputs each
   constexpr uint64_t kCap = 600;  // of the 960 events asked for
   Start(SmallConfig(), {.max_pending = kCap});
+  // Half the threads remember as an inline Predict does (RememberLater, written by a
+  // pool's writer), half as an offloaded one (Remember, which may write the others').
+  auto book = std::make_shared<EventBook>(storage_, config_.loss, limits_);
+  ASSERT_TRUE(book->Open().ok());
+  WorkPool pool(2, "okl-test");
+  const EventBook::Scheduler schedule = [&pool](absl::AnyInvocable<void() &&> work) {
+    pool.Schedule(std::move(work));
+  };
   std::vector<std::vector<std::string>> ids(kThreads);
   std::vector<int> refused(kThreads, 0);
   std::vector<std::thread> threads;
@@ -412,8 +492,25 @@ TEST_P(EventBookTest, ConcurrentRemembersAreEachStoredOnceAndTheCapHolds) {
       const std::vector<double> xs = Inputs(t, 3);
       const std::vector<double> predictions = {0.5, 0.25, 0.125};
       for (int r = 0; r < kRequests; ++r) {
-        absl::StatusOr<std::vector<std::string>> made =
-            book_->Remember(*entry_, InputBatch::Dense(xs, 2), predictions, {}, kT0);
+        absl::StatusOr<std::vector<std::string>> made;
+        if (t % 2 == 0) {
+          made = book->Remember(*entry_, InputBatch::Dense(xs, 2), predictions, {}, kT0);
+        } else {
+          // Waited for with pthread primitives, which TSan sees (core/runtime/mutex.h).
+          PlainMutex mu;
+          CondVar answered;
+          bool done = false;
+          book->RememberLater(
+              *book->Check(*entry_, InputBatch::Dense(xs, 2), predictions, {}, kT0), schedule,
+              [&](absl::StatusOr<std::vector<std::string>> later) {
+                PlainLock lock(&mu);
+                made = std::move(later);
+                done = true;
+                answered.Signal();
+              });
+          PlainLock lock(&mu);
+          while (!done) answered.Wait(&mu);
+        }
         if (made.ok()) {
           EXPECT_EQ(made->size(), 3u);
           ids[t].insert(ids[t].end(), made->begin(), made->end());
@@ -436,14 +533,14 @@ TEST_P(EventBookTest, ConcurrentRemembersAreEachStoredOnceAndTheCapHolds) {
   EXPECT_EQ(refusals, kThreads * kRequests - static_cast<int>(kCap / 3));
   std::sort(all.begin(), all.end());
   EXPECT_EQ(std::unique(all.begin(), all.end()), all.end());
-  EXPECT_EQ(book_->counts().pending, kCap);
+  EXPECT_EQ(book->counts().pending, kCap);
   for (const std::string& id : all) {
     absl::StatusOr<std::optional<StoredEvent>> stored = storage_->FindEvent(id);
     ASSERT_TRUE(stored.ok() && stored->has_value()) << id;
   }
   absl::StatusOr<EventCounts> stored_counts = storage_->LoadCounts();
   ASSERT_TRUE(stored_counts.ok());
-  EXPECT_EQ(*stored_counts, book_->counts());
+  EXPECT_EQ(*stored_counts, book->counts());
 }
 
 INSTANTIATE_TEST_SUITE_P(Storage, EventBookTest, ::testing::Bool(),

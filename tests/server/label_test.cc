@@ -261,6 +261,37 @@ TEST(DelayedFeedbackRestartTest, PendingEventsAndAppliedLabelsSurviveASigkill) {
   EXPECT_EQ(info.stats().steps(), 1u);
 }
 
+// A small Predict is answered on the queue's thread and its events written later,
+// batched; a large one (here every one: --max_inline_work=0) runs on the offload pool and
+// remembers as it predicts. Its events are the same.
+TEST(DelayedFeedbackOffloadedTest, APredictOnTheOffloadPoolRemembersAsAnInlineOneDoes) {
+  auto server = ServerProcess::Start({.flags = {"--max_inline_work=0"}});
+  ASSERT_TRUE(server.ok()) << server.status();
+  Stub& stub = (*server)->stub();
+  const v1::ModelRef ref = Ref("feedback", "offloaded");
+  ASSERT_TRUE(IsOk(CreateModel(stub, ref, ParseConfig(kConfig))));
+  v1::PredictResponse made;
+  ASSERT_TRUE(IsOk(PredictRemembering(stub, ref, Inputs(1, 3), {}, &made)));
+  ASSERT_EQ(made.event_ids_size(), 3);
+  v1::Remember given;
+  given.add_event_ids("a");
+  given.add_event_ids("b");
+  v1::PredictResponse named;
+  ASSERT_TRUE(IsOk(PredictRemembering(stub, ref, Inputs(4, 2), given, &named)));
+  EXPECT_THAT(named.event_ids(), ElementsAre("a", "b"));
+  EXPECT_EQ(PredictRemembering(stub, ref, Inputs(4, 2), given, &named).error_code(),
+            grpc::StatusCode::ALREADY_EXISTS);
+  v1::LabelResponse labelled;
+  ASSERT_TRUE(IsOk(Label(stub, ref, {{made.event_ids(1), 1.0}, {"b", -1.0}}, &labelled)));
+  EXPECT_THAT(Outcomes(labelled), ElementsAre(v1::LABEL_APPLIED, v1::LABEL_APPLIED));
+  ASSERT_TRUE(IsOk(Label(stub, ref, {{"b", 1.0}}, &labelled)));
+  EXPECT_THAT(Outcomes(labelled), ElementsAre(v1::LABEL_DUPLICATE));
+  v1::ModelInfo info;
+  ASSERT_TRUE(IsOk(GetModel(stub, ref, &info)));
+  EXPECT_EQ(info.stats().events_pending(), 3u);
+  EXPECT_EQ(info.stats().steps(), 2u);
+}
+
 // A tenant's remembered events are bounded in bytes (--max_event_bytes_per_tenant) over
 // all its models: a Predict past it is refused whole; a label gives back its event's
 // input, a deleted model its events; another tenant has its own; a Restore whose events

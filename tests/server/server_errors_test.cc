@@ -720,6 +720,21 @@ TEST_F(ServerE2ETest, AFenceRefusesTheRestOfAStreamAndTellsHowManyMessagesWereAp
   const grpc::Status refused = stub().Observe(&unary, request, &response);
   EXPECT_TRUE(HasCode(refused, Code::UNAVAILABLE));
   EXPECT_EQ(BatchesAppliedTrailer(unary), "0");
+  // A remembering Predict too: its events are written after the call's handler returned
+  // (batched, off the queue's thread), and refused there the same, nothing remembered.
+  grpc::ClientContext remembering;
+  SetDeadline(&remembering);
+  v1::PredictRequest remember;
+  *remember.mutable_ref() = trained.ref;
+  *remember.add_inputs() = trained.probes[0];
+  remember.mutable_remember()->set_wait_seconds(60);
+  v1::PredictResponse predicted;
+  const grpc::Status not_remembered = stub().Predict(&remembering, remember, &predicted);
+  EXPECT_TRUE(HasCode(not_remembered, Code::UNAVAILABLE));
+  EXPECT_THAT(not_remembered.error_message(), HasSubstr("is being moved"));
+  EXPECT_EQ(BatchesAppliedTrailer(remembering), "0");
+  ASSERT_TRUE(IsOk(GetModel(stub(), trained.ref, &info)));
+  EXPECT_EQ(info.stats().events_pending(), 0u);
   std::vector<double> predictions;
   EXPECT_TRUE(IsOk(Predict(stub(), trained.ref, trained.probes, &predictions)));
   EXPECT_TRUE(
