@@ -59,7 +59,7 @@ class EventStorage {
   // up would cost a read per event.
   enum class KnownIds { kLookUp, kNoneCanBe };
   // Stores `events` as pending, and `counts`, in one write; AlreadyExists (nothing
-  // stored) if an id is repeated or (kLookUp) known.
+  // stored) if (kLookUp) an id is repeated or known.
   virtual absl::Status Remember(absl::Span<const RememberedEvent> events,
                                 const EventCounts& counts,
                                 KnownIds known = KnownIds::kLookUp) = 0;

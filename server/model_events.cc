@@ -194,18 +194,25 @@ absl::StatusOr<StoredEvent> DecodeEvent(absl::string_view id, absl::string_view 
 
 absl::Status ModelLog::Remember(absl::Span<const RememberedEvent> events,
                                 const EventCounts& counts, KnownIds known) {
+  // The keys go in region by region (the events, their expiry entries, the counts), each
+  // in the order the book made them: RocksDB's memtable then inserts a key next to the
+  // one before instead of searching its skip list from the top, which interleaved keys
+  // made a third of a remembering Predict's server time.
   rocksdb::WriteBatch batch;
-  batch.Put(EventCountsKey(incarnation_), EncodeEventCounts(counts));
   absl::flat_hash_set<absl::string_view> ids;
   for (const RememberedEvent& event : events) {
     OKL_RETURN_IF_ERROR(ValidateEventId(event.id));
-    if (!ids.insert(event.id).second) {
+    // The book's own ids are distinct by construction.
+    if (known == KnownIds::kLookUp && !ids.insert(event.id).second) {
       return absl::AlreadyExistsError(
           absl::StrCat("event id \"", event.id, "\" is given twice in one request"));
     }
     batch.Put(EventKey(incarnation_, event.id), EncodeEvent(EventState::kPending, event));
+  }
+  for (const RememberedEvent& event : events) {
     batch.Put(EventExpiryKey(incarnation_, event.expires, event.id), "");
   }
+  batch.Put(EventCountsKey(incarnation_), EncodeEventCounts(counts));
   WriterLock remember_lock(&remember_mu_);
   for (const RememberedEvent& event : events) {
     if (known == KnownIds::kNoneCanBe) break;
