@@ -44,12 +44,16 @@ COMMAND_TIMEOUT_S = 60
 WALKTHROUGH_MARKER = "`tests/cli/cli_test.py` runs exactly these lines"
 
 
-def readme_walkthrough(repo):
+# The README's delayed-feedback example ("Predict now, label later"), read the same way.
+DELAYED_FEEDBACK_MARKER = "`tests/cli/cli_test.py` runs exactly these lines): two impressions"
+
+
+def readme_walkthrough(repo, marker=WALKTHROUGH_MARKER):
     with open(os.path.join(repo, "README.md")) as f:
         text = f.read()
-    at = text.find(WALKTHROUGH_MARKER)
+    at = text.find(marker)
     if at < 0:
-        raise AssertionError("README.md no longer says %r" % WALKTHROUGH_MARKER)
+        raise AssertionError("README.md no longer says %r" % marker)
     begin = text.index("```sh\n", at) + len("```sh\n")
     return text[begin:text.index("```", begin)]
 
@@ -674,6 +678,26 @@ class OklCliTest(unittest.TestCase):
         self.assertEqual(result["event_ids"], ["c", "b", "c", "nobody", server_id])
         self.assertEqual((result["applied"], result["duplicate"], result["unknown"],
                           result["steps"]), (0, 4, 1, 103))
+
+    def test_readme_delayed_feedback_example_labels_both_impressions(self):
+        bin_dir = self.path("delayed/bin")
+        os.makedirs(bin_dir)
+        os.symlink(os.path.abspath(ARGS.okl), os.path.join(bin_dir, "okl"))
+        env = dict(self.env)
+        env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
+        env["OKL_TENANT"] = "readme-delayed"
+        example = readme_walkthrough(ARGS.repo, DELAYED_FEEDBACK_MARKER)
+        self.assertIn("okl label", example)
+        result = subprocess.run(["bash", "-euo", "pipefail", "-c", example],
+                                cwd=self.path("delayed"), env=env, capture_output=True,
+                                text=True, timeout=COMMAND_TIMEOUT_S)
+        self.assertEqual(result.returncode, 0,
+                         "stdout:\n%s\nstderr:\n%s" % (result.stdout, result.stderr))
+        lines = result.stdout.splitlines()
+        remembered = [l for l in lines if l.startswith("imp-")][:2]
+        self.assertEqual([l.split(",")[0] for l in remembered], ["imp-1", "imp-2"])
+        self.assertEqual(lines[-2:], ["imp-2,applied", "imp-1,applied"])
+        self.assertIn("2 applied, 0 duplicate, 0 unknown; model 2 steps", result.stderr)
 
     def test_an_event_whose_wait_ends_learns_its_default_label(self):
         base = ["--tenant=delay", "--model=defaults"]
