@@ -238,7 +238,8 @@ absl::StatusOr<ModelSummary> Client::CreateModel(const ModelId& id,
   return SummaryFromServer(info);
 }
 
-absl::StatusOr<ModelSummary> Client::GetModel(const ModelId& id) const {
+absl::StatusOr<ModelSummary> Client::GetModel(const ModelId& id,
+                                              ModelEventCounts* events) const {
   const v1::ModelRef request = ModelRefToProto(id.tenant, id.model);
   v1::ModelInfo info;
   OKL_RETURN_IF_ERROR(
@@ -246,6 +247,15 @@ absl::StatusOr<ModelSummary> Client::GetModel(const ModelId& id) const {
         info.Clear();
         return stub_->okl->GetModel(context, request, &info);
       }));
+  if (events != nullptr) {
+    const v1::ModelStats& stats = info.stats();
+    *events = {.pending = stats.events_pending(),
+               .applied = stats.labels_applied(),
+               .expired = stats.events_expired(),
+               .duplicates = stats.labels_duplicate(),
+               .served_loss = stats.served_loss(),
+               .served_labels = stats.served_labels()};
+  }
   return SummaryFromServer(info);
 }
 

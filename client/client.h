@@ -206,6 +206,21 @@ struct LabelResult {
 
 class ObserveWriter;
 
+// A model's delayed-feedback counts, as GetModel reports them
+// (docs/delayed-feedback.md): events remembered and awaiting a label, labels applied,
+// waits that ended without one, labels for events labelled before, and the loss of the
+// predictions served, summed over the applied labels.
+struct ModelEventCounts {
+  uint64_t pending = 0;
+  uint64_t applied = 0;
+  uint64_t expired = 0;
+  uint64_t duplicates = 0;
+  double served_loss = 0;
+  uint64_t served_labels = 0;
+
+  friend bool operator==(const ModelEventCounts&, const ModelEventCounts&) = default;
+};
+
 class Client {
  public:
   // A client over a new channel to `address` ("host:port", or any gRPC target), with
@@ -238,7 +253,10 @@ class Client {
   // it covers, last_step = the step it was computed at; steps - last_step is its lag).
   // Not on the wire, and so 0: stats.offset, stats.margin, stats.terms_removed and
   // memory_bytes.
-  absl::StatusOr<ModelSummary> GetModel(const ModelId& id) const;
+  // With `events`, also the model's delayed-feedback counts (zeros for a model that
+  // never remembered an event).
+  absl::StatusOr<ModelSummary> GetModel(const ModelId& id,
+                                        ModelEventCounts* events = nullptr) const;
 
   // The models of `tenant` (every tenant's the caller may see if empty), ordered by
   // (tenant, model); each as GetModel's. Retried.

@@ -178,7 +178,32 @@ std::string ModelSizeText(const ModelConfig& config, uint64_t expansion_size) {
                                                                            : " terms");
 }
 
-std::string SummaryText(const ModelSummary& summary) {
+std::string EventsText(const ModelEventCounts& events) {
+  if (events == ModelEventCounts{}) return "";
+  std::string text;
+  absl::StrAppendFormat(&text, "events pending   %d\n", events.pending);
+  absl::StrAppendFormat(&text, "labels applied   %d", events.applied);
+  if (events.served_labels > 0) {
+    absl::StrAppendFormat(&text, " (served loss %.6g a label)",
+                          events.served_loss / static_cast<double>(events.served_labels));
+  }
+  absl::StrAppendFormat(&text, "\nevents expired   %d\n", events.expired);
+  absl::StrAppendFormat(&text, "labels duplicate %d\n", events.duplicates);
+  return text;
+}
+
+std::string EventsJson(const ModelEventCounts& events) {
+  JsonObject json;
+  json.AddUint("pending", events.pending)
+      .AddUint("applied", events.applied)
+      .AddUint("expired", events.expired)
+      .AddUint("duplicates", events.duplicates)
+      .AddDouble("served_loss", events.served_loss)
+      .AddUint("served_labels", events.served_labels);
+  return json.str();
+}
+
+std::string SummaryText(const ModelSummary& summary, const ModelEventCounts* events) {
   const ModelStats& stats = summary.stats;
   std::string text;
   absl::StrAppendFormat(&text, "model            %s/%s\n", summary.tenant, summary.model);
@@ -246,16 +271,18 @@ std::string SummaryText(const ModelSummary& summary) {
         stats.regret->regret, stats.regret->window, stats.regret->last_step,
         stats.regret->duality_gap);
   }
+  if (events != nullptr) text += EventsText(*events);
   absl::StrAppend(&text, "config\n", ConfigText(summary.config));
   return text;
 }
 
-std::string SummaryJson(const ModelSummary& summary) {
+std::string SummaryJson(const ModelSummary& summary, const ModelEventCounts* events) {
   JsonObject json;
   json.AddString("tenant", summary.tenant)
       .AddString("model", summary.model)
       .AddRaw("config", ConfigJson(summary.config))
       .AddRaw("stats", StatsJson(summary));
+  if (events != nullptr) json.AddRaw("events", EventsJson(*events));
   return json.str();
 }
 
@@ -272,10 +299,11 @@ absl::Status RunCreate(const Client& client, const ModelId& id, const ModelConfi
 }
 
 absl::Status RunGet(const Client& client, const ModelId& id, const Output& output) {
-  absl::StatusOr<ModelSummary> summary = client.GetModel(id);
+  ModelEventCounts events;
+  absl::StatusOr<ModelSummary> summary = client.GetModel(id, &events);
   if (!summary.ok()) return summary.status();
-  Print(output,
-        output.json ? absl::StrCat(SummaryJson(*summary), "\n") : SummaryText(*summary));
+  Print(output, output.json ? absl::StrCat(SummaryJson(*summary, &events), "\n")
+                            : SummaryText(*summary, &events));
   return absl::OkStatus();
 }
 

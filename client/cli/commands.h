@@ -72,8 +72,12 @@ std::string ModelSizeText(const ModelConfig& config, uint64_t expansion_size);
 
 // The model's summary: text (a block of "name value" lines and the config in protobuf
 // text format, as `okl create --config` reads it) or JSON.
-std::string SummaryText(const ModelSummary& summary);
-std::string SummaryJson(const ModelSummary& summary);
+// With `events` (okl get), its delayed-feedback counts too: text lines before the
+// config, none for a model that never remembered an event; in JSON, an "events" object.
+std::string SummaryText(const ModelSummary& summary, const ModelEventCounts* events = nullptr);
+std::string SummaryJson(const ModelSummary& summary, const ModelEventCounts* events = nullptr);
+std::string EventsText(const ModelEventCounts& events);
+std::string EventsJson(const ModelEventCounts& events);
 
 absl::Status RunCreate(const Client& client, const ModelId& id, const ModelConfig& config,
                        const Output& output);

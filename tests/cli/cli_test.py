@@ -678,6 +678,20 @@ class OklCliTest(unittest.TestCase):
         self.assertEqual(result["event_ids"], ["c", "b", "c", "nobody", server_id])
         self.assertEqual((result["applied"], result["duplicate"], result["unknown"],
                           result["steps"]), (0, 4, 1, 103))
+        # okl get shows the counts: a still pending; 3 applied; 1 + 4 duplicates.
+        _, out, _ = self.okl("get", *base, "--json", expect=0)
+        events = json.loads(out)["events"]
+        self.assertEqual((events["pending"], events["applied"], events["expired"],
+                          events["duplicates"], events["served_labels"]), (1, 3, 0, 5, 3))
+        self.assertGreater(events["served_loss"], 0)
+        _, out, _ = self.okl("get", *base, expect=0)
+        self.assertIn("events pending   1\nlabels applied   3 (served loss ", out)
+        self.assertIn("labels duplicate 5\n", out)
+        self.assertLess(out.index("labels duplicate"), out.index("config\n"))
+        # A model that never remembered an event shows no such lines.
+        self.okl("create", "--tenant=delay", "--model=plain", "--dim=2", expect=0)
+        _, out, _ = self.okl("get", "--tenant=delay", "--model=plain", expect=0)
+        self.assertNotIn("events pending", out)
 
     def test_readme_delayed_feedback_example_labels_both_impressions(self):
         bin_dir = self.path("delayed/bin")

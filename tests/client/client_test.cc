@@ -613,6 +613,17 @@ TEST_F(ClientTest, LabelsOfRememberedPredictionsAreObservesInLabelOrder) {
   absl::StatusOr<std::vector<double>> twin_after = client.Predict(twin, probes, kDim);
   ASSERT_TRUE(after.ok() && twin_after.ok());
   EXPECT_EQ(Bits(*after), Bits(*twin_after));
+  // GetModel reports the counts: 10 remembered, 4 applied, 2 duplicates.
+  ModelEventCounts events;
+  ASSERT_TRUE(client.GetModel(served, &events).ok());
+  EXPECT_EQ(events.pending, 6u);
+  EXPECT_EQ(events.applied, 4u);
+  EXPECT_EQ(events.duplicates, 2u);
+  EXPECT_EQ(events.expired, 0u);
+  EXPECT_EQ(events.served_labels, 4u);
+  EXPECT_GT(events.served_loss, 0);
+  ASSERT_TRUE(client.GetModel(twin, &events).ok());
+  EXPECT_EQ(events, ModelEventCounts{});
 }
 
 TEST_F(ClientTest, RememberingAndLabellingCheckTheirArguments) {
