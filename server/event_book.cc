@@ -189,6 +189,7 @@ void EventBook::Close() {
   WriterLock lock(&mu_);
   ReleaseStoredBytes(counts_.stored_bytes);
   quotas_ = nullptr;
+  closed_ = true;
 }
 
 void EventBook::ReleaseStoredBytes(uint64_t bytes) {
@@ -395,6 +396,11 @@ absl::Status EventBook::WriteRemembered(absl::Span<RememberRequest* const> reque
   for (RememberRequest* request : requests) {
     const size_t n = request->events.size();
     request->done = true;
+    if (closed_) {
+      // Its model was deleted or replaced (a store's log refuses the same way).
+      request->status = absl::NotFoundError("the model was deleted or replaced");
+      continue;
+    }
     if (n > limits_.max_pending - std::min(limits_.max_pending, after.pending)) {
       request->status = absl::ResourceExhaustedError(
           absl::StrCat("the model has ", after.pending, " events awaiting labels, and ", n,
@@ -493,8 +499,10 @@ absl::StatusOr<EventBook::Labelled> EventBook::Label(
     // events are labelled all the same, as its replay would have them.
     if (!applied.ok() && !absl::IsFailedPrecondition(applied)) return applied;
     storage_->NoteApplied(note);
+    // What the counts gave back (less than `freed` under counts of okl before
+    // 2026-11-29, which held no stored bytes).
+    ReleaseStoredBytes(counts_.stored_bytes - note.counts.stored_bytes);
     counts_ = note.counts;
-    ReleaseStoredBytes(freed);
     Failpoint("label.applied");
     if (!applied.ok()) return applied;
     for (const StoredEvent& stored : note.labelled) {
@@ -563,8 +571,8 @@ absl::StatusOr<size_t> EventBook::Expire(ModelEntry& entry, absl::Time now, size
     OKL_RETURN_IF_ERROR(storage_->ForgetEvents(note.forgotten, note.counts));
     Failpoint("expiry.forgotten");
   }
+  ReleaseStoredBytes(counts_.stored_bytes - note.counts.stored_bytes);  // as Label's
   counts_ = note.counts;
-  ReleaseStoredBytes(freed);
   OKL_ASSIGN_OR_RETURN(std::optional<absl::Time> next, storage_->NextExpiry());
   next_due_ = next.value_or(absl::InfiniteFuture());
   return due.size();

@@ -152,7 +152,8 @@ class EventBook : public std::enable_shared_from_this<EventBook> {
   // the tenant's (unchecked: they are stored already); call once before the rest.
   absl::Status Open() ABSL_LOCKS_EXCLUDED(mu_);
   // The model is gone (deleted or replaced) or the book is not kept: returns its stored
-  // bytes to the tenant's quota and counts nothing from now on.
+  // bytes to the tenant's quota and counts nothing from now on; a Remember after it is
+  // NotFound, nothing remembered.
   void Close() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Remembers each of `inputs` (of `entry`'s model) with the prediction served for it
@@ -253,6 +254,7 @@ class EventBook : public std::enable_shared_from_this<EventBook> {
   const std::string tenant_;
   mutable Mutex mu_;
   ResourceQuotas* quotas_ ABSL_GUARDED_BY(mu_);  // null: not counted (or closed)
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;     // Close()d: remembers nothing more
   EventCounts counts_ ABSL_GUARDED_BY(mu_);
   // Remembering requests of server-made ids waiting for mu_ (group commit). Taken
   // after mu_ or alone.

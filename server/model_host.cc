@@ -262,15 +262,16 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Replace(const ModelKey& i
   }
   const WriteTicket ticket(this, tenant);
   OKL_RETURN_IF_ERROR(ticket.status());
-  // The events' bytes are held against the tenant's quota until the new model's book
-  // counts them (as a replaced model's bytes, the old model's events count until then).
-  const uint64_t event_bytes = events != nullptr ? events->counts.stored_bytes : 0;
+  NameClaim claim(this, KeyOf(id));
+  absl::StatusOr<std::shared_ptr<ModelEntry>> old = registry_.Find(id);
+  // The events' bytes over those of the model they replace are held against the tenant's
+  // quota until the new model's book counts them (and the old one's gives its back).
+  uint64_t event_bytes = events != nullptr ? events->counts.stored_bytes : 0;
+  if (old.ok()) event_bytes -= std::min(event_bytes, EventCountsOf(**old).stored_bytes);
   OKL_RETURN_IF_ERROR(quotas_.ReserveEventBytes(tenant, event_bytes));
   const absl::Cleanup event_bytes_held = [&] {
     quotas_.ReleaseEventBytes(tenant, event_bytes);
   };
-  NameClaim claim(this, KeyOf(id));
-  absl::StatusOr<std::shared_ptr<ModelEntry>> old = registry_.Find(id);
   std::shared_ptr<ModelLog> log;
   if (store_ != nullptr) {
     // One atomic write replaces the old model's config, checkpoint and log (and closes
@@ -531,17 +532,19 @@ absl::StatusOr<std::shared_ptr<EventBook>> ModelHost::AddBook(
       storage, entry.config().loss, options_.events,
       EventQuotaAccount{.quotas = &quotas_, .tenant = entry.tenant()});
   OKL_RETURN_IF_ERROR(book->Open());  // the stored counts: a read, outside books_mu_
-  std::shared_ptr<EventBook> kept;
+  std::shared_ptr<EventBook> kept, stale;
   {
     PlainLock lock(&books_mu_);
     BookSlot& slot = books_[&entry];
-    // Another caller may have made one meanwhile: the first one stays.
+    // Another caller may have made one meanwhile: the first one stays. A slot of a model
+    // gone whose entry's address was reused is replaced.
     if (slot.entry.lock().get() != &entry) {
+      stale = std::exchange(slot.book, book);
       slot.entry = entry.weak_from_this();
-      slot.book = book;
     }
     kept = slot.book;
   }
+  if (stale != nullptr) stale->Close();
   if (kept != book) book->Close();  // so that its events are counted once
   return kept;
 }
@@ -569,18 +572,23 @@ EventCounts ModelHost::EventCountsOf(const ModelEntry& entry) const {
 
 size_t ModelHost::ExpireEvents(absl::Time now, size_t max_per_model) {
   std::vector<std::pair<std::shared_ptr<ModelEntry>, std::shared_ptr<EventBook>>> books;
+  std::vector<std::shared_ptr<EventBook>> closed;
   {
     PlainLock lock(&books_mu_);
     for (auto it = books_.begin(); it != books_.end();) {
       std::shared_ptr<ModelEntry> entry = it->second.entry.lock();
       if (entry == nullptr) {
-        books_.erase(it++);  // the model was deleted or replaced: its events went with it
+        // The model was deleted or replaced: its events went with it. (Closed already,
+        // unless the book was made after; Close is idempotent.)
+        closed.push_back(std::move(it->second.book));
+        books_.erase(it++);
         continue;
       }
       books.emplace_back(std::move(entry), it->second.book);
       ++it;
     }
   }
+  for (const std::shared_ptr<EventBook>& book : closed) book->Close();  // outside books_mu_
   size_t ended = 0;
   for (auto& [entry, book] : books) {
     absl::StatusOr<ModelKey> id = ModelKey::Make(entry->tenant(), entry->model());

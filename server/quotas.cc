@@ -133,6 +133,7 @@ void ResourceQuotas::EraseIfEmpty(absl::flat_hash_map<std::string, TenantUse>::i
 }
 
 absl::Status ResourceQuotas::ReserveEventBytes(absl::string_view tenant, uint64_t bytes) {
+  if (bytes == 0) return absl::OkStatus();  // nothing to count: no tenant entry either
   const uint64_t limit = limits_.max_event_bytes_per_tenant;
   WriterLock lock(&mu_);
   auto it = tenants_.find(tenant);
@@ -143,8 +144,8 @@ absl::Status ResourceQuotas::ReserveEventBytes(absl::string_view tenant, uint64_
         absl::StrCat("the events to remember take ", bytes, " bytes, and tenant \"", tenant,
                      "\"'s remembered events hold ", used,
                      " of its --max_event_bytes_per_tenant=", limit,
-                     "; label them, wait for them to expire, or remember with a shorter "
-                     "wait_seconds"));
+                     "; label some or let them expire first (a Predict may remember with "
+                     "a shorter wait_seconds), or delete a model that holds some"));
   }
   if (it == tenants_.end()) it = tenants_.try_emplace(tenant).first;
   it->second.event_bytes += bytes;
@@ -153,6 +154,7 @@ absl::Status ResourceQuotas::ReserveEventBytes(absl::string_view tenant, uint64_
 }
 
 void ResourceQuotas::AddEventBytes(absl::string_view tenant, uint64_t bytes) {
+  if (bytes == 0) return;
   WriterLock lock(&mu_);
   tenants_[tenant].event_bytes += bytes;
   event_bytes_ += bytes;

@@ -191,7 +191,9 @@ void OklService::ServeUnary(absl::string_view method, AdmitMethod<Request> admit
       call->Reply(Refusal(call->context(), admitted));
       return;
     }
-    if (admission.run_inline) {
+    // Runs the handler and answers the call, now or (answer_later) once its later work
+    // is done.
+    auto handle_and_answer = [this, call, handle](ActiveCall active, Admission admission) {
       const absl::Status status =
           (this->*handle)(active, admission, call->request(), call->response());
       if (status.ok() && admission.answer_later != nullptr) {
@@ -204,14 +206,16 @@ void OklService::ServeUnary(absl::string_view method, AdmitMethod<Request> admit
         return;
       }
       call->Reply(ToGrpcStatus(status));
+    };
+    if (admission.run_inline) {
+      handle_and_answer(std::move(active), std::move(admission));
       return;
     }
     if (metrics_ != nullptr) metrics_->RecordOffloaded();
     // The call stays counted in flight while it waits, so that a drain waits for it.
-    offload_pool_.Schedule([this, call, handle, active = std::move(active),
+    offload_pool_.Schedule([handle_and_answer, active = std::move(active),
                             admission = std::move(admission)]() mutable {
-      call->Reply(
-          ToGrpcStatus((this->*handle)(active, admission, call->request(), call->response())));
+      handle_and_answer(std::move(active), std::move(admission));
     });
   });
   AddRawMethod(FullMethodName(method), [handler] { return new Call(handler.get()); });
@@ -226,7 +230,9 @@ OklService::OklService(ModelHost* host, const Authenticator* authenticator, Opti
       authenticator_(authenticator),
       options_(options),
       offload_pool_(options.offload_threads > 0 ? options.offload_threads : UsableCpus(),
-                    "okl-offload") {
+                    "okl-offload"),
+      remember_pool_(options.offload_threads > 0 ? options.offload_threads : UsableCpus(),
+                     "okl-remember") {
   // The small reads run inline, on the queue's thread that received them: handing each to
   // another thread would cost more server CPU than a GetModel's or a small Predict's own
   // work (docs/benchmarks.md, "Load generator"). Anything that writes to the store, may run

@@ -94,7 +94,9 @@ absl::Status OklService::RememberPredictedLater(Admission& admission,
                             predicted](Admission::Reply reply) mutable {
     host_->RememberLater(
         tenant, *book, std::move(checked),
-        [this](absl::AnyInvocable<void() &&> work) { offload_pool_.Schedule(std::move(work)); },
+        [this](absl::AnyInvocable<void() &&> work) {
+          remember_pool_.Schedule(std::move(work));
+        },
         [predicted,
          reply = std::move(reply)](absl::StatusOr<std::vector<std::string>> ids) mutable {
           if (!ids.ok()) {

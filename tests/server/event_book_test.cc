@@ -405,6 +405,26 @@ TEST_P(EventBookTest, RemembersQueuedForLaterAreWrittenByOneWriterAndEachAnswere
   EXPECT_EQ(scheduled.size(), 3u);
 }
 
+// Counts stored by okl before 2026-11-29 hold no stored bytes: the events they count
+// give back nothing when they end, rather than bytes the tenant's other models hold.
+TEST_P(EventBookTest, EventsOfCountsWithoutStoredBytesGiveBackNoneOfOtherModels) {
+  ResourceQuotas quotas({});
+  Start(SmallConfig(), {}, &quotas);
+  const std::vector<std::string> ids = PredictAndRemember(1, 2, {.wait = absl::Seconds(30)});
+  EventCounts older = book_->counts();
+  older.stored_bytes = 0;
+  ASSERT_TRUE(storage_->ForgetEvents({}, older).ok());  // as an older okl stored them
+  book_->Close();
+  quotas.AddEventBytes("acme", 1000);  // another model's events
+  book_ = std::make_unique<EventBook>(storage_, config_.loss, limits_,
+                                      EventQuotaAccount{.quotas = &quotas, .tenant = "acme"});
+  ASSERT_TRUE(book_->Open().ok());
+  EXPECT_THAT(Label({{ids[0], 1.0}}).outcomes, ElementsAre(Outcome::kApplied));
+  EXPECT_EQ(*book_->Expire(*entry_, kT0 + absl::Seconds(30), 100), 2u);
+  EXPECT_EQ(book_->counts().stored_bytes, 0u);
+  EXPECT_EQ(quotas.TenantEventBytes("acme"), 1000u);
+}
+
 TEST_P(EventBookTest, ALabelAfterTheWaitIsUnknownEvenBeforeTheSweep) {
   const std::vector<std::string> ids = PredictAndRemember(1, 1, {.wait = absl::Seconds(5)});
   EXPECT_THAT(Label({{ids[0], 1}}, kT0 + absl::Seconds(5)).outcomes,

@@ -359,6 +359,9 @@ TEST(DelayedFeedbackQuotaTest, ATenantsEventBytesAreBoundedAndGivenBack) {
     v1::ModelInfo info;
     EXPECT_EQ(GetModel(stub, copy, &info).error_code(), grpc::StatusCode::NOT_FOUND);
     EXPECT_EQ(MetricValue(port, "okl_quota_event_bytes").value_or(-1), 7 * kEventBytes);
+    // Restored over b itself, the same events replace b's own: no more bytes are held.
+    ASSERT_TRUE(IsOk(Restore(stub, b, bytes)));
+    EXPECT_EQ(MetricValue(port, "okl_quota_event_bytes").value_or(-1), 7 * kEventBytes);
     ASSERT_TRUE((*server)->Kill().ok());
   }
   // After a SIGKILL the stored events count again.
