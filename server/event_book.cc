@@ -278,9 +278,7 @@ absl::StatusOr<std::vector<std::string>> EventBook::Remember(
   if (checked.caller_ids) {
     // The caller's ids may be known: looked up, and written alone, so that one request's
     // known id refuses that request only.
-    WriterLock lock(&mu_);
-    OKL_RETURN_IF_ERROR(WriteRemembered({&request}, EventStorage::KnownIds::kLookUp));
-    return request.ids;
+    return WriteAlone(request, EventStorage::KnownIds::kLookUp);
   }
   // Group commit: the requests that queue while a write is under way are written by
   // whichever of them takes the lock next, in one storage write (one log write, however
@@ -302,35 +300,19 @@ absl::StatusOr<std::vector<std::string>> EventBook::Remember(
 void EventBook::RememberLater(Checked checked, const Scheduler& schedule, RememberDone done) {
   // The scheduled work holds the book: its model may be deleted meanwhile.
   std::shared_ptr<EventBook> self = weak_from_this().lock();
-  if (self == nullptr) {  // not held by a shared_ptr: written now, on this thread
-    RememberRequest request;
-    request.events = std::move(checked.events);
-    absl::Status status;
-    {
-      WriterLock lock(&mu_);
-      status =
-          WriteRemembered({&request}, checked.caller_ids ? EventStorage::KnownIds::kLookUp
-                                                         : EventStorage::KnownIds::kNoneCanBe);
-    }
-    if (!status.ok()) return std::move(done)(status);
-    return std::move(done)(std::move(request.ids));
-  }
-  if (checked.caller_ids) {
-    // Looked up and written alone (see Remember), on the scheduler's thread.
+  if (self == nullptr || checked.caller_ids) {
+    // Written alone: caller ids after their lookup (see Remember), on the scheduler's
+    // thread; a book not held by a shared_ptr, now, on this one.
     auto request = std::make_shared<RememberRequest>();
     request->events = std::move(checked.events);
-    schedule([self, request, done = std::move(done)]() mutable {
-      absl::Status status;
-      {
-        WriterLock lock(&self->mu_);
-        status = self->WriteRemembered({request.get()}, EventStorage::KnownIds::kLookUp);
-      }
-      if (!status.ok()) {
-        std::move(done)(status);
-      } else {
-        std::move(done)(std::move(request->ids));
-      }
-    });
+    const EventStorage::KnownIds known = checked.caller_ids
+                                             ? EventStorage::KnownIds::kLookUp
+                                             : EventStorage::KnownIds::kNoneCanBe;
+    auto write = [book = this, request, known, done = std::move(done)]() mutable {
+      std::move(done)(book->WriteAlone(*request, known));
+    };
+    if (self == nullptr) return write();
+    schedule([self, write = std::move(write)]() mutable { write(); });
     return;
   }
   auto request = std::make_unique<RememberRequest>();
@@ -374,6 +356,13 @@ std::vector<std::unique_ptr<EventBook::RememberRequest>> EventBook::WriteQueued(
     if (request->answer != nullptr) later.emplace_back(request);
   }
   return later;
+}
+
+absl::StatusOr<std::vector<std::string>> EventBook::WriteAlone(RememberRequest& request,
+                                                               EventStorage::KnownIds known) {
+  WriterLock lock(&mu_);
+  OKL_RETURN_IF_ERROR(WriteRemembered({&request}, known));
+  return std::move(request.ids);
 }
 
 void EventBook::Answer(std::vector<std::unique_ptr<RememberRequest>> written) {

@@ -234,6 +234,10 @@ class EventBook : public std::enable_shared_from_this<EventBook> {
   // RememberLater's among them, whose `answer` the caller runs once mu_ is released.
   std::vector<std::unique_ptr<RememberRequest>> WriteQueued()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes `request` in a storage write of its own; its ids, or its refusal.
+  absl::StatusOr<std::vector<std::string>> WriteAlone(RememberRequest& request,
+                                                      EventStorage::KnownIds known)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Runs the answers of `written` (WriteQueued's), with no lock held.
   static void Answer(std::vector<std::unique_ptr<RememberRequest>> written);
   // RememberLater's writer: WriteQueued, then Answer.
