@@ -2,11 +2,13 @@
 
 #include "server/async_rpc.h"
 
+#include <grpc/support/time.h>
 #include <grpcpp/impl/codegen/proto_utils.h>
 #include <grpcpp/impl/rpc_service_method.h>
 
 #include <chrono>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/runtime/thread_name.h"
@@ -177,13 +179,57 @@ void CompletionQueueThreads::Request(RawAsyncService* service, int method,
   service->RequestCall(method, call, queue);
 }
 
+namespace {
+
+using IdleWork = std::vector<absl::AnyInvocable<void() &&>>;
+
+// RunWhenIdle's work of this thread; null on a thread that runs no queue.
+thread_local IdleWork* idle_work_of_this_thread = nullptr;
+
+void RunIdleWork(IdleWork& idle) {
+  IdleWork now;
+  now.swap(idle);  // work that queues more runs at the next idle point
+  for (absl::AnyInvocable<void() &&>& work : now) std::move(work)();
+}
+
+}  // namespace
+
+bool CompletionQueueThreads::RunWhenIdle(absl::AnyInvocable<void() &&>& work) {
+  if (idle_work_of_this_thread == nullptr) return false;
+  idle_work_of_this_thread->push_back(std::move(work));
+  return true;
+}
+
 void CompletionQueueThreads::Run(grpc::ServerCompletionQueue* queue) {
+  IdleWork idle;
+  idle_work_of_this_thread = &idle;
   void* tag = nullptr;
   bool ok = false;
-  while (queue->Next(&tag, &ok)) {
+  int events_since_idle = 0;
+  while (true) {
+    if (idle.empty()) {
+      if (!queue->Next(&tag, &ok)) break;
+    } else {
+      // Work waits for the queue to have nothing ready: look without sleeping.
+      const grpc::CompletionQueue::NextStatus next =
+          queue->AsyncNext(&tag, &ok, gpr_time_0(GPR_CLOCK_MONOTONIC));
+      if (next != grpc::CompletionQueue::GOT_EVENT) {
+        RunIdleWork(idle);
+        events_since_idle = 0;
+        if (next == grpc::CompletionQueue::SHUTDOWN) break;
+        continue;
+      }
+    }
     AsyncCall::Tag* call_tag = static_cast<AsyncCall::Tag*>(tag);
     call_tag->call->Proceed(call_tag->event, ok);
+    if (++events_since_idle >= kEventsBeforeIdleWork && !idle.empty()) {
+      RunIdleWork(idle);
+      events_since_idle = 0;
+    }
   }
+  // Nothing is left: every call was answered before the queue shut down (see Stop).
+  RunIdleWork(idle);
+  idle_work_of_this_thread = nullptr;
 }
 
 }  // namespace okl

@@ -46,6 +46,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/message_lite.h"
@@ -216,12 +217,22 @@ class CompletionQueueThreads {
 
   int threads() const { return static_cast<int>(queues_.size()); }
 
+  // On one of the queues' threads (in a call's handler run there): queues `work` to run
+  // on this same thread once its queue has no completion ready, or after
+  // kEventsBeforeIdleWork more at the latest, and returns true. Work that many calls
+  // hand over meanwhile (a group commit's writer, say) so runs once for all of them
+  // before the thread would sleep, and wakes no other thread. On any other thread,
+  // returns false and leaves `work` as it was.
+  static bool RunWhenIdle(absl::AnyInvocable<void() &&>& work);
+
  private:
   friend class AsyncCall;
 
   // Calls of each method kept requested on each queue: a call that finds none waits in
   // gRPC until one is requested again.
   static constexpr int kRequestedPerMethod = 4;
+  // Completions a queue's thread handles while RunWhenIdle's work waits, at most.
+  static constexpr int kEventsBeforeIdleWork = 64;
 
   void Request(RawAsyncService* service, int method, grpc::ServerCompletionQueue* queue);
   void Run(grpc::ServerCompletionQueue* queue);

@@ -230,9 +230,7 @@ OklService::OklService(ModelHost* host, const Authenticator* authenticator, Opti
       authenticator_(authenticator),
       options_(options),
       offload_pool_(options.offload_threads > 0 ? options.offload_threads : UsableCpus(),
-                    "okl-offload"),
-      remember_pool_(options.offload_threads > 0 ? options.offload_threads : UsableCpus(),
-                     "okl-remember") {
+                    "okl-offload") {
   // The small reads run inline, on the queue's thread that received them: handing each to
   // another thread would cost more server CPU than a GetModel's or a small Predict's own
   // work (docs/benchmarks.md, "Load generator"). Anything that writes to the store, may run
@@ -343,7 +341,8 @@ absl::Status OklService::AdmitPredict(const ActiveCall& call, const v1::PredictR
                                       Admission* admission) {
   OKL_RETURN_IF_ERROR(CheckBatchSize(request.inputs_size(), "inputs"));
   // With remember it stores the inputs, a write; a small one is still predicted inline,
-  // and its events written later, batched, on the offload pool (RememberPredictedLater).
+  // and its events written later, batched, when the queue's thread is idle
+  // (RememberPredictedLater).
   const bool remember = request.has_remember();
   OKL_ASSIGN_OR_RETURN(
       admission->id,

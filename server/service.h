@@ -225,8 +225,9 @@ class OklService final : public RawAsyncService {
                                  const InputBatch& inputs, const v1::PredictResponse& predicted,
                                  std::vector<std::string>* ids);
   // The same for a Predict answered on the queue's thread: the events are checked and
-  // copied now, and admission.answer_later queues them in the model's book, whose writer
-  // writes every Predict's queued by then at once, on remember_pool_, then answers each.
+  // copied now, and admission.answer_later queues them in the model's book. Its writer
+  // runs on that queue's thread once the queue has nothing ready (RunWhenIdle), writes
+  // every Predict queued by then at once, and answers each.
   absl::Status RememberPredictedLater(Admission& admission, const v1::PredictRequest& request,
                                       const InputBatch& inputs, v1::PredictResponse* predicted);
   // Snapshot's bytes: the model's section (its state copied under its reader lock and
@@ -253,11 +254,6 @@ class OklService final : public RawAsyncService {
   mutable std::atomic<int64_t> calls_in_flight_{0};
   // Declared last: destroyed first, running what is queued while the rest still lives.
   mutable WorkPool offload_pool_;
-  // Where batched remembers are written (RememberPredictedLater). A pool of its own: a
-  // queued write holds its tenant's write ticket, and a FenceTenant waiting for the
-  // ticket on offload_pool_ must never be what keeps the write from running. Only the
-  // queues' threads schedule here, and a drain has waited for their calls.
-  mutable WorkPool remember_pool_;
 };
 
 }  // namespace okl

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "server/async_rpc.h"
 #include "server/service.h"
 #include "server/service_internal.h"
 
@@ -94,8 +95,12 @@ absl::Status OklService::RememberPredictedLater(Admission& admission,
                             predicted](Admission::Reply reply) mutable {
     host_->RememberLater(
         tenant, *book, std::move(checked),
-        [this](absl::AnyInvocable<void() &&> work) {
-          remember_pool_.Schedule(std::move(work));
+        [](absl::AnyInvocable<void() &&> work) {
+          // The writer runs on this queue's thread once the queue has nothing ready: by
+          // then every Predict its queues read meanwhile waits in the book, and one write
+          // and their answers cost no hand-off to another thread. (Off a queue's thread,
+          // which a Predict answered inline never is, it runs now.)
+          if (!CompletionQueueThreads::RunWhenIdle(work)) std::move(work)();
         },
         [predicted,
          reply = std::move(reply)](absl::StatusOr<std::vector<std::string>> ids) mutable {

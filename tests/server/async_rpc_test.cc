@@ -2,7 +2,8 @@
 // CompletionQueueThreads and a real gRPC server on a loopback port, called through the
 // generated okl.v1 stub (the layer serves methods by name, so the test service answers
 // three of okl's methods with behaviour of its own). Covered: a unary call answered on
-// the queue's thread and one answered later from another thread; an error status with no
+// the queue's thread and one answered later from another thread; calls answered by work
+// run when their queue is idle, on their queue's thread; an error status with no
 // response; a request that does not parse; a client stream read to its end; a server
 // stream; more calls at once than are kept requested; a call cancelled by its deadline
 // that ends (OnDone, cancelled) and is deleted; and Stop after Shutdown leaving no call
@@ -20,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
@@ -111,7 +113,8 @@ class LetterStream final : public CountedCall {
 };
 
 // GetModel, by the model's name: "inline" answers on the queue's thread with the ref
-// echoed; "later" from another thread after 20 ms; "missing" NOT_FOUND; "hold" only once
+// echoed; "later" from another thread after 20 ms; "idle" from RunWhenIdle's work, with
+// the thread it ran on in the ref's model; "missing" NOT_FOUND; "hold" only once
 // the call is cancelled; "gather" once kGathered gather calls are all waiting.
 class GetModelCall final : public CountedCall {
  public:
@@ -135,6 +138,19 @@ class GetModelCall final : public CountedCall {
         absl::SleepFor(absl::Milliseconds(20));
         Finish(grpc::Status::OK, &response_);
       }).detach();
+    } else if (name == "idle") {
+      // By work run when the queue has nothing ready: on this thread, after this handler.
+      const std::thread::id handler_thread = std::this_thread::get_id();
+      absl::AnyInvocable<void()&&> answer = [this, handler_thread] {
+        response_.mutable_ref()->set_model(std::this_thread::get_id() == handler_thread
+                                               ? "idle: on the handler's thread"
+                                               : "idle: on another thread");
+        Finish(grpc::Status::OK, &response_);
+      };
+      if (!CompletionQueueThreads::RunWhenIdle(answer)) {
+        Finish(
+            grpc::Status(grpc::StatusCode::INTERNAL, "RunWhenIdle refused a queue's thread"));
+      }
     } else if (name == "missing") {
       Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, "no model \"missing\""), &response_);
     } else if (name == "hold") {
@@ -230,6 +246,30 @@ TEST_F(AsyncRpcTest, AUnaryCallIsAnsweredInlineOrLaterFromAnotherThread) {
     EXPECT_EQ(info.ref().tenant(), "t");
     EXPECT_EQ(info.ref().model(), model);
   }
+}
+
+TEST_F(AsyncRpcTest, WorkRunWhenIdleRunsOnTheQueuesThreadForEveryCallThatHandedSomeOver) {
+  // Many at once, so that work of several calls waits together.
+  constexpr int kCallers = 24;
+  std::vector<std::string> answers(kCallers);
+  std::vector<std::thread> callers;
+  for (int i = 0; i < kCallers; ++i) {
+    callers.emplace_back([this, i, &answers] {
+      v1::ModelInfo info;
+      const grpc::Status status = GetModel("idle", &info);
+      answers[i] = status.ok() ? info.ref().model() : status.error_message();
+    });
+  }
+  for (std::thread& caller : callers) caller.join();
+  for (const std::string& answer : answers) EXPECT_EQ(answer, "idle: on the handler's thread");
+
+  // Any other thread is refused, and its work left to it.
+  bool ran = false;
+  absl::AnyInvocable<void()&&> work = [&ran] { ran = true; };
+  EXPECT_FALSE(CompletionQueueThreads::RunWhenIdle(work));
+  ASSERT_NE(work, nullptr);
+  std::move(work)();
+  EXPECT_TRUE(ran);
 }
 
 TEST_F(AsyncRpcTest, AnErrorStatusCarriesItsMessageAndNoResponse) {
