@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -403,6 +404,37 @@ TEST_P(EventBookTest, RemembersQueuedForLaterAreWrittenByOneWriterAndEachAnswere
       [&](absl::StatusOr<std::vector<std::string>> ids) { answered = ids.ok(); });
   EXPECT_TRUE(answered);
   EXPECT_EQ(scheduled.size(), 3u);
+}
+
+// The model deleted or replaced between a Predict's handler and its write: the book is
+// closed, and the queued Predict is answered NotFound (which the service sends as a
+// retryable UNAVAILABLE) with nothing remembered.
+TEST_P(EventBookTest, APredictQueuedWhenItsBookClosesIsRefusedAndRemembersNothing) {
+  Start(SmallConfig());
+  auto book = std::make_shared<EventBook>(storage_, config_.loss, limits_);
+  ASSERT_TRUE(book->Open().ok());
+  std::vector<absl::AnyInvocable<void() &&>> scheduled;  // a fake pool: run by hand
+  const EventBook::Scheduler schedule = [&](absl::AnyInvocable<void() &&> work) {
+    scheduled.push_back(std::move(work));
+  };
+  const std::vector<double> xs = Inputs(0, 1);
+  absl::StatusOr<EventBook::Checked> checked =
+      book->Check(*entry_, InputBatch::Dense(xs, 2), {0.5}, {}, kT0);
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  std::optional<absl::StatusOr<std::vector<std::string>>> answer;
+  book->RememberLater(
+      *std::move(checked), schedule,
+      [&answer](absl::StatusOr<std::vector<std::string>> ids) { answer = std::move(ids); });
+  ASSERT_EQ(scheduled.size(), 1u);
+  book->Close();
+  std::move(scheduled[0])();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(book->counts().pending, 0u);
+  absl::StatusOr<std::vector<StoredEvent>> stored =
+      storage_->DueEvents(absl::InfiniteFuture(), 10);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_TRUE(stored->empty());  // nothing stored
 }
 
 // Counts stored by okl before 2026-11-29 hold no stored bytes: the events they count
