@@ -203,6 +203,7 @@ EventCounts EventBook::counts() const {
 
 absl::StatusOr<EventBook::Captured> EventBook::Capture(
     const std::function<absl::Status()>& export_model) {
+  const LongHold hold(this);
   WriterLock lock(&mu_);
   OKL_RETURN_IF_ERROR(export_model());
   Captured captured;
@@ -273,6 +274,7 @@ absl::StatusOr<std::vector<std::string>> EventBook::Remember(
     const ModelEntry& entry, const InputBatch& inputs, absl::Span<const double> predictions,
     const RememberOptions& options, absl::Time now) {
   OKL_ASSIGN_OR_RETURN(Checked checked, Check(entry, inputs, predictions, options, now));
+  const LongHold hold(this);  // it may be large (a Predict offloaded)
   RememberRequest request;
   request.events = std::move(checked.events);
   if (checked.caller_ids) {
@@ -440,6 +442,7 @@ absl::StatusOr<EventBook::Labelled> EventBook::Label(
     }
   }
   const Loss loss(loss_);
+  const LongHold hold(this);
   WriterLock lock(&mu_);
   Labelled result;
   result.outcomes.reserve(labels.size());
@@ -507,6 +510,13 @@ absl::StatusOr<EventBook::Labelled> EventBook::Label(
 }
 
 absl::StatusOr<size_t> EventBook::Expire(ModelEntry& entry, absl::Time now, size_t max) {
+  {
+    // Before the first wait ends: nothing read, and (the sweep looks every 100 ms) not
+    // counted as a long hold.
+    ReaderLock lock(&mu_);
+    if (now < next_due_) return 0;
+  }
+  const LongHold hold(this);
   WriterLock lock(&mu_);
   if (now < next_due_) return 0;
   OKL_ASSIGN_OR_RETURN(std::vector<StoredEvent> due, storage_->DueEvents(now, max));

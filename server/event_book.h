@@ -16,6 +16,7 @@
 #ifndef OKL_SERVER_EVENT_BOOK_H_
 #define OKL_SERVER_EVENT_BOOK_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -205,6 +206,12 @@ class EventBook : public std::enable_shared_from_this<EventBook> {
 
   EventCounts counts() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Whether a Label, an expiry, a Snapshot's capture or a Remember holds the book's lock
+  // or waits for it. Those may hold it long (across the store's reads and the model's
+  // steps), so RememberLater's writer, due to run on a queue's thread, which serves
+  // every tenant's calls, should wait for them elsewhere (OklService does).
+  bool Busy() const { return long_holds_.load(std::memory_order_relaxed) > 0; }
+
   // The model and its events at one moment, for a Snapshot: `export_model` (which copies
   // the model's state) runs under the book's lock, and the events and counts are captured
   // with it, so that no label, expiry or remember falls between the two.
@@ -252,6 +259,21 @@ class EventBook : public std::enable_shared_from_this<EventBook> {
   // Returns `bytes` of the stored ones to the tenant's quota (after a write removed them).
   void ReleaseStoredBytes(uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Counted in long_holds_ for its scope, which covers the taking of mu_ by what may hold
+  // it long (see Busy).
+  class LongHold {
+   public:
+    explicit LongHold(const EventBook* book) : book_(book) {
+      book_->long_holds_.fetch_add(1, std::memory_order_relaxed);
+    }
+    ~LongHold() { book_->long_holds_.fetch_sub(1, std::memory_order_relaxed); }
+    LongHold(const LongHold&) = delete;
+    LongHold& operator=(const LongHold&) = delete;
+
+   private:
+    const EventBook* const book_;
+  };
+
   const std::shared_ptr<EventStorage> storage_;
   const LossConfig loss_;
   const Limits limits_;
@@ -271,6 +293,8 @@ class EventBook : public std::enable_shared_from_this<EventBook> {
   absl::Time next_due_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   const uint64_t id_prefix_;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  // LongHolds alive (a hint: read without the lock).
+  mutable std::atomic<int> long_holds_{0};
 };
 
 }  // namespace okl

@@ -230,7 +230,9 @@ OklService::OklService(ModelHost* host, const Authenticator* authenticator, Opti
       authenticator_(authenticator),
       options_(options),
       offload_pool_(options.offload_threads > 0 ? options.offload_threads : UsableCpus(),
-                    "okl-offload") {
+                    "okl-offload"),
+      remember_pool_(options.offload_threads > 0 ? options.offload_threads : UsableCpus(),
+                     "okl-remember") {
   // The small reads run inline, on the queue's thread that received them: handing each to
   // another thread would cost more server CPU than a GetModel's or a small Predict's own
   // work (docs/benchmarks.md, "Load generator"). Anything that writes to the store, may run

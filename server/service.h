@@ -226,8 +226,9 @@ class OklService final : public RawAsyncService {
                                  std::vector<std::string>* ids);
   // The same for a Predict answered on the queue's thread: the events are checked and
   // copied now, and admission.answer_later queues them in the model's book. Its writer
-  // runs on that queue's thread once the queue has nothing ready (RunWhenIdle), writes
-  // every Predict queued by then at once, and answers each.
+  // runs on that queue's thread once the queue has nothing ready (RunWhenIdle), or on
+  // remember_pool_ if a Label or an expiry holds the book then; it writes every Predict
+  // queued by then at once, and answers each.
   absl::Status RememberPredictedLater(Admission& admission, const v1::PredictRequest& request,
                                       const InputBatch& inputs, v1::PredictResponse* predicted);
   // Snapshot's bytes: the model's section (its state copied under its reader lock and
@@ -254,6 +255,12 @@ class OklService final : public RawAsyncService {
   mutable std::atomic<int64_t> calls_in_flight_{0};
   // Declared last: destroyed first, running what is queued while the rest still lives.
   mutable WorkPool offload_pool_;
+  // Where a batched remember's writer waits for a book that a Label or an expiry holds
+  // (RememberPredictedLater), rather than on a queue's thread. A pool of its own: the
+  // write holds its tenant's write ticket, and a FenceTenant waiting for the ticket on
+  // offload_pool_ must never be what keeps it from running. Only the queues' threads
+  // schedule here, and a drain has waited for their calls.
+  mutable WorkPool remember_pool_;
 };
 
 }  // namespace okl

@@ -95,12 +95,18 @@ absl::Status OklService::RememberPredictedLater(Admission& admission,
                             predicted](Admission::Reply reply) mutable {
     host_->RememberLater(
         tenant, *book, std::move(checked),
-        [](absl::AnyInvocable<void() &&> work) {
+        [this, book](absl::AnyInvocable<void() &&> work) {
           // The writer runs on this queue's thread once the queue has nothing ready: by
           // then every Predict its queues read meanwhile waits in the book, and one write
-          // and their answers cost no hand-off to another thread. (Off a queue's thread,
-          // which a Predict answered inline never is, it runs now.)
-          if (!CompletionQueueThreads::RunWhenIdle(work)) std::move(work)();
+          // and their answers cost no hand-off to another thread. But a Label or an
+          // expiry of the model may hold the book long, and this thread serves every
+          // tenant's calls: then the writer waits for it on remember_pool_. (Off a
+          // queue's thread, which a Predict answered inline never is, it runs now.)
+          absl::AnyInvocable<void()&&> write = [this, book, work = std::move(work)]() mutable {
+            if (book->Busy()) return remember_pool_.Schedule(std::move(work));
+            std::move(work)();
+          };
+          if (!CompletionQueueThreads::RunWhenIdle(write)) std::move(write)();
         },
         [predicted,
          reply = std::move(reply)](absl::StatusOr<std::vector<std::string>> ids) mutable {

@@ -437,6 +437,55 @@ TEST_P(EventBookTest, APredictQueuedWhenItsBookClosesIsRefusedAndRemembersNothin
   EXPECT_TRUE(stored->empty());  // nothing stored
 }
 
+// Busy tells a queue's thread not to wait for the book: true while a Label, an expiry, a
+// capture or a Remember holds the lock, and not for the expiry sweep's look before any
+// wait ends.
+TEST_P(EventBookTest, BusyWhileWhatMayHoldTheBookLongHoldsIt) {
+  Start(SmallConfig());
+  EXPECT_FALSE(book_->Busy());
+  bool busy_inside = false;
+  ASSERT_TRUE(book_
+                  ->Capture([&] {
+                    busy_inside = book_->Busy();
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  EXPECT_TRUE(busy_inside);
+  EXPECT_FALSE(book_->Busy());
+  // Seen from another thread too, while a capture holds the book.
+  PlainMutex mu;
+  CondVar changed;
+  bool inside = false;
+  bool release = false;
+  std::thread capture([&] {
+    ASSERT_TRUE(book_
+                    ->Capture([&] {
+                      PlainLock lock(&mu);
+                      inside = true;
+                      changed.SignalAll();
+                      while (!release) changed.Wait(&mu);
+                      return absl::OkStatus();
+                    })
+                    .ok());
+  });
+  {
+    PlainLock lock(&mu);
+    while (!inside) changed.Wait(&mu);
+  }
+  EXPECT_TRUE(book_->Busy());
+  {
+    PlainLock lock(&mu);
+    release = true;
+    changed.SignalAll();
+  }
+  capture.join();
+  EXPECT_FALSE(book_->Busy());
+  EXPECT_EQ(PredictAndRemember(0, 1, {.wait = absl::Seconds(30)}).size(), 1u);
+  EXPECT_FALSE(book_->Busy());
+  EXPECT_EQ(*book_->Expire(*entry_, kT0 + absl::Seconds(1), 100), 0u);  // nothing due
+  EXPECT_FALSE(book_->Busy());
+}
+
 // Counts stored by okl before 2026-11-29 hold no stored bytes: the events they count
 // give back nothing when they end, rather than bytes the tenant's other models hold.
 TEST_P(EventBookTest, EventsOfCountsWithoutStoredBytesGiveBackNoneOfOtherModels) {
