@@ -193,8 +193,8 @@ absl::StatusOr<std::string> WritePendingEvents(const std::string& dir, int64_t c
     return absl::NotFoundError(absl::StrCat("the store at \"", dir, "\" holds no model ",
                                             kEventsTenant, "/", kEventsModel));
   }
-  // Ids as the server makes them (EventBook::MakeId): 16 hex digits drawn once, then a
-  // counter; so no id can be known, as the server's kNoneCanBe says.
+  // Ids as the server makes them (EventBook::MakeId): the expiry, 16 hex digits drawn
+  // once, then a counter; so no id can be known, as the server's kNoneCanBe says.
   const uint64_t id_prefix = rng();
   std::normal_distribution<double> normal;
   std::string probe_id;
@@ -206,8 +206,8 @@ absl::StatusOr<std::string> WritePendingEvents(const std::string& dir, int64_t c
     events.resize(n);
     for (int64_t i = 0; i < n; ++i) {
       okl::RememberedEvent& event = events[i];
-      event.id = absl::StrFormat("%016x%016x", id_prefix, written + i);
       event.expires = now + absl::Hours(24 * 7);  // --max_label_wait's default
+      event.id = okl::ServerEventId(event.expires, id_prefix, written + i);
       event.prediction = normal(rng);
       event.remembered = now;
       event.values.resize(dim);

@@ -166,7 +166,7 @@ struct WriterOptions {
 // Client::PredictRemembering.
 struct RememberOptions {
   // One per input, in order: 1 to 128 bytes of [A-Za-z0-9._:-], new to the model
-  // (ALREADY_EXISTS otherwise). Empty: the server makes them (32 hexadecimal digits).
+  // (ALREADY_EXISTS otherwise). Empty: the server makes them (33 to 48 hexadecimal digits).
   std::vector<std::string> event_ids = {};
   // How long a label is awaited. Zero: the server's default (10 minutes); at most its
   // --max_label_wait (7 days unless set).

@@ -212,8 +212,8 @@ absl::StatusOr<EventBook::Captured> EventBook::Capture(
   return captured;
 }
 
-std::string EventBook::MakeId() {
-  return absl::StrFormat("%016x%016x", id_prefix_, next_id_++);
+std::string EventBook::MakeId(absl::Time expires) {
+  return ServerEventId(expires, id_prefix_, next_id_++);
 }
 
 absl::StatusOr<EventBook::Checked> EventBook::Check(const ModelEntry& entry,
@@ -401,7 +401,7 @@ absl::Status EventBook::WriteRemembered(absl::Span<RememberRequest* const> reque
     }
     uint64_t bytes = 0;
     for (RememberedEvent& event : request->events) {
-      if (event.id.empty()) event.id = MakeId();
+      if (event.id.empty()) event.id = MakeId(event.expires);
       bytes += StoredEventBytes(EventState::kPending, event);
     }
     if (quotas_ != nullptr) {

@@ -223,8 +223,9 @@ class EventBook : public std::enable_shared_from_this<EventBook> {
       ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  // A fresh id: 16 hex digits drawn for this book, then a 16-hex-digit counter.
-  std::string MakeId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A fresh id for an event that expires at `expires` (ServerEventId): its expiry, 16 hex
+  // digits drawn for this book, then the book's counter.
+  std::string MakeId(absl::Time expires) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // One Predict's events to remember, until a writer has written them (or refused them):
   // then `done`, with their ids and the write's status. Read and written under mu_.

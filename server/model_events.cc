@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <memory>
 
 #include "absl/container/flat_hash_set.h"
@@ -61,15 +62,67 @@ absl::Status ValidateEventId(absl::string_view id) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// An expiry as the index keys and the server's ids write it. Times before the epoch sort
+// as 0: an event is never remembered with one.
+uint64_t ExpiryMicros(absl::Time expires) {
+  return static_cast<uint64_t>(std::max<int64_t>(0, absl::ToUnixMicros(expires)));
+}
+
+constexpr size_t kServerIdMinBytes = 16 + 16 + 1;
+constexpr size_t kServerIdMaxBytes = 16 + 16 + 16;
+
+}  // namespace
+
+std::string ServerEventId(absl::Time expires, uint64_t prefix, uint64_t counter) {
+  return absl::StrFormat("%016x%016x%x", ExpiryMicros(expires), prefix, counter);
+}
+
+std::optional<absl::Time> ServerEventIdExpiry(absl::string_view id) {
+  if (id.size() < kServerIdMinBytes || id.size() > kServerIdMaxBytes) return std::nullopt;
+  for (char c : id) {
+    if (!absl::ascii_isdigit(c) && !(c >= 'a' && c <= 'f')) return std::nullopt;
+  }
+  uint64_t micros = 0;
+  if (!absl::SimpleHexAtoi(id.substr(0, 16), &micros) ||
+      micros > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return std::nullopt;
+  }
+  return absl::FromUnixMicros(static_cast<int64_t>(micros));
+}
+
+bool KeptAtExpiryKey(const RememberedEvent& event) {
+  const std::optional<absl::Time> named = ServerEventIdExpiry(event.id);
+  return named.has_value() && ExpiryMicros(*named) == ExpiryMicros(event.expires);
+}
+
 std::string EventKey(uint64_t incarnation, absl::string_view id) {
   return absl::StrCat("i/", IncarnationHex(incarnation), "/e/", id);
 }
 
 std::string EventExpiryKey(uint64_t incarnation, absl::Time expires, absl::string_view id) {
-  // Times before the epoch sort as 0: an event is never remembered with one.
-  const int64_t micros = std::max<int64_t>(0, absl::ToUnixMicros(expires));
   return absl::StrCat("i/", IncarnationHex(incarnation), "/x/",
-                      absl::StrFormat("%016x", static_cast<uint64_t>(micros)), "/", id);
+                      absl::StrFormat("%016x", ExpiryMicros(expires)), "/", id);
+}
+
+std::string EventRecordKey(uint64_t incarnation, const RememberedEvent& event) {
+  return KeptAtExpiryKey(event) ? EventExpiryKey(incarnation, event.expires, event.id)
+                                : EventKey(incarnation, event.id);
+}
+
+void PutEvent(uint64_t incarnation, EventState state, const RememberedEvent& event,
+              rocksdb::WriteBatch* batch) {
+  batch->Put(EventRecordKey(incarnation, event), EncodeEvent(state, event));
+  if (!KeptAtExpiryKey(event)) {
+    batch->Put(EventExpiryKey(incarnation, event.expires, event.id), "");
+  }
+}
+
+void DeleteEvent(uint64_t incarnation, const RememberedEvent& event,
+                 rocksdb::WriteBatch* batch) {
+  batch->Delete(EventExpiryKey(incarnation, event.expires, event.id));
+  if (!KeptAtExpiryKey(event)) batch->Delete(EventKey(incarnation, event.id));
 }
 
 std::string EventCountsKey(uint64_t incarnation) {
@@ -118,10 +171,14 @@ size_t InputBytes(uint32_t n, bool sparse) { return size_t{n} * (sparse ? 12 : 8
 }  // namespace
 
 uint64_t StoredEventBytes(EventState state, const RememberedEvent& event) {
-  // "i/<16>/e/<id>" and "i/<16>/x/<16>/<id>", as EventKey and EventExpiryKey make them.
-  constexpr size_t kKeysFixedBytes = (2 + 16 + 3) + (2 + 16 + 3 + 16 + 1);
-  return kKeysFixedBytes + 2 * event.id.size() + kEventRecordFixedBytes +
-         InputBytes(KeptInputSize(state, event), event.sparse);
+  // "i/<16>/x/<16>/<id>" and, unless the record is kept there, "i/<16>/e/<id>", as
+  // EventExpiryKey and EventKey make them.
+  constexpr size_t kExpiryKeyFixedBytes = 2 + 16 + 3 + 16 + 1;
+  constexpr size_t kEventKeyFixedBytes = 2 + 16 + 3;
+  const size_t keys = KeptAtExpiryKey(event)
+                          ? kExpiryKeyFixedBytes + event.id.size()
+                          : kExpiryKeyFixedBytes + kEventKeyFixedBytes + 2 * event.id.size();
+  return keys + kEventRecordFixedBytes + InputBytes(KeptInputSize(state, event), event.sparse);
 }
 
 std::string EncodeEvent(EventState state, const RememberedEvent& event) {
@@ -194,10 +251,10 @@ absl::StatusOr<StoredEvent> DecodeEvent(absl::string_view id, absl::string_view 
 
 absl::Status ModelLog::Remember(absl::Span<const RememberedEvent> events,
                                 const EventCounts& counts, KnownIds known) {
-  // The keys go in region by region (the events, their expiry entries, the counts), each
-  // in the order the book made them: RocksDB's memtable then inserts a key next to the
-  // one before instead of searching its skip list from the top, which interleaved keys
-  // made a third of a remembering Predict's server time.
+  // The keys go in region by region (the caller ids' records, the expiry index, the
+  // counts), each in the order the book made them: RocksDB's memtable then inserts a key
+  // next to the one before instead of searching its skip list from the top, which
+  // interleaved keys made a third of a remembering Predict's server time.
   rocksdb::WriteBatch batch;
   absl::flat_hash_set<absl::string_view> ids;
   for (const RememberedEvent& event : events) {
@@ -207,10 +264,13 @@ absl::Status ModelLog::Remember(absl::Span<const RememberedEvent> events,
       return absl::AlreadyExistsError(
           absl::StrCat("event id \"", event.id, "\" is given twice in one request"));
     }
-    batch.Put(EventKey(incarnation_, event.id), EncodeEvent(EventState::kPending, event));
+    if (!KeptAtExpiryKey(event)) {
+      batch.Put(EventKey(incarnation_, event.id), EncodeEvent(EventState::kPending, event));
+    }
   }
   for (const RememberedEvent& event : events) {
-    batch.Put(EventExpiryKey(incarnation_, event.expires, event.id), "");
+    batch.Put(EventExpiryKey(incarnation_, event.expires, event.id),
+              KeptAtExpiryKey(event) ? EncodeEvent(EventState::kPending, event) : "");
   }
   batch.Put(EventCountsKey(incarnation_), EncodeEventCounts(counts));
   WriterLock remember_lock(&remember_mu_);
@@ -230,17 +290,29 @@ absl::Status ModelLog::Remember(absl::Span<const RememberedEvent> events,
   return Write(&batch);
 }
 
-absl::StatusOr<std::optional<StoredEvent>> ModelLog::FindEvent(absl::string_view id) const {
+absl::StatusOr<std::optional<std::string>> ModelLog::ReadEventKey(
+    absl::string_view id, const std::string& key) const {
   std::string value;
-  const rocksdb::Status status =
-      store_->db_->Get(rocksdb::ReadOptions(), EventKey(incarnation_, id), &value);
+  const rocksdb::Status status = store_->db_->Get(rocksdb::ReadOptions(), key, &value);
   if (status.IsNotFound()) return std::nullopt;
   if (!status.ok()) {
     return absl::UnavailableError(
         absl::StrCat("the model store cannot read event \"", id, "\": ", status.ToString()));
   }
-  OKL_ASSIGN_OR_RETURN(StoredEvent event, DecodeEvent(id, value));
-  return event;
+  return value;
+}
+
+absl::StatusOr<std::optional<StoredEvent>> ModelLog::FindEvent(absl::string_view id) const {
+  if (const std::optional<absl::Time> expires = ServerEventIdExpiry(id)) {
+    OKL_ASSIGN_OR_RETURN(std::optional<std::string> value,
+                         ReadEventKey(id, EventExpiryKey(incarnation_, *expires, id)));
+    // Empty: an index entry, of a caller's id of this form whose record is at EventKey.
+    if (value.has_value() && !value->empty()) return DecodeEvent(id, *value);
+  }
+  OKL_ASSIGN_OR_RETURN(std::optional<std::string> value,
+                       ReadEventKey(id, EventKey(incarnation_, id)));
+  if (!value.has_value()) return std::nullopt;
+  return DecodeEvent(id, *value);
 }
 
 absl::StatusOr<EventCounts> ModelLog::LoadCounts() const {
@@ -289,12 +361,20 @@ absl::StatusOr<std::vector<StoredEvent>> ModelLog::DueEvents(absl::Time now,
     // "<begin><16 hex>/<id>"
     const absl::string_view key(it->key().data(), it->key().size());
     const absl::string_view id = key.substr(std::min(key.size(), begin.size() + 17));
-    OKL_ASSIGN_OR_RETURN(std::optional<StoredEvent> stored, FindEvent(id));
-    if (!stored.has_value()) {
+    const absl::string_view value(it->value().data(), it->value().size());
+    if (!value.empty()) {  // the record itself
+      OKL_ASSIGN_OR_RETURN(StoredEvent stored, DecodeEvent(id, value));
+      due.push_back(std::move(stored));
+      continue;
+    }
+    OKL_ASSIGN_OR_RETURN(std::optional<std::string> record,
+                         ReadEventKey(id, EventKey(incarnation_, id)));
+    if (!record.has_value()) {
       return absl::DataLossError(absl::StrCat("the expiry index names event \"", id,
                                               "\", which is not stored"));
     }
-    due.push_back(*std::move(stored));
+    OKL_ASSIGN_OR_RETURN(StoredEvent stored, DecodeEvent(id, *record));
+    due.push_back(std::move(stored));
   }
   if (!it->status().ok()) {
     return absl::UnavailableError(
@@ -305,51 +385,89 @@ absl::StatusOr<std::vector<StoredEvent>> ModelLog::DueEvents(absl::Time now,
 
 namespace {
 
-// The events of an incarnation as a RocksDB snapshot holds them, in key (id) order.
+// The events of an incarnation as a RocksDB snapshot holds them, in id order: the records
+// at EventKey and those at expiry keys, merged. The latter are in id order too, since the
+// key is the id's expiry and then the id, and the id begins with that expiry.
 class StoredEventCursor final : public EventCursor {
  public:
   StoredEventCursor(rocksdb::DB* db, uint64_t incarnation)
       : db_(db),
         snapshot_(db->GetSnapshot()),
-        begin_(EventKey(incarnation, "")),
-        // Every key "i/<inc>/e/<id>" sorts before "i/<inc>/e0" ('0' follows '/').
-        end_(begin_.substr(0, begin_.size() - 1) + "0"),
-        upper_(end_) {
-    rocksdb::ReadOptions read;
-    read.snapshot = snapshot_;
-    read.iterate_upper_bound = &upper_;
-    it_.reset(db_->NewIterator(read));
-    it_->Seek(begin_);
-  }
+        at_event_key_(db, snapshot_, EventKey(incarnation, "")),
+        at_expiry_key_(db, snapshot_, EventExpiryBegin(incarnation)) {}
   ~StoredEventCursor() override {
-    it_.reset();
+    at_event_key_.it.reset();
+    at_expiry_key_.it.reset();
     db_->ReleaseSnapshot(snapshot_);
   }
 
   absl::StatusOr<std::vector<StoredEvent>> Next(size_t max) override {
     std::vector<StoredEvent> page;
-    for (; it_->Valid() && page.size() < max; it_->Next()) {
-      const absl::string_view key(it_->key().data(), it_->key().size());
+    while (page.size() < max) {
+      // Past the index entries of events whose records are at EventKey.
+      while (at_expiry_key_.it->Valid() && at_expiry_key_.it->value().empty()) {
+        at_expiry_key_.it->Next();
+      }
+      const bool event_key = at_event_key_.it->Valid();
+      const bool expiry_key = at_expiry_key_.it->Valid();
+      if (!event_key && !expiry_key) break;
+      // "<begin><id>" and "<begin><16 hex>/<id>"
+      const absl::string_view event_id = event_key ? at_event_key_.Key(0) : "";
+      const absl::string_view expiry_id = expiry_key ? at_expiry_key_.Key(17) : "";
+      Region& from =
+          !event_key || (expiry_key && expiry_id <= event_id) ? at_expiry_key_ : at_event_key_;
+      const absl::string_view id = &from == &at_expiry_key_ ? expiry_id : event_id;
       OKL_ASSIGN_OR_RETURN(
           StoredEvent stored,
-          DecodeEvent(key.substr(begin_.size()),
-                      absl::string_view(it_->value().data(), it_->value().size())));
+          DecodeEvent(id, absl::string_view(from.it->value().data(), from.it->value().size())));
       page.push_back(std::move(stored));
+      // One id at both (a caller's id of the server's form, remembered before its record
+      // moved): FindEvent reads the expiry key's, and so does a snapshot.
+      if (event_key && expiry_key && event_id == expiry_id) at_event_key_.it->Next();
+      from.it->Next();
     }
-    if (!it_->status().ok()) {
-      return absl::UnavailableError(
-          absl::StrCat("the model store cannot read its events: ", it_->status().ToString()));
+    for (const Region* region : {&at_event_key_, &at_expiry_key_}) {
+      if (!region->it->status().ok()) {
+        return absl::UnavailableError(absl::StrCat("the model store cannot read its events: ",
+                                                   region->it->status().ToString()));
+      }
     }
     return page;
   }
 
  private:
+  // The keys that begin with `begin`, read at the snapshot.
+  struct Region {
+    Region(rocksdb::DB* db, const rocksdb::Snapshot* snapshot, std::string begin_key)
+        : begin(std::move(begin_key)),
+          // Every key "<...>/e/<id>" sorts before "<...>/e0" ('0' follows '/').
+          end(begin.substr(0, begin.size() - 1) + "0"),
+          upper(end) {
+      rocksdb::ReadOptions read;
+      read.snapshot = snapshot;
+      read.iterate_upper_bound = &upper;
+      it.reset(db->NewIterator(read));
+      it->Seek(begin);
+    }
+    Region(const Region&) = delete;
+    Region& operator=(const Region&) = delete;
+
+    // The current key past `begin` and `skip` more bytes.
+    absl::string_view Key(size_t skip) const {
+      const absl::string_view key(it->key().data(), it->key().size());
+      return key.substr(std::min(key.size(), begin.size() + skip));
+    }
+
+    const std::string begin;
+    const std::string end;
+    const rocksdb::Slice upper;
+    std::unique_ptr<rocksdb::Iterator> it;
+  };
+
   rocksdb::DB* const db_;
   const rocksdb::Snapshot* const snapshot_;
-  const std::string begin_;
-  const std::string end_;
-  const rocksdb::Slice upper_;
-  std::unique_ptr<rocksdb::Iterator> it_;
+  Region at_event_key_;
+  Region at_expiry_key_;
 };
 
 }  // namespace
@@ -362,10 +480,7 @@ absl::Status ModelLog::ForgetEvents(absl::Span<const StoredEvent> events,
                                     const EventCounts& counts) {
   rocksdb::WriteBatch batch;
   batch.Put(EventCountsKey(incarnation_), EncodeEventCounts(counts));
-  for (const StoredEvent& stored : events) {
-    batch.Delete(EventKey(incarnation_, stored.event.id));
-    batch.Delete(EventExpiryKey(incarnation_, stored.event.expires, stored.event.id));
-  }
+  for (const StoredEvent& stored : events) DeleteEvent(incarnation_, stored.event, &batch);
   ReaderLock lock(&mu_);
   OKL_RETURN_IF_ERROR(CheckOpen());
   return Write(&batch);

@@ -8,9 +8,14 @@
 //
 // Store keys, under the model's incarnation (so deleting or replacing a model removes its
 // events with the rest of the incarnation):
-//   "i/<inc>/e/<event id>"                 the event (EncodeEvent)
-//   "i/<inc>/x/<expiry µs, 16 hex>/<id>"   empty: the expiry index, in time order
+//   "i/<inc>/x/<expiry µs, 16 hex>/<id>"   the expiry index, in time order. An event whose
+//                                          id the server made (ServerEventId) keeps its
+//                                          record (EncodeEvent) here, and has no other
+//                                          key; for any other event the entry is empty...
+//   "i/<inc>/e/<event id>"                 ...and its record is here.
 //   "i/<inc>/n"                            the model's EventCounts
+// One key for the server's ids, since a remembering Predict's cost is mostly its store
+// write: the id names its expiry, so a label finds the key from the id alone.
 #ifndef OKL_SERVER_MODEL_EVENTS_H_
 #define OKL_SERVER_MODEL_EVENTS_H_
 
@@ -24,6 +29,10 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "core/runtime/model_registry.h"
+
+namespace rocksdb {
+class WriteBatch;
+}  // namespace rocksdb
 
 namespace okl {
 
@@ -94,9 +103,29 @@ class EventNote final : public JournalNote {
   std::vector<StoredEvent> forgotten;
 };
 
+// The id the server makes for an event that expires at `expires`: the expiry (µs since
+// the epoch, 16 hex digits), the book's random `prefix` (16), and the book's `counter`
+// (1 to 16): 33 to 48 lowercase hexadecimal digits, distinct in a book by its counter.
+std::string ServerEventId(absl::Time expires, uint64_t prefix, uint64_t counter);
+// The expiry an id names if it has ServerEventId's form, else nullopt. (A caller may
+// choose such an id: it names an expiry all the same, which is only a place to look.)
+std::optional<absl::Time> ServerEventIdExpiry(absl::string_view id);
+// Whether `event`'s record is kept at its expiry index key (its id names its expiry),
+// rather than at EventKey beside an empty index entry.
+bool KeptAtExpiryKey(const RememberedEvent& event);
+
 // The store's keys and record of an event (the layout above).
 std::string EventKey(uint64_t incarnation, absl::string_view id);
 std::string EventExpiryKey(uint64_t incarnation, absl::Time expires, absl::string_view id);
+// Where `event`'s record is: its expiry key if KeptAtExpiryKey, else its EventKey.
+std::string EventRecordKey(uint64_t incarnation, const RememberedEvent& event);
+// Adds to `batch` the keys that store `event` in `state`: its record, and its empty index
+// entry unless the record is kept at that entry's key.
+void PutEvent(uint64_t incarnation, EventState state, const RememberedEvent& event,
+              rocksdb::WriteBatch* batch);
+// Adds to `batch` the deletion of every key of `event`.
+void DeleteEvent(uint64_t incarnation, const RememberedEvent& event,
+                 rocksdb::WriteBatch* batch);
 std::string EventCountsKey(uint64_t incarnation);
 // Counts: pending, applied, expired, duplicates, served_labels (u64), served_loss (raw
 // double), stored_bytes (u64; absent in the records of okl before 2026-11-29, read as 0).
@@ -115,9 +144,9 @@ std::string EncodeEvent(EventState state, const RememberedEvent& event);
 // DataLoss naming the event if `value` is not a record EncodeEvent wrote.
 absl::StatusOr<StoredEvent> DecodeEvent(absl::string_view id, absl::string_view value);
 
-// The bytes `event` takes in the store in `state`: its two keys and its record (a
-// labelled event's record keeps no input). Events kept in memory are counted the same,
-// so that a tenant's event quota means one thing whatever holds its models.
+// The bytes `event` takes in the store in `state`: its keys (one if KeptAtExpiryKey, else
+// two) and its record (a labelled event's record keeps no input). Events kept in memory are
+// counted the same, so that a tenant's event quota means one thing whatever holds its models.
 uint64_t StoredEventBytes(EventState state, const RememberedEvent& event);
 
 }  // namespace okl

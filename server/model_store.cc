@@ -581,8 +581,7 @@ absl::StatusOr<std::shared_ptr<ModelLog>> ModelStore::ReplaceModel(
   if (events != nullptr) {
     batch.Put(EventCountsKey(inc), EncodeEventCounts(events->counts));
     for (const StoredEvent& stored : events->events) {
-      batch.Put(EventKey(inc, stored.event.id), EncodeEvent(stored.state, stored.event));
-      batch.Put(EventExpiryKey(inc, stored.event.expires, stored.event.id), "");
+      PutEvent(inc, stored.state, stored.event, &batch);
     }
   }
   rocksdb::WriteOptions write;
@@ -715,12 +714,11 @@ absl::Status ModelLog::Append(const InputBatch& xs, absl::Span<const double> ys,
   if (const auto* events = dynamic_cast<const EventNote*>(note)) {
     batch.Put(EventCountsKey(incarnation_), EncodeEventCounts(events->counts));
     for (const StoredEvent& stored : events->labelled) {
-      batch.Put(EventKey(incarnation_, stored.event.id),
+      batch.Put(EventRecordKey(incarnation_, stored.event),
                 EncodeEvent(EventState::kLabelled, stored.event));
     }
     for (const StoredEvent& stored : events->forgotten) {
-      batch.Delete(EventKey(incarnation_, stored.event.id));
-      batch.Delete(EventExpiryKey(incarnation_, stored.event.expires, stored.event.id));
+      DeleteEvent(incarnation_, stored.event, &batch);
     }
   }
   WriterLock lock(&mu_);

@@ -262,6 +262,9 @@ class ModelLog final : public ModelJournal, public EventStorage {
   absl::Status CheckOpen() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Writes `batch` (sync if the store says so); the store's error if RocksDB refuses.
   absl::Status Write(rocksdb::WriteBatch* batch) const;
+  // The value at `key`, a key of event `id`; nullopt if none.
+  absl::StatusOr<std::optional<std::string>> ReadEventKey(absl::string_view id,
+                                                          const std::string& key) const;
 
   ModelStore* const store_;
   const std::string tenant_;

@@ -657,7 +657,7 @@ class OklCliTest(unittest.TestCase):
         _, out, _ = self.okl("predict", *base, "--remember", "--x=" + ",".join(rows[0][:7]),
                              expect=0)
         server_id, prediction = out.strip().split(",")
-        self.assertRegex(server_id, "^[0-9a-f]{32}$")
+        self.assertRegex(server_id, "^[0-9a-f]{33,48}$")
         self.assertEqual(prediction, plain.split()[0])
 
         labels = ("# clicks, late and out of order\n"

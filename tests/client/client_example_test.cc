@@ -84,7 +84,7 @@ absl::Status RunClientExample(const std::string& address) {
   // END EXAMPLE
   // clang-format on
   if (labelled.outcomes != std::vector<okl::LabelOutcome>{okl::LabelOutcome::kApplied} ||
-      served.event_ids[0].size() != 32) {
+      served.event_ids[0].size() < 33 || served.event_ids[0].size() > 48) {
     return absl::InternalError("the remembered prediction was not labelled once");
   }
   if (observed.predictions.size() != 5 || observed.predictions[0] != 0.0) {

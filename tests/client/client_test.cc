@@ -35,6 +35,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
 
 constexpr char kService[] = "okl.v1.OnlineKernelLearning";
 
@@ -574,7 +575,8 @@ TEST_F(ClientTest, LabelsOfRememberedPredictionsAreObservesInLabelOrder) {
       client.PredictRemembering(served, data.xs_range(55, 60), kDim, {});
   ASSERT_TRUE(theirs.ok()) << theirs.status();
   ASSERT_EQ(theirs->event_ids.size(), 5u);
-  EXPECT_EQ(theirs->event_ids[0].size(), 32u);  // the server's: 32 hexadecimal digits
+  // The server's: its expiry, then 17 to 32 more hexadecimal digits.
+  EXPECT_THAT(theirs->event_ids[0], MatchesRegex("[0-9a-f]{33,48}"));
   EXPECT_NE(theirs->event_ids[0], theirs->event_ids[1]);
 
   // Labels in another order than the predictions, with a repeat and an unknown id.

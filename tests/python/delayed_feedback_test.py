@@ -126,7 +126,7 @@ def test_server_made_ids_are_distinct_and_split_requests_keep_their_order(
         second = labelled.remember(X[:4])
         ids = first.event_ids + second.event_ids
         assert len(first.event_ids) == 20 and len(set(ids)) == 24
-        assert all(re.fullmatch(r"[0-9a-f]{32}", i) for i in ids), ids
+        assert all(re.fullmatch(r"[0-9a-f]{33,48}", i) for i in ids), ids
         assert labelled.stats().events_pending == 24
         # Each id labelled with its row's y: were an id paired with another row's input,
         # the model would differ from the one that observed the rows in order.

@@ -290,9 +290,11 @@ TEST_P(EventBookTest, AtExpiryADefaultLabelIsAppliedOnceAndAnEventWithoutOneIsDr
 // rest), are stored with the counts, and count against the tenant's event quota, which
 // refuses a whole request past it.
 TEST_P(EventBookTest, StoredBytesFollowTheEventsAndTheTenantsQuotaBoundsThem) {
-  // Server-made ids are 32 hex digits; each input 2 doubles.
+  // Server-made ids are 33 hex digits while the book's counter is under 16, and their
+  // records are at their expiry keys; each input 2 doubles.
   RememberedEvent like;
-  like.id = std::string(32, '0');
+  like.expires = kT0;
+  like.id = ServerEventId(like.expires, 0, 0);
   like.values = {0, 0};
   const uint64_t pending = StoredEventBytes(EventState::kPending, like);
   const uint64_t labelled = StoredEventBytes(EventState::kLabelled, like);

@@ -297,10 +297,10 @@ TEST(DelayedFeedbackOffloadedTest, APredictOnTheOffloadPoolRemembersAsAnInlineOn
 // input, a deleted model its events; another tenant has its own; a Restore whose events
 // would pass it is refused; and a restart counts what is stored.
 TEST(DelayedFeedbackQuotaTest, ATenantsEventBytesAreBoundedAndGivenBack) {
-  // One event of d = 2 with a server-made id (32 hex digits) in the store: its key
-  // "i/<16>/e/<id>", its expiry key "i/<16>/x/<16>/<id>" and its record (39 fixed bytes
-  // and 2 doubles), as server/model_events.h lays them out.
-  constexpr int kEventBytes = (21 + 32) + (38 + 32) + 39 + 2 * 8;
+  // One event of d = 2 with a server-made id (33 hex digits while a model's counter is
+  // under 16) in the store: its expiry key "i/<16>/x/<16>/<id>", which holds its record
+  // (39 fixed bytes and 2 doubles), as server/model_events.h lays them out.
+  constexpr int kEventBytes = (38 + 33) + 39 + 2 * 8;
   TempDir dir("okl_label_quota");
   const std::vector<std::string> flags = {
       absl::StrCat("--max_event_bytes_per_tenant=", 4 * kEventBytes)};

@@ -9,13 +9,16 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/model_store.h"
@@ -65,8 +68,8 @@ TEST(EventRecordTest, RoundTripsDenseSparseAndDefaultsAndALabelledOneDropsItsInp
   EXPECT_EQ(labelled->event.prediction, sparse.prediction);
 }
 
-// What the tenant's event quota counts is what the store holds: the two keys and the
-// record, as written.
+// What the tenant's event quota counts is what the store holds: the keys and the record,
+// as written (one key for a server-made id, whose record is at its expiry key).
 TEST(EventRecordTest, StoredBytesAreTheKeysAndTheRecordAsWritten) {
   RememberedEvent dense = DenseEvent("click-1", kT0, 0.5, 1.5);
   dense.default_label = 1;
@@ -75,16 +78,23 @@ TEST(EventRecordTest, StoredBytesAreTheKeysAndTheRecordAsWritten) {
   sparse.indices = {3, 9};
   RememberedEvent wide = DenseEvent("0123456789abcdef0123456789abcdef", kT0, 0, 0);
   wide.values.assign(16, 0.25);
-  for (const RememberedEvent& event : {dense, sparse, wide}) {
+  RememberedEvent served = wide;
+  served.id = ServerEventId(kT0, 0x0123456789abcdef, 41);
+  const uint64_t incarnation = 0xfedcba9876543210;
+  for (const RememberedEvent* event_ptr : {&dense, &sparse, &wide, &served}) {
+    const RememberedEvent& event = *event_ptr;
+    const size_t keys = event_ptr == &served
+                            ? EventExpiryKey(incarnation, kT0, event.id).size()
+                            : EventKey(incarnation, event.id).size() +
+                                  EventExpiryKey(incarnation, kT0, event.id).size();
     for (EventState state : {EventState::kPending, EventState::kLabelled}) {
-      const uint64_t incarnation = 0xfedcba9876543210;
-      EXPECT_EQ(StoredEventBytes(state, event),
-                EventKey(incarnation, event.id).size() +
-                    EventExpiryKey(incarnation, event.expires, event.id).size() +
-                    EncodeEvent(state, event).size())
+      EXPECT_EQ(StoredEventBytes(state, event), keys + EncodeEvent(state, event).size())
           << event.id << " in state " << static_cast<int>(state);
     }
   }
+  // A d = 16 event with a server-made id of 34 digits: 38 + 34 bytes of key, 39 + 128 of
+  // record.
+  EXPECT_EQ(StoredEventBytes(EventState::kPending, served), 38 + 34 + 39 + 128u);
   // A labelled event keeps no input: it frees the input's bytes.
   EXPECT_EQ(StoredEventBytes(EventState::kPending, wide) -
                 StoredEventBytes(EventState::kLabelled, wide),
@@ -296,6 +306,110 @@ TEST_F(ModelEventsTest, DueEventsComeEarliestFirstUpToNowAndForgottenOnesAreGone
   ASSERT_TRUE(log->ForgetEvents({*Find(*log, "edge"), *Find(*log, "late")}, {}).ok());
   EXPECT_EQ(log->NextExpiry().value_or(kT0), std::nullopt);
   EXPECT_FALSE(Find(*log, "early").has_value());
+}
+
+// The server's ids name their expiry: 16 hex digits of it, the book's 16, then its counter.
+TEST(ServerEventIdTest, NamesItsExpiryAndOnlyItsOwnEventIsKeptAtTheExpiryKey) {
+  const absl::Time expires = kT0 + absl::Microseconds(123'456);
+  const std::string first = ServerEventId(expires, 0xfeedface, 0);
+  const std::string last = ServerEventId(expires, 0xfeedface, ~uint64_t{0});
+  EXPECT_EQ(first, absl::StrCat(absl::StrFormat("%016x", absl::ToUnixMicros(expires)),
+                                "00000000feedface", "0"));
+  EXPECT_EQ(last.size(), 48u);
+  EXPECT_TRUE(ValidateEventId(last).ok());
+  EXPECT_EQ(ServerEventIdExpiry(first), expires);
+  EXPECT_EQ(ServerEventIdExpiry(last), expires);
+  // Not of the form: the 32 digits of okl before 2026-11-29, capitals, other characters,
+  // more than 48 digits.
+  for (const std::string& id :
+       {std::string("0123456789abcdef0123456789abcdef"), absl::AsciiStrToUpper(first),
+        first + "-", last + "0", std::string("click-1")}) {
+    EXPECT_EQ(ServerEventIdExpiry(id), std::nullopt) << id;
+  }
+  RememberedEvent event = DenseEvent(first, expires, 1, 2);
+  EXPECT_TRUE(KeptAtExpiryKey(event));
+  EXPECT_EQ(EventRecordKey(7, event), EventExpiryKey(7, expires, first));
+  // Sub-microsecond parts do not count: the store keeps microseconds.
+  event.expires = expires + absl::Nanoseconds(999);
+  EXPECT_TRUE(KeptAtExpiryKey(event));
+  // A caller's id of the same form that names another expiry keeps its record at EventKey.
+  event.expires = expires + absl::Microseconds(1);
+  EXPECT_FALSE(KeptAtExpiryKey(event));
+  EXPECT_EQ(EventRecordKey(7, event), EventKey(7, first));
+}
+
+// Server ids' records are at their expiry keys, callers' at EventKey (one of the server's
+// form naming another expiry, and one of the 32 digits okl made before, among them): every
+// kind is found, labelled, due in expiry order, captured in id order, and forgotten with
+// all its keys.
+TEST_F(ModelEventsTest, ServerIdsAreKeptAtTheirExpiryKeysBesideCallerIds) {
+  std::shared_ptr<ModelLog> log = *store_->CreateModel("acme", "ads", SmallConfig());
+  const uint64_t prefix = 0x0123456789abcdef;
+  auto served = [&](absl::Duration wait, uint64_t counter, double x) {
+    RememberedEvent event = DenseEvent("", kT0 + wait, x, x);
+    event.id = ServerEventId(event.expires, prefix, counter);
+    return event;
+  };
+  const RememberedEvent first = served(absl::Seconds(10), 0, 1);
+  const RememberedEvent second = served(absl::Seconds(30), 1, 2);
+  const RememberedEvent lookalike = DenseEvent(ServerEventId(kT0 + absl::Seconds(5), prefix, 2),
+                                               kT0 + absl::Seconds(20), 3, 3);
+  const RememberedEvent caller = DenseEvent("zz-caller", kT0 + absl::Seconds(15), 4, 4);
+  const RememberedEvent older =
+      DenseEvent("0123456789abcdef0000000000000007", kT0 + absl::Seconds(25), 5, 5);
+  const std::vector<RememberedEvent> events = {first, second, lookalike, caller, older};
+  ASSERT_TRUE(log->Remember(events, EventCounts{.pending = 5}).ok());
+  // Known, whatever key holds it.
+  for (const RememberedEvent& event : events) {
+    EXPECT_EQ(log->Remember({event}, {}).code(), absl::StatusCode::kAlreadyExists) << event.id;
+  }
+  log = Reopen();
+  ASSERT_NE(log, nullptr);
+  for (const RememberedEvent& event : events) {
+    std::optional<StoredEvent> found = Find(*log, event.id);
+    ASSERT_TRUE(found.has_value()) << event.id;
+    EXPECT_EQ(found->event, event);
+  }
+  auto captured_ids = [&] {
+    std::vector<std::string> ids;
+    absl::StatusOr<std::unique_ptr<EventCursor>> cursor = log->CaptureEvents();
+    EXPECT_TRUE(cursor.ok()) << cursor.status();
+    if (!cursor.ok()) return ids;
+    for (;;) {
+      absl::StatusOr<std::vector<StoredEvent>> page = (*cursor)->Next(2);
+      EXPECT_TRUE(page.ok()) << page.status();
+      if (!page.ok() || page->empty()) return ids;
+      for (const StoredEvent& stored : *page) ids.push_back(stored.event.id);
+    }
+  };
+  std::vector<std::string> sorted_ids;
+  for (const RememberedEvent& event : events) sorted_ids.push_back(event.id);
+  std::sort(sorted_ids.begin(), sorted_ids.end());
+  EXPECT_EQ(captured_ids(), sorted_ids);
+
+  // Labelled in place: the record changes at the key that holds it.
+  EventNote note;
+  note.counts = {.pending = 3, .applied = 2};
+  note.labelled = {*Find(*log, first.id), *Find(*log, lookalike.id)};
+  ASSERT_TRUE(log->Append(InputBatch::Dense({1, 1, 3, 3}, 2), {1, -1}, &note).ok());
+  for (const RememberedEvent& event : {first, lookalike}) {
+    std::optional<StoredEvent> found = Find(*log, event.id);
+    ASSERT_TRUE(found.has_value()) << event.id;
+    EXPECT_EQ(found->state, EventState::kLabelled) << event.id;
+    EXPECT_TRUE(found->event.values.empty()) << event.id;
+  }
+  EXPECT_EQ(captured_ids(), sorted_ids);
+
+  absl::StatusOr<std::vector<StoredEvent>> due = log->DueEvents(kT0 + absl::Seconds(40), 10);
+  ASSERT_TRUE(due.ok()) << due.status();
+  std::vector<std::string> due_ids;
+  for (const StoredEvent& stored : *due) due_ids.push_back(stored.event.id);
+  EXPECT_THAT(due_ids, ElementsAre(first.id, caller.id, lookalike.id, older.id, second.id));
+  EXPECT_EQ((*due)[4].event, second);
+  ASSERT_TRUE(log->ForgetEvents(*due, {}).ok());
+  EXPECT_EQ(log->NextExpiry().value_or(kT0), std::nullopt);
+  EXPECT_THAT(captured_ids(), ElementsAre());
+  for (const RememberedEvent& event : events) EXPECT_FALSE(Find(*log, event.id).has_value());
 }
 
 TEST_F(ModelEventsTest, EventsGoWithTheirModelAndAClosedLogRemembersNothing) {

@@ -468,8 +468,8 @@ class Model:
           X: shape (n, dim), as predict() takes.
           event_ids: one id per row, chosen by the caller: 1 to 128 characters of
             [A-Za-z0-9._:-], new to the model (okl.AlreadyExists otherwise, and nothing
-            of that request is remembered). None: the server makes them (32 hexadecimal
-            digits).
+            of that request is remembered). None: the server makes them (33 to 48
+            hexadecimal digits).
           wait_seconds: how long a label is awaited; None or 0: the server's default
             (10 minutes), at most its --max_label_wait (7 days unless set).
           default_label: learned (as an Observe) for an event whose wait ends without a

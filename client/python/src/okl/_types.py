@@ -154,8 +154,8 @@ class LabelOutcome(enum.Enum):
 @dataclass(frozen=True)
 class Remembered:
     """What remember() returns: per input, in order, the prediction served and the id of
-    the event it is remembered under (the caller's, or made by the server: 32 hexadecimal
-    digits). Label the event with Model.label(event_ids, y) when its label arrives."""
+    the event it is remembered under (the caller's, or made by the server: 33 to 48
+    hexadecimal digits). Label the event with Model.label(event_ids, y) when its label arrives."""
 
     predictions: FloatArray
     event_ids: List[str]
