@@ -97,7 +97,7 @@ absl::Status OklService::RememberPredictedLater(Admission& admission,
         tenant, *book, std::move(checked),
         [this, book](absl::AnyInvocable<void() &&> work) {
           // The writer runs on this queue's thread once the queue has nothing ready: by
-          // then every Predict its queues read meanwhile waits in the book, and one write
+          // then every Predict the queues read meanwhile waits in the book, and one write
           // and their answers cost no hand-off to another thread. But a Label or an
           // expiry of the model may hold the book long, and this thread serves every
           // tenant's calls: then the writer waits for it on remember_pool_. (Off a
