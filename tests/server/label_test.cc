@@ -392,6 +392,11 @@ TEST(DelayedFeedbackMoveTest, EventsTravelWithSnapshotAndRestore) {
   remember.set_default_label(0.25);
   v1::PredictResponse predicted;
   ASSERT_TRUE(IsOk(PredictRemembering(stub, ref, Inputs(1, 3), remember, &predicted)));
+  // And one the server names (its record kept at its expiry key in a store).
+  remember.clear_event_ids();
+  ASSERT_TRUE(IsOk(PredictRemembering(stub, ref, Inputs(4, 1), remember, &predicted)));
+  ASSERT_EQ(predicted.event_ids_size(), 1);
+  const std::string served_id = predicted.event_ids(0);
   v1::LabelResponse labelled;
   ASSERT_TRUE(IsOk(Label(stub, ref, {{"e1", 1.0}}, &labelled)));
   std::string bytes;
@@ -403,7 +408,7 @@ TEST(DelayedFeedbackMoveTest, EventsTravelWithSnapshotAndRestore) {
 
   // The source goes on with the labels each target gets below.
   const std::vector<std::pair<std::string, double>> labels = {
-      {"e1", 1.0}, {"e2", -1.0}, {"e4", 1.0}};
+      {"e1", 1.0}, {"e2", -1.0}, {"e4", 1.0}, {served_id, 0.5}};
   ASSERT_TRUE(IsOk(Label(stub, ref, labels, &labelled)));
   std::string source_after;
   ASSERT_TRUE(IsOk(Snapshot(stub, ref, &source_after)));
@@ -420,9 +425,10 @@ TEST(DelayedFeedbackMoveTest, EventsTravelWithSnapshotAndRestore) {
     SCOPED_TRACE(target.what);
     ASSERT_TRUE(IsOk(Restore(target.stub, target.ref, bytes)));
     ASSERT_TRUE(IsOk(Label(target.stub, target.ref, labels, &labelled)));
-    EXPECT_THAT(Outcomes(labelled),
-                ElementsAre(v1::LABEL_DUPLICATE, v1::LABEL_APPLIED, v1::LABEL_UNKNOWN));
-    // The same model, events and counts as the source's, to the byte.
+    EXPECT_THAT(Outcomes(labelled), ElementsAre(v1::LABEL_DUPLICATE, v1::LABEL_APPLIED,
+                                                v1::LABEL_UNKNOWN, v1::LABEL_APPLIED));
+    // The same model, events and counts as the source's, to the byte (the events in id
+    // order, whichever keys held them).
     std::string moved;
     ASSERT_TRUE(IsOk(Snapshot(target.stub, target.ref, &moved)));
     EXPECT_TRUE(moved == source_after)
@@ -433,9 +439,9 @@ TEST(DelayedFeedbackMoveTest, EventsTravelWithSnapshotAndRestore) {
     v1::ModelInfo info;
     ASSERT_TRUE(IsOk(GetModel(target.stub, target.ref, &info)));
     EXPECT_EQ(info.stats().events_pending(), 1u);
-    EXPECT_EQ(info.stats().labels_applied(), 2u);
+    EXPECT_EQ(info.stats().labels_applied(), 3u);
     EXPECT_EQ(info.stats().labels_duplicate(), 1u);
-    EXPECT_EQ(info.stats().served_labels(), 2u);
+    EXPECT_EQ(info.stats().served_labels(), 3u);
 
     // A corrupted event page: DATA_LOSS, and the model keeps its events.
     std::string corrupted = bytes;
