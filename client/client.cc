@@ -157,6 +157,15 @@ absl::StatusOr<ModelSummary> SummaryFromServer(const v1::ModelInfo& info) {
   return summary;
 }
 
+ModelEventCounts EventCountsFromServer(const v1::ModelStats& stats) {
+  return {.pending = stats.events_pending(),
+          .applied = stats.labels_applied(),
+          .expired = stats.events_expired(),
+          .duplicates = stats.labels_duplicate(),
+          .served_loss = stats.served_loss(),
+          .served_labels = stats.served_labels()};
+}
+
 // Appends `count` dense vectors of `dim` values from `values` to `vectors`.
 void AppendDense(absl::Span<const double> values, size_t dim,
                  google::protobuf::RepeatedPtrField<v1::Vector>* vectors) {
@@ -247,19 +256,12 @@ absl::StatusOr<ModelSummary> Client::GetModel(const ModelId& id,
         info.Clear();
         return stub_->okl->GetModel(context, request, &info);
       }));
-  if (events != nullptr) {
-    const v1::ModelStats& stats = info.stats();
-    *events = {.pending = stats.events_pending(),
-               .applied = stats.labels_applied(),
-               .expired = stats.events_expired(),
-               .duplicates = stats.labels_duplicate(),
-               .served_loss = stats.served_loss(),
-               .served_labels = stats.served_labels()};
-  }
+  if (events != nullptr) *events = EventCountsFromServer(info.stats());
   return SummaryFromServer(info);
 }
 
-absl::StatusOr<std::vector<ModelSummary>> Client::ListModels(absl::string_view tenant) const {
+absl::StatusOr<std::vector<ModelSummary>> Client::ListModels(
+    absl::string_view tenant, std::vector<ModelEventCounts>* events) const {
   v1::ListModelsRequest request;
   request.set_tenant(std::string(tenant));
   v1::ListModelsResponse response;
@@ -273,6 +275,12 @@ absl::StatusOr<std::vector<ModelSummary>> Client::ListModels(absl::string_view t
   for (const v1::ModelInfo& info : response.models()) {
     OKL_ASSIGN_OR_RETURN(ModelSummary summary, SummaryFromServer(info));
     summaries.push_back(std::move(summary));
+  }
+  if (events != nullptr) {
+    events->clear();
+    for (const v1::ModelInfo& info : response.models()) {
+      events->push_back(EventCountsFromServer(info.stats()));
+    }
   }
   return summaries;
 }

@@ -259,8 +259,10 @@ class Client {
                                         ModelEventCounts* events = nullptr) const;
 
   // The models of `tenant` (every tenant's the caller may see if empty), ordered by
-  // (tenant, model); each as GetModel's. Retried.
-  absl::StatusOr<std::vector<ModelSummary>> ListModels(absl::string_view tenant = "") const;
+  // (tenant, model); each as GetModel's. Retried. With `events`, also each model's
+  // delayed-feedback counts, in the same order.
+  absl::StatusOr<std::vector<ModelSummary>> ListModels(
+      absl::string_view tenant = "", std::vector<ModelEventCounts>* events = nullptr) const;
 
   // Deletes the model and its stored state. NOT_FOUND if absent.
   absl::Status DeleteModel(const ModelId& id) const;

@@ -308,12 +308,13 @@ absl::Status RunGet(const Client& client, const ModelId& id, const Output& outpu
 }
 
 absl::Status RunList(const Client& client, absl::string_view tenant, const Output& output) {
-  absl::StatusOr<std::vector<ModelSummary>> models = client.ListModels(tenant);
+  std::vector<ModelEventCounts> events;
+  absl::StatusOr<std::vector<ModelSummary>> models = client.ListModels(tenant, &events);
   if (!models.ok()) return models.status();
   if (output.json) {
     std::string array = "[";
     for (size_t i = 0; i < models->size(); ++i) {
-      absl::StrAppend(&array, i == 0 ? "" : ",", SummaryJson((*models)[i]));
+      absl::StrAppend(&array, i == 0 ? "" : ",", SummaryJson((*models)[i], &events[i]));
     }
     array += "]";
     JsonObject json;
@@ -326,14 +327,17 @@ absl::Status RunList(const Client& client, absl::string_view tenant, const Outpu
                                  : absl::StrCat("no models of tenant \"", tenant, "\"\n"));
     return absl::OkStatus();
   }
+  // PENDING: events remembered and awaiting their labels (okl predict --remember).
   std::vector<std::vector<std::string>> rows = {
-      {"TENANT", "MODEL", "DIM", "KERNEL", "LOSS", "STEPS", "TERMS", "MEAN LOSS"}};
-  for (const ModelSummary& m : *models) {
+      {"TENANT", "MODEL", "DIM", "KERNEL", "LOSS", "STEPS", "TERMS", "MEAN LOSS", "PENDING"}};
+  for (size_t i = 0; i < models->size(); ++i) {
+    const ModelSummary& m = (*models)[i];
     rows.push_back(
         {m.tenant, m.model, absl::StrCat(m.config.dim),
          m.config.select_kind() ? std::string("select") : KernelShort(m.config.kernel),
          std::string(LossTypeName(m.config.loss.type)), absl::StrCat(m.stats.steps),
-         absl::StrCat(m.stats.expansion_size), absl::StrFormat("%.6g", MeanLoss(m.stats))});
+         absl::StrCat(m.stats.expansion_size), absl::StrFormat("%.6g", MeanLoss(m.stats)),
+         absl::StrCat(events[i].pending)});
   }
   std::vector<size_t> widths(rows.front().size(), 0);
   for (const auto& row : rows) {

@@ -648,7 +648,8 @@ const std::vector<Command>& Commands() {
        .summary = "list the models (of --tenant, or of every tenant)",
        .synopsis = "okl list [--tenant=T]",
        .description = "Lists the models of --tenant (or $OKL_TENANT), or of every tenant the\n"
-                      "caller may see, ordered by tenant and name.",
+                      "caller may see, ordered by tenant and name: each one's configuration,\n"
+                      "steps, terms, mean loss, and events awaiting labels (PENDING).",
        .flags = {"tenant"},
        .model_ref = false,
        .run = RunList},

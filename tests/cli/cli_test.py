@@ -692,6 +692,15 @@ class OklCliTest(unittest.TestCase):
         self.okl("create", "--tenant=delay", "--model=plain", "--dim=2", expect=0)
         _, out, _ = self.okl("get", "--tenant=delay", "--model=plain", expect=0)
         self.assertNotIn("events pending", out)
+        # okl list shows each model's pending events, in its last column.
+        _, out, _ = self.okl("list", "--tenant=delay", expect=0)
+        header, *listed = [line.split() for line in out.splitlines()]
+        self.assertEqual(header[-1], "PENDING")
+        pending = {row[1]: row[-1] for row in listed}  # (other tests' models too)
+        self.assertEqual((pending["clicks"], pending["plain"]), ("1", "0"))
+        _, out, _ = self.okl("list", "--tenant=delay", "--json", expect=0)
+        pending = {m["model"]: m["events"]["pending"] for m in json.loads(out)["models"]}
+        self.assertEqual((pending["clicks"], pending["plain"]), (1, 0))
 
     def test_readme_delayed_feedback_example_labels_both_impressions(self):
         bin_dir = self.path("delayed/bin")
