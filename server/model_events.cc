@@ -70,6 +70,35 @@ uint64_t ExpiryMicros(absl::Time expires) {
   return static_cast<uint64_t>(std::max<int64_t>(0, absl::ToUnixMicros(expires)));
 }
 
+// The time 16 hex digits of µs since the epoch name (ExpiryMicros's form); nullopt if
+// they are not such digits.
+std::optional<absl::Time> ParseExpiryHex(absl::string_view hex) {
+  uint64_t micros = 0;
+  if (hex.size() != 16 || !absl::SimpleHexAtoi(hex, &micros) ||
+      micros > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return std::nullopt;
+  }
+  return absl::FromUnixMicros(static_cast<int64_t>(micros));
+}
+
+// An expiry index key, "<EventExpiryBegin><expiry, 16 hex>/<id>", taken apart.
+struct ExpiryIndexKey {
+  absl::Time expires;
+  absl::string_view id;
+};
+
+// DataLoss if `key`, an index key under `begin`, is not of that form.
+absl::StatusOr<ExpiryIndexKey> ParseExpiryIndexKey(absl::string_view key,
+                                                   absl::string_view begin) {
+  const absl::string_view rest = key.substr(std::min(key.size(), begin.size()));
+  const std::optional<absl::Time> expires = ParseExpiryHex(rest.substr(0, 16));
+  if (!expires.has_value() || rest.size() < 17 || rest[16] != '/') {
+    return absl::DataLossError(
+        absl::StrCat("the expiry index holds a bad key \"", absl::CHexEscape(key), "\""));
+  }
+  return ExpiryIndexKey{*expires, rest.substr(17)};
+}
+
 constexpr size_t kServerIdMinBytes = 16 + 16 + 1;
 constexpr size_t kServerIdMaxBytes = 16 + 16 + 16;
 
@@ -84,12 +113,7 @@ std::optional<absl::Time> ServerEventIdExpiry(absl::string_view id) {
   for (char c : id) {
     if (!absl::ascii_isdigit(c) && !(c >= 'a' && c <= 'f')) return std::nullopt;
   }
-  uint64_t micros = 0;
-  if (!absl::SimpleHexAtoi(id.substr(0, 16), &micros) ||
-      micros > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    return std::nullopt;
-  }
-  return absl::FromUnixMicros(static_cast<int64_t>(micros));
+  return ParseExpiryHex(id.substr(0, 16));
 }
 
 bool KeptAtExpiryKey(const RememberedEvent& event) {
@@ -336,15 +360,10 @@ absl::StatusOr<std::optional<absl::Time>> ModelLog::NextExpiry() const {
         absl::StrCat("the model store cannot read its events: ", it->status().ToString()));
   }
   if (!it->Valid() || !it->key().starts_with(begin)) return std::nullopt;
-  // "<begin><16 hex>/<id>"
-  const absl::string_view key(it->key().data(), it->key().size());
-  uint64_t micros = 0;
-  if (key.size() < begin.size() + 16 ||
-      !absl::SimpleHexAtoi(key.substr(begin.size(), 16), &micros)) {
-    return absl::DataLossError(
-        absl::StrCat("the expiry index holds a bad key \"", absl::CHexEscape(key), "\""));
-  }
-  return absl::FromUnixMicros(static_cast<int64_t>(micros));
+  OKL_ASSIGN_OR_RETURN(
+      const ExpiryIndexKey key,
+      ParseExpiryIndexKey(absl::string_view(it->key().data(), it->key().size()), begin));
+  return key.expires;
 }
 
 absl::StatusOr<std::vector<StoredEvent>> ModelLog::DueEvents(absl::Time now,
@@ -358,9 +377,10 @@ absl::StatusOr<std::vector<StoredEvent>> ModelLog::DueEvents(absl::Time now,
   std::unique_ptr<rocksdb::Iterator> it(store_->db_->NewIterator(read));
   std::vector<StoredEvent> due;
   for (it->Seek(begin); it->Valid() && due.size() < max; it->Next()) {
-    // "<begin><16 hex>/<id>"
-    const absl::string_view key(it->key().data(), it->key().size());
-    const absl::string_view id = key.substr(std::min(key.size(), begin.size() + 17));
+    OKL_ASSIGN_OR_RETURN(
+        const ExpiryIndexKey key,
+        ParseExpiryIndexKey(absl::string_view(it->key().data(), it->key().size()), begin));
+    const absl::string_view id = key.id;
     const absl::string_view value(it->value().data(), it->value().size());
     if (!value.empty()) {  // the record itself
       OKL_ASSIGN_OR_RETURN(StoredEvent stored, DecodeEvent(id, value));
@@ -412,8 +432,13 @@ class StoredEventCursor final : public EventCursor {
       const bool expiry_key = at_expiry_key_.it->Valid();
       if (!event_key && !expiry_key) break;
       // "<begin><id>" and "<begin><16 hex>/<id>"
-      const absl::string_view event_id = event_key ? at_event_key_.Key(0) : "";
-      const absl::string_view expiry_id = expiry_key ? at_expiry_key_.Key(17) : "";
+      const absl::string_view event_id = event_key ? at_event_key_.Key() : "";
+      absl::string_view expiry_id;
+      if (expiry_key) {
+        OKL_ASSIGN_OR_RETURN(const ExpiryIndexKey key,
+                             ParseExpiryIndexKey(at_expiry_key_.Key(), ""));
+        expiry_id = key.id;
+      }
       Region& from =
           !event_key || (expiry_key && expiry_id <= event_id) ? at_expiry_key_ : at_event_key_;
       const absl::string_view id = &from == &at_expiry_key_ ? expiry_id : event_id;
@@ -452,10 +477,10 @@ class StoredEventCursor final : public EventCursor {
     Region(const Region&) = delete;
     Region& operator=(const Region&) = delete;
 
-    // The current key past `begin` and `skip` more bytes.
-    absl::string_view Key(size_t skip) const {
+    // The current key past `begin`.
+    absl::string_view Key() const {
       const absl::string_view key(it->key().data(), it->key().size());
-      return key.substr(std::min(key.size(), begin.size() + skip));
+      return key.substr(std::min(key.size(), begin.size()));
     }
 
     const std::string begin;
