@@ -14,8 +14,9 @@
 //                                          key; for any other event the entry is empty...
 //   "i/<inc>/e/<event id>"                 ...and its record is here.
 //   "i/<inc>/n"                            the model's EventCounts
-// One key for the server's ids, since a remembering Predict's cost is mostly its store
-// write: the id names its expiry, so a label finds the key from the id alone.
+// One key for the server's ids, since the store write is most of what a remembering
+// Predict costs beyond a plain one: the id names its expiry, so a label finds the key
+// from the id alone.
 #ifndef OKL_SERVER_MODEL_EVENTS_H_
 #define OKL_SERVER_MODEL_EVENTS_H_
 
