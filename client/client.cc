@@ -272,15 +272,11 @@ absl::StatusOr<std::vector<ModelSummary>> Client::ListModels(
       }));
   std::vector<ModelSummary> summaries;
   summaries.reserve(response.models_size());
+  if (events != nullptr) events->clear();
   for (const v1::ModelInfo& info : response.models()) {
     OKL_ASSIGN_OR_RETURN(ModelSummary summary, SummaryFromServer(info));
     summaries.push_back(std::move(summary));
-  }
-  if (events != nullptr) {
-    events->clear();
-    for (const v1::ModelInfo& info : response.models()) {
-      events->push_back(EventCountsFromServer(info.stats()));
-    }
+    if (events != nullptr) events->push_back(EventCountsFromServer(info.stats()));
   }
   return summaries;
 }

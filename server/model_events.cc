@@ -137,10 +137,13 @@ std::string EventRecordKey(uint64_t incarnation, const RememberedEvent& event) {
 
 void PutEvent(uint64_t incarnation, EventState state, const RememberedEvent& event,
               rocksdb::WriteBatch* batch) {
-  batch->Put(EventRecordKey(incarnation, event), EncodeEvent(state, event));
-  if (!KeptAtExpiryKey(event)) {
-    batch->Put(EventExpiryKey(incarnation, event.expires, event.id), "");
+  const std::string expiry_key = EventExpiryKey(incarnation, event.expires, event.id);
+  if (KeptAtExpiryKey(event)) {
+    batch->Put(expiry_key, EncodeEvent(state, event));
+    return;
   }
+  batch->Put(EventKey(incarnation, event.id), EncodeEvent(state, event));
+  batch->Put(expiry_key, "");
 }
 
 void DeleteEvent(uint64_t incarnation, const RememberedEvent& event,
