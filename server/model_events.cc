@@ -21,8 +21,6 @@
 namespace okl {
 namespace {
 
-std::string IncarnationHex(uint64_t incarnation) { return absl::StrFormat("%016x", incarnation); }
-
 template <typename T>
 void Put(const T& value, std::string* out) {
   char bytes[sizeof(T)];
@@ -122,11 +120,11 @@ bool KeptAtExpiryKey(const RememberedEvent& event) {
 }
 
 std::string EventKey(uint64_t incarnation, absl::string_view id) {
-  return absl::StrCat("i/", IncarnationHex(incarnation), "/e/", id);
+  return absl::StrCat(IncarnationPrefix(incarnation), "e/", id);
 }
 
 std::string EventExpiryKey(uint64_t incarnation, absl::Time expires, absl::string_view id) {
-  return absl::StrCat("i/", IncarnationHex(incarnation), "/x/",
+  return absl::StrCat(IncarnationPrefix(incarnation), "x/",
                       absl::StrFormat("%016x", ExpiryMicros(expires)), "/", id);
 }
 
@@ -153,7 +151,7 @@ void DeleteEvent(uint64_t incarnation, const RememberedEvent& event,
 }
 
 std::string EventCountsKey(uint64_t incarnation) {
-  return absl::StrCat("i/", IncarnationHex(incarnation), "/n");
+  return absl::StrCat(IncarnationPrefix(incarnation), "n");
 }
 
 std::string EncodeEventCounts(const EventCounts& counts) {
@@ -179,7 +177,7 @@ absl::StatusOr<EventCounts> DecodeEventCounts(absl::string_view value) {
 }
 
 std::string EventExpiryBegin(uint64_t incarnation) {
-  return absl::StrCat("i/", IncarnationHex(incarnation), "/x/");
+  return absl::StrCat(IncarnationPrefix(incarnation), "x/");
 }
 
 namespace {

@@ -66,15 +66,24 @@ constexpr char kIncarnationPrefix[] = "i/";
 
 std::string Hex16(uint64_t value) { return absl::StrFormat("%016x", value); }
 
+}  // namespace
+
+std::string IncarnationPrefix(uint64_t inc) {
+  return absl::StrCat(kIncarnationPrefix, Hex16(inc), "/");
+}
+
+namespace {
+
 std::string ModelRecordKey(absl::string_view tenant, absl::string_view model) {
   return absl::StrCat(kModelPrefix, tenant, "/", model);
 }
-// Every key of an incarnation lies in [IncarnationBegin, IncarnationEnd): '0' follows '/'.
-std::string IncarnationBegin(uint64_t inc) { return absl::StrCat("i/", Hex16(inc), "/"); }
-std::string IncarnationEnd(uint64_t inc) { return absl::StrCat("i/", Hex16(inc), "0"); }
-std::string CheckpointKey(uint64_t inc) { return absl::StrCat("i/", Hex16(inc), "/c"); }
+// Every key of an incarnation lies in [IncarnationPrefix, IncarnationEnd): '0' follows '/'.
+std::string IncarnationEnd(uint64_t inc) {
+  return absl::StrCat(kIncarnationPrefix, Hex16(inc), "0");
+}
+std::string CheckpointKey(uint64_t inc) { return absl::StrCat(IncarnationPrefix(inc), "c"); }
 std::string LogKey(uint64_t inc, uint64_t seq) {
-  return absl::StrCat("i/", Hex16(inc), "/l/", Hex16(seq));
+  return absl::StrCat(IncarnationPrefix(inc), "l/", Hex16(seq));
 }
 
 bool ParseHex16(absl::string_view text, uint64_t* value) {
@@ -279,7 +288,7 @@ absl::Status ReadCheckpointAndLog(rocksdb::Iterator* it, StoredModel* stored) {
     }
     model.checkpoint = std::move(state);
   }
-  const std::string log_prefix = absl::StrCat(IncarnationBegin(model.incarnation), "l/");
+  const std::string log_prefix = absl::StrCat(IncarnationPrefix(model.incarnation), "l/");
   for (it->Seek(log_prefix); it->Valid() && it->key().starts_with(log_prefix); it->Next()) {
     const absl::string_view key = ToView(it->key());
     uint64_t seq = 0;
@@ -522,7 +531,7 @@ absl::Status ModelStore::LoadModels(
       max_inc = std::max(max_inc, inc);
       if (!live.contains(inc)) orphans.push_back(inc);
       if (inc == UINT64_MAX) break;
-      it->Seek(IncarnationBegin(inc + 1));
+      it->Seek(IncarnationPrefix(inc + 1));
     }
     if (!it->status().ok()) return unreadable(it->status());
   }
@@ -531,7 +540,7 @@ absl::Status ModelStore::LoadModels(
   if (damaged_configs.empty() && !orphans.empty()) {
     rocksdb::WriteBatch batch;
     for (uint64_t inc : orphans) {
-      batch.DeleteRange(IncarnationBegin(inc), IncarnationEnd(inc));
+      batch.DeleteRange(IncarnationPrefix(inc), IncarnationEnd(inc));
     }
     rocksdb::Status status = db_->Write(rocksdb::WriteOptions(), &batch);
     if (!status.ok()) return WriteError(status);
@@ -594,7 +603,7 @@ absl::StatusOr<std::shared_ptr<ModelLog>> ModelStore::ReplaceModel(
     // incarnation lands after its removal.
     WriterLock lock(&replaced->mu_);
     if (!replaced->closed_) {
-      batch.DeleteRange(IncarnationBegin(replaced->incarnation_),
+      batch.DeleteRange(IncarnationPrefix(replaced->incarnation_),
                         IncarnationEnd(replaced->incarnation_));
     }
     rocksdb::Status status = db_->Write(write, &batch);
@@ -622,7 +631,7 @@ absl::Status ModelStore::DeleteModel(ModelLog* log) {
   if (log->closed_) return absl::OkStatus();
   rocksdb::WriteBatch batch;
   batch.Delete(ModelRecordKey(log->tenant_, log->model_));
-  batch.DeleteRange(IncarnationBegin(log->incarnation_), IncarnationEnd(log->incarnation_));
+  batch.DeleteRange(IncarnationPrefix(log->incarnation_), IncarnationEnd(log->incarnation_));
   rocksdb::WriteOptions write;
   write.sync = options_.sync_writes;
   rocksdb::Status status = db_->Write(write, &batch);

@@ -64,6 +64,10 @@ namespace okl {
 
 class ModelLog;
 
+// "i/<inc>/": how every key of incarnation `inc` begins (its checkpoint, log and events,
+// model_events.h), <inc> in 16 hex digits.
+std::string IncarnationPrefix(uint64_t inc);
+
 // One stored model as LoadModels reads it.
 struct StoredModel {
   std::string tenant;
