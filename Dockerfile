@@ -25,15 +25,24 @@
 #   OKL_TARGET_ARCH  -march of the binaries (default x86-64-v3: AVX2 + FMA, ~2.5x faster kernel
 #                    sweeps; x86-64 for a binary that must run on older CPUs)
 #   OKL_JOBS         compile jobs in the build stage (default 2)
+#   OKL_APT_REFRESH  any value; a new one installs both stages' packages afresh instead of
+#                    reusing the layers of an earlier build (deploy/container/build_image.sh
+#                    passes the ISO week, so a machine's layers take security updates weekly)
+#
+# The build stage compiles through ccache in a build cache mount (id okl-ccache: buildah
+# keeps it in /var/tmp/buildah-cache-*, Docker's BuildKit in its own cache; never in an
+# image), so a rebuild after a one-file change compiles that file and links.
 ARG BASE_IMAGE=debian:12
 
 # ---- build stage: compilers and the -dev packages --------------------------------------------
 FROM ${BASE_IMAGE} AS build
+ARG OKL_APT_REFRESH=
 # The packages of scripts/install_deps.sh that building okl_server and okl needs (no clang,
 # GoogleTest, benchmark, Python or Prometheus: neither tests nor benchmarks are built here).
-RUN apt-get update \
+RUN echo "packages of ${OKL_APT_REFRESH:-any date}" \
+ && apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      g++ cmake ninja-build pkg-config \
+      g++ cmake ninja-build pkg-config ccache mold \
       libabsl-dev libeigen3-dev \
       libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc \
       librocksdb-dev prometheus-cpp-dev \
@@ -46,21 +55,30 @@ COPY client client
 COPY server server
 ARG OKL_TARGET_ARCH=x86-64-v3
 ARG OKL_JOBS=2
-RUN cmake -S /src -B /build -G Ninja -Wno-dev \
+# The cache is bounded at 1 GB (one build stores about 80 MB); the stage prints its hits.
+RUN --mount=type=cache,id=okl-ccache,target=/ccache,sharing=locked \
+    export CCACHE_DIR=/ccache CCACHE_MAXSIZE=1G \
+ && ccache --zero-stats >/dev/null \
+ && cmake -S /src -B /build -G Ninja -Wno-dev \
       -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
       -DOKL_BUILD_BENCHMARKS=OFF -DOKL_BUILD_TESTS=OFF \
       -DOKL_TARGET_ARCH=${OKL_TARGET_ARCH} \
  && cmake --build /build -j ${OKL_JOBS} --target okl_server okl \
+ && ccache --print-stats | awk '$1 ~ /^(direct|preprocessed)_cache_hit$/ { h += $2 } \
+      $1 == "cache_miss" { m += $2 } END { printf "okl-ccache: %d of %d compiles cached\n", h, h + m }' \
  && install -D -m 0755 -s /build/server/okl_server /out/okl_server \
  && install -D -m 0755 -s /build/client/okl /out/okl
 
 # ---- runtime stage: the shared libraries, the two binaries, a non-root user -----------------
 FROM ${BASE_IMAGE}
+ARG OKL_APT_REFRESH=
 # No documentation, manual pages or translations from the packages installed here.
 RUN printf '%s\n' 'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*/copyright' \
       'path-exclude=/usr/share/man/*' 'path-exclude=/usr/share/info/*' \
       'path-exclude=/usr/share/locale/*' 'path-exclude=/usr/share/lintian/*' \
       >/etc/dpkg/dpkg.cfg.d/okl-slim \
+ && echo "packages of ${OKL_APT_REFRESH:-any date}" \
  && apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libgrpc++1.51 libprotobuf32 libabsl20220623 \

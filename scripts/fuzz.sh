@@ -17,11 +17,13 @@ if ! [[ $seconds =~ ^[1-9][0-9]*$ ]]; then
   exit 2
 fi
 jobs=${OKL_JOBS:-$(nproc)}
+source scripts/build_env.sh
 build=build/fuzz
 targets=(snapshot config_text request)
 
 echo "== fuzz build (clang, libFuzzer, address + undefined sanitizers)"
 cmake -S "$root" -B "$build" -G Ninja -Wno-dev -DCMAKE_CXX_COMPILER=clang++ \
+  "-DCMAKE_CXX_COMPILER_LAUNCHER=$ccache_launcher" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOKL_FUZZ=ON -DOKL_SANITIZE=address,undefined \
   -DOKL_BUILD_BENCHMARKS=OFF -DOKL_BUILD_TESTS=OFF >/dev/null
 cmake --build "$build" -j "$jobs" --target okl_fuzz

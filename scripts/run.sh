@@ -7,8 +7,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+root=$PWD
+
 bash scripts/install_deps.sh
-cmake -S . -B build/release -G Ninja -Wno-dev -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+source scripts/build_env.sh  # the release tree's flags and the compiler cache, as scripts/test.sh's
+cmake -S . -B build/release -G Ninja -Wno-dev "${release_tree_flags[@]}" \
+  "-DCMAKE_CXX_COMPILER_LAUNCHER=$ccache_launcher" >/dev/null
 cmake --build build/release -j "${OKL_JOBS:-$(nproc)}" --target okl_server okl
 
 exec build/release/server/okl_server --listen="${OKL_LISTEN:-127.0.0.1:50051}" "$@"

@@ -9,33 +9,60 @@
 #   4. the libFuzzer targets (clang, tests/fuzz), each for 30 s on its seed corpus,
 #   5. the container image (deploy/container/container_test.sh),
 #   6. the normal optimised build, running every test; a table of each step's wall time
-#      closes the run.
-# Build trees live in build/ (reused between runs, so a second run is incremental).
+#      and compiler-cache hits closes the run.
+# Build trees live in build/ (reused between runs, so a second run is incremental). Every
+# tree compiles through ccache, in a cache outside the checkout that any other checkout on
+# the machine shares (scripts/build_env.sh, README.md "Testing").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-# Each step's wall time, printed when the run ends (however it ends), so that a CI log
-# shows where its minutes went: CI has 90 of them, and okl keeps to 60.
+# The compiler cache (scripts/build_env.sh) is set up once ccache is installed; until then
+# the step table counts no compiles.
+ccache_launcher=""
+ccache_counts() { echo "0 0"; }
+
+# Each step's wall time and the compiles it took from the cache, printed when the run ends
+# (however it ends), so that a CI log shows where its minutes went: CI has 90 of them, and
+# okl keeps to 45.
 phase_names=()
 phase_starts=()
+phase_counts=()
 phase() {
   echo "== $*"
   phase_names+=("$*")
   phase_starts+=("$SECONDS")
+  phase_counts+=("$(ccache_counts)")
 }
 print_phases() {
-  local i end
-  echo "== wall time by step (of ${SECONDS} s)"
+  local i end h0 m0 h1 m1 cached
+  local now; now=$(ccache_counts)
+  echo "== wall time by step (of ${SECONDS} s), and the compiles the cache served"
   for i in "${!phase_names[@]}"; do
     end=${phase_starts[i + 1]:-$SECONDS}
-    printf '%6d s  %s\n' "$((end - phase_starts[i]))" "${phase_names[i]}"
+    read -r h0 m0 <<<"${phase_counts[i]}"
+    read -r h1 m1 <<<"${phase_counts[i + 1]:-$now}"
+    cached=""
+    if ((h1 - h0 + m1 - m0 > 0)); then
+      cached=$(awk -v h=$((h1 - h0)) -v m=$((m1 - m0)) \
+        'BEGIN { printf "%5d of %5d compiles cached (%3.0f%%)", h, h + m, 100 * h / (h + m) }')
+    fi
+    printf '%6d s  %-39s  %s\n' "$((end - phase_starts[i]))" "$cached" "${phase_names[i]}"
   done
+  if [[ -n $ccache_launcher ]]; then
+    read -r h0 m0 <<<"${phase_counts[0]}"
+    read -r h1 m1 <<<"$now"
+    echo "== ccache: $((h1 - h0)) hits, $((m1 - m0)) misses this run; the cache holds" \
+      "$(ccache --print-stats | awk '$1 == "cache_size_kibibyte" { printf "%.2f GB", $2 * 1024 / 1e9 }')" \
+      "of at most $(ccache --get-config=max_size) (CCACHE_DIR=$CCACHE_DIR ccache -s shows it, ccache -C empties it)"
+  fi
 }
 trap print_phases EXIT
 
 phase "dependencies (scripts/install_deps.sh)"
 bash scripts/install_deps.sh
+source scripts/build_env.sh
+phase_counts[0]=$(ccache_counts)  # the cache's counts before this run's first compile
 
 jobs=${OKL_JOBS:-$(nproc)}
 # The sanitizer builds compile at -O1 with line tables only (-g1), as the sanitizers'
@@ -44,7 +71,8 @@ jobs=${OKL_JOBS:-$(nproc)}
 sanitizer_flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG")
 configure() {  # configure DIR [cmake args...]
   local dir=$1; shift
-  cmake -S "$root" -B "$dir" -G Ninja -Wno-dev "$@" >/dev/null
+  cmake -S "$root" -B "$dir" -G Ninja -Wno-dev "-DCMAKE_CXX_COMPILER_LAUNCHER=$ccache_launcher" \
+    "$@" >/dev/null
 }
 
 phase "clang thread-safety build of the product (the server and the okl tool: every library)"
@@ -55,9 +83,9 @@ cmake --build build/tsa -j "$jobs" --target okl_server okl
 phase "thread sanitizer build: concurrency tests of the model registry, the host, the quotas, the work pool and the event book"
 configure build/tsan "${sanitizer_flags[@]}" -DOKL_SANITIZE=thread \
   -DOKL_BUILD_BENCHMARKS=OFF
-cmake --build build/tsan -j "$jobs" --target okl_core_test okl_model_host_test \
+cmake --build build/tsan -j "$jobs" --target okl_core_concurrency_test okl_model_host_test \
   okl_quotas_test okl_work_pool_test okl_event_book_test
-build/tsan/tests/core/okl_core_test --gtest_filter='ModelRegistry*:ValidateName*:RegretScheduler*'
+build/tsan/tests/core/okl_core_concurrency_test
 build/tsan/tests/server/okl_model_host_test
 build/tsan/tests/server/okl_quotas_test
 build/tsan/tests/server/okl_work_pool_test
@@ -87,6 +115,6 @@ bash deploy/container/container_test.sh
 # ==== end container image ================================================================
 
 phase "optimised build and every test"
-configure build/release -DCMAKE_BUILD_TYPE=RelWithDebInfo
+configure build/release "${release_tree_flags[@]}"
 cmake --build build/release -j "$jobs"
 ctest --test-dir build/release -j "$jobs" --output-on-failure --timeout 900

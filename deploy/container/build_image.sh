@@ -7,16 +7,22 @@
 #   2. `buildah bud --pull=never --isolation=chroot --network=host --layers --format docker`
 #      with BASE_IMAGE=$OKL_BASE_IMAGE, tagged $OKL_IMAGE (default localhost/okl:latest).
 #      --layers reuses unchanged steps of earlier builds; --format docker keeps the HEALTHCHECK
-#      (the OCI format has no field for it).
+#      (the OCI format has no field for it). The build stage compiles through ccache in a
+#      cache mount (the Dockerfile's okl-ccache, kept by buildah in /var/tmp/buildah-cache-*).
+#      OKL_APT_REFRESH (default: this ISO week, e.g. 2026-W49) is a build argument of both
+#      stages' package layers: a new value installs the packages afresh, so the cached layers
+#      take Debian's security updates once a week. The debootstrapped base itself is kept
+#      until OKL_REBUILD_BASE=1.
 # Environment: OKL_BASE_IMAGE, OKL_IMAGE, OKL_JOBS (compile jobs in the build stage; default
 # nproc), OKL_DEBIAN_MIRROR (overrides the mirror read from /etc/apt/sources*),
-# OKL_REBUILD_BASE=1 (debootstrap the base again even if it exists).
+# OKL_REBUILD_BASE=1 (debootstrap the base again even if it exists), OKL_APT_REFRESH.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 base=${OKL_BASE_IMAGE:-localhost/okl-debian:12}
 image=${OKL_IMAGE:-localhost/okl:latest}
 jobs=${OKL_JOBS:-$(nproc)}
+apt_refresh=${OKL_APT_REFRESH:-$(date -u +%G-W%V)}
 
 log() { echo "build_image: $*" >&2; }
 die() { echo "build_image: ERROR: $*" >&2; exit 1; }
@@ -103,10 +109,11 @@ else
   build_base
 fi
 
-log "buildah bud -> $image (BASE_IMAGE=$base, OKL_JOBS=$jobs)"
+log "buildah bud -> $image (BASE_IMAGE=$base, OKL_JOBS=$jobs, OKL_APT_REFRESH=$apt_refresh)"
 t0=$SECONDS
 buildah bud --pull=never --isolation=chroot --network=host --layers --force-rm --format docker \
   --build-arg BASE_IMAGE="$base" --build-arg OKL_JOBS="$jobs" \
+  --build-arg OKL_APT_REFRESH="$apt_refresh" \
   -t "$image" -f Dockerfile . \
   || die "buildah bud failed (the failing step is above)"
 log "buildah bud took $((SECONDS - t0)) s"

@@ -34,6 +34,7 @@
 #include "proto/convert.h"
 #include "tests/client/client_test_util.h"
 #include "tests/server/server_process.h"
+#include "tests/test_paths.h"
 
 namespace okl::testing {
 namespace {
@@ -222,7 +223,7 @@ TEST_F(ClientExampleTest, ModelExamplesRun) {
 // --- The copies above match the headers --------------------------------------------------
 
 std::string ReadSource(const std::string& relative_path) {
-  const std::string path = absl::StrCat(OKL_SOURCE_DIR, "/", relative_path);
+  const std::string path = SourcePath(relative_path);
   std::ifstream file(path);
   EXPECT_TRUE(file.good()) << "cannot read " << path;
   return std::string(std::istreambuf_iterator<char>(file), {});

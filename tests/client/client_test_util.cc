@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <random>
 #include <utility>
@@ -53,12 +52,6 @@ Data MakeData(size_t n, uint32_t dim, uint64_t seed) {
 
 std::vector<double> MakeProbes(size_t n, uint32_t dim, uint64_t seed) {
   return MakeData(n, dim, seed).xs;
-}
-
-std::vector<uint64_t> Bits(absl::Span<const double> values) {
-  std::vector<uint64_t> bits(values.size());
-  for (size_t i = 0; i < values.size(); ++i) std::memcpy(&bits[i], &values[i], sizeof(double));
-  return bits;
 }
 
 CoreTwin::CoreTwin(const ModelConfig& config) {

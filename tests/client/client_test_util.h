@@ -63,7 +63,8 @@ Data MakeData(size_t n, uint32_t dim, uint64_t seed);
 // `n` inputs for Predict (example-major), from a fixed seed.
 std::vector<double> MakeProbes(size_t n, uint32_t dim, uint64_t seed);
 
-// The bit patterns of `values`, so that == is equality to the last bit.
+// The bit patterns of `values`, so that == is equality to the last bit (defined by the
+// servers' harness, tests/server/e2e_test_util.cc, which every user of this file links).
 std::vector<uint64_t> Bits(absl::Span<const double> values);
 
 // NormaModel fed examples one at a time: what the server must reproduce.

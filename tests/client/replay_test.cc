@@ -1,7 +1,7 @@
 // tests/client/replay_test.cc
 //
 // Replay against a NormaModel fed the same rows directly (bit for bit), its errors, and
-// the real `okl` binary (OKL_BINARY, set by CMake) as a subprocess.
+// the real `okl` binary (CliBinary(), tests/test_paths.h) as a subprocess.
 
 #include "client/replay.h"
 
@@ -28,6 +28,7 @@
 #include "core/norma.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/test_paths.h"
 
 namespace okl {
 namespace {
@@ -277,7 +278,7 @@ TEST(ReplayTest, ParsesInputFormatNames) {
 // Runs `okl` with `args`; returns its exit code and sets *err to its stderr.
 int RunOkl(const std::string& args, std::string* err) {
   const std::string err_path = TempPath("stderr.txt");
-  const std::string command = absl::StrCat(OKL_BINARY, " ", args, " 2>", err_path);
+  const std::string command = absl::StrCat(okl::testing::CliBinary(), " ", args, " 2>", err_path);
   const int status = std::system(command.c_str());
   *err = ReadAll(err_path);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -14,6 +14,7 @@
 #include "core/runtime/file.h"
 #include "gtest/gtest.h"
 #include "tests/fuzz/fuzz_bodies.h"
+#include "tests/test_paths.h"
 
 namespace okl::fuzz {
 namespace {
@@ -24,7 +25,7 @@ using Body = int (*)(const uint8_t*, size_t);
 
 // The files of tests/fuzz/<folder>/<target>/, sorted; none if the folder does not exist.
 std::vector<fs::path> InputsIn(const std::string& folder, const std::string& target) {
-  const fs::path dir = fs::path(OKL_FUZZ_DIR) / folder / target;
+  const fs::path dir = fs::path(okl::testing::SourcePath("tests/fuzz")) / folder / target;
   std::vector<fs::path> files;
   if (!fs::is_directory(dir)) return files;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir)) {

@@ -1,7 +1,7 @@
 // NormaModel learns on real streams: the prequential (predict, then learn) error falls as
 // the stream proceeds. Mackey-Glass (delay 30) is one-step-ahead regression on a time
 // embedding; Adult ("a9a") is binary classification with 123 sparse binary features.
-// The data sets are read in place from OKL_DATA_DIR (see data/README.md).
+// The data sets are read in place from the checkout's data/ (see data/README.md).
 //
 // The thresholds were measured with the configurations below (which are deterministic:
 // no randomness anywhere) and are asserted with a stated margin, so that a regression in
@@ -14,15 +14,17 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "client/io/data_reader.h"
 #include "core/config.h"
 #include "core/model.h"
 #include "gtest/gtest.h"
+#include "tests/test_paths.h"
 
 namespace okl {
 namespace {
 
-std::string DataPath(const char* name) { return std::string(OKL_DATA_DIR) + "/" + name; }
+std::string DataPath(const char* name) { return okl::testing::SourcePath(absl::StrCat("data/", name)); }
 
 // Mackey-Glass: row n = [s_n, ..., s_{n-6}], target s_{n+1}; 4,999 rows, values in
 // [0.21, 1.39] with variance 0.079. Gaussian kernel, squared loss, a constant step and a

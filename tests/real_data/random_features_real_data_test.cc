@@ -1,5 +1,5 @@
 // RandomFeatureModel on real data: one pass over Adult (a9a), then its test accuracy.
-// The data sets are read in place from OKL_DATA_DIR (see data/README.md).
+// The data sets are read in place from the checkout's data/ (see data/README.md).
 
 #include <cstddef>
 #include <memory>
@@ -7,16 +7,18 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "client/io/data_reader.h"
 #include "core/config.h"
 #include "core/model.h"
 #include "gtest/gtest.h"
+#include "tests/test_paths.h"
 
 namespace okl {
 namespace {
 
-std::string DataPath(const char* name) { return std::string(OKL_DATA_DIR) + "/" + name; }
+std::string DataPath(const char* name) { return okl::testing::SourcePath(absl::StrCat("data/", name)); }
 
 // One pass over a9a_train (32,561 rows, dim 123, sparse binary), then the test accuracy
 // on a9a_test (16,281 rows). Pegasos steps (POWER, theta 1, eta0 = 1 / lambda) on 1,000

@@ -36,6 +36,7 @@
 #include "tests/server/security_util.h"
 #include "tests/server/server_process.h"
 #include "tests/server/state_builder.h"
+#include "tests/test_paths.h"
 
 namespace okl::testing {
 namespace {
@@ -258,9 +259,9 @@ std::optional<double> JsonNumberIn(const std::string& json, absl::string_view se
 // (a bound on it would time the machine, not okl): with the server keeping freed heap
 // memory, its p99 is about 20 ms here (docs/benchmarks.md, "Noisy neighbour").
 TEST(NoisyNeighbourTest, ScheduledGetModelsFromAnotherProcessAreServedFastWhileARestoreRepeats) {
-#ifndef OKL_LOADGEN_BINARY
-  GTEST_SKIP() << "okl_loadgen is not built (OKL_BUILD_BENCHMARKS=OFF)";
-#else
+  if (LoadgenBinary() == nullptr) {
+    GTEST_SKIP() << "okl_loadgen is not built (OKL_BUILD_BENCHMARKS=OFF)";
+  }
   absl::StatusOr<std::unique_ptr<SecureServer>> started = SecureServer::Start();
   ASSERT_TRUE(started.ok()) << started.status();
   std::unique_ptr<SecureServer> server = *std::move(started);
@@ -278,7 +279,7 @@ TEST(NoisyNeighbourTest, ScheduledGetModelsFromAnotherProcessAreServedFastWhileA
   // B: its own process, tenant and token (through the environment, out of the process
   // list).
   absl::StatusOr<CommandResult> loadgen =
-      RunCommand({OKL_LOADGEN_BINARY, absl::StrCat("--server=", server->process().address()),
+      RunCommand({LoadgenBinary(), absl::StrCat("--server=", server->process().address()),
                   absl::StrCat("--tls_ca_file=", server->certs().ca.path), "--tenant=b",
                   "--scenarios=get", "--rate=200", "--duration=8s", "--warmup=1s"},
                  {absl::StrCat("OKL_TOKEN=", server->token(Who::kWriteAB))});
@@ -314,7 +315,6 @@ TEST(NoisyNeighbourTest, ScheduledGetModelsFromAnotherProcessAreServedFastWhileA
   ASSERT_TRUE(served.ok()) << served.status();
   EXPECT_GE(*served_within, 0.99 * *served)
       << "fewer than 99% of B's GetModels were served within 25 ms of their arrival";
-#endif
 }
 
 }  // namespace

@@ -51,10 +51,6 @@
 #include "tests/server/server_process.h"
 #include "tests/server/test_certs.h"
 
-#ifndef OKL_BINARY
-#error "OKL_BINARY must name the okl binary (set by tests/server/CMakeLists.txt)"
-#endif
-
 namespace okl::testing {
 namespace {
 

@@ -43,6 +43,7 @@
 #include "tests/server/e2e_test_util.h"
 #include "tests/server/server_process.h"
 #include "tests/server/server_suite.h"
+#include "tests/test_paths.h"
 
 namespace okl::testing {
 namespace {
@@ -504,7 +505,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<EquivalenceCase>& info) { return info.param.name; });
 
 TEST_F(ServerE2ETest, MackeyGlassReplayOverGrpcEqualsTheCoreBitForBit) {
-  absl::StatusOr<Dataset> data = ReadSeries(OKL_DATA_DIR "/mg30.dat", 7);
+  absl::StatusOr<Dataset> data = ReadSeries(SourcePath("data/mg30.dat"), 7);
   ASSERT_TRUE(data.ok()) << data.status();
   const size_t n = std::min<size_t>(data->size(), 1500);
   std::vector<v1::Example> stream;

@@ -36,12 +36,9 @@
 #include "grpcpp/support/channel_arguments.h"
 #include "grpcpp/support/client_interceptor.h"
 #include "gtest/gtest.h"
+#include "tests/test_paths.h"
 
 extern char** environ;
-
-#ifndef OKL_SERVER_BINARY
-#error "OKL_SERVER_BINARY must name the okl_server binary (set by tests/server/CMakeLists.txt)"
-#endif
 
 namespace okl::testing {
 namespace {
@@ -356,7 +353,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   std::vector<std::string> flags = {"--mutex_deadlock_detection"};
   flags.insert(flags.end(), server->options_.flags.begin(), server->options_.flags.end());
   absl::StatusOr<std::unique_ptr<SpawnedServer>> process =
-      SpawnedServer::Start({.binary = OKL_SERVER_BINARY,
+      SpawnedServer::Start({.binary = ServerBinary(),
                             .flags = std::move(flags),
                             .listen = server->options_.listen,
                             .data_dir = server->options_.data_dir,

@@ -1,6 +1,6 @@
 // tests/server/server_process.h
 //
-// ServerProcess runs a real okl_server binary (OKL_SERVER_BINARY, set by CMake) as a
+// ServerProcess runs a real okl_server binary (ServerBinary(), tests/test_paths.h) as a
 // child process on a loopback port, for end-to-end tests: it starts the server with
 // --listen=127.0.0.1:0 and a private --port_file and --data_dir (or a given --data_dir
 // that outlives it, for restart tests), waits (bounded) for the port file and for health

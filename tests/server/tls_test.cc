@@ -2,7 +2,7 @@
 //
 // okl_server over real TLS (certificates made with openssl by TestCertificates): who
 // completes a handshake and who does not, with TLS and with mutual TLS; and okl::Client
-// and the `okl` tool (OKL_BINARY) end to end over mutual TLS with a token, and failing
+// and the `okl` tool (CliBinary()) end to end over mutual TLS with a token, and failing
 // with the right code and one clear line with the wrong credentials. The helpers are
 // security_util.h. Under ctest every test runs in its own process with its own server
 // and certificates.
@@ -41,10 +41,7 @@
 #include "tests/server/security_util.h"
 #include "tests/server/server_process.h"
 #include "tests/server/test_certs.h"
-
-#ifndef OKL_BINARY
-#error "OKL_BINARY must name the okl binary (set by tests/server/CMakeLists.txt)"
-#endif
+#include "tests/test_paths.h"
 
 namespace okl::testing {
 namespace {
@@ -301,7 +298,7 @@ class OklToolOverTlsTest : public ClientOverTlsTest {
                                std::vector<std::string> extra) const {
     const TestCertificates& certs = server_->certs();
     std::vector<std::string> argv = {
-        OKL_BINARY,
+        CliBinary(),
         command,
         absl::StrCat("--server=localhost:", server_->process().port()),
         absl::StrCat("--tls_ca=", certs.ca.path),

@@ -31,6 +31,7 @@
 #include "proto/convert.h"
 #include "proto/snapshot_codec.h"
 #include "tests/client/client_test_util.h"
+#include "tests/test_paths.h"
 
 namespace okl::testing {
 namespace {
@@ -53,8 +54,8 @@ class Cluster {
   absl::StatusOr<std::string> Run(absl::string_view args) const {
     const std::string command = absl::StrCat(
         "env -u NGINX OKL_CLUSTER_DIR=", Quote(dir_), " OKL_CLUSTER_PORT=", kClusterPort,
-        " OKL_SERVER=", Quote(OKL_SERVER_BINARY), " OKL_CLI=", Quote(OKL_CLI_BINARY),
-        " OKL_NGINX=", Quote(OKL_NGINX), " ", Quote(OKL_CLUSTER_SCRIPT), " ", args, " 2>",
+        " OKL_SERVER=", Quote(ServerBinary()), " OKL_CLI=", Quote(CliBinary()),
+        " OKL_NGINX=", Quote(OKL_NGINX), " ", Quote(SourcePath("deploy/cluster/local_cluster.sh")), " ", args, " 2>",
         Quote(dir_ + "/script.err"));
     std::FILE* pipe = ::popen(command.c_str(), "r");
     if (pipe == nullptr) return absl::InternalError("popen failed");
