@@ -9,8 +9,8 @@ release_tree_flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITH
 
 # The compiler cache every build tree compiles through.
 # ccache (Debian's, from scripts/install_deps.sh) keeps its cache outside every checkout, in
-# OKL_CCACHE_DIR (default ~/.cache/okl-ccache), bounded at OKL_CCACHE_SIZE (default 6G; one
-# run of scripts/test.sh stores about 2 GB, so the cache holds the trees of a few commits).
+# OKL_CCACHE_DIR (default ~/.cache/okl-ccache), bounded at OKL_CCACHE_SIZE (default 3G; one
+# run of scripts/test.sh stores about 0.4 GB, so the cache holds the trees of several commits).
 # base_dir is the checkout and hash_dir is off, and CMake maps the checkout to "." in debug
 # information (CMakeLists.txt), so a fresh clone in any other folder compiles to the same
 # objects and hits the cache. pch_defines,time_macros let it cache precompiled headers. A
@@ -24,7 +24,7 @@ ccache_counts() { echo "0 0"; }
 if [[ ${OKL_CCACHE:-1} != 0 ]] && command -v ccache >/dev/null; then
   export CCACHE_DIR=${OKL_CCACHE_DIR:-$HOME/.cache/okl-ccache}
   mkdir -p "$CCACHE_DIR"
-  ccache --set-config=max_size="${OKL_CCACHE_SIZE:-6G}"
+  ccache --set-config=max_size="${OKL_CCACHE_SIZE:-3G}"
   ccache --set-config=hash_dir=false
   ccache --set-config=sloppiness=pch_defines,time_macros
   ccache_counts() {

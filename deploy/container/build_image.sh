@@ -8,7 +8,7 @@
 #      with BASE_IMAGE=$OKL_BASE_IMAGE, tagged $OKL_IMAGE (default localhost/okl:latest).
 #      --layers reuses unchanged steps of earlier builds; --format docker keeps the HEALTHCHECK
 #      (the OCI format has no field for it). The build stage compiles through ccache in a
-#      cache mount (the Dockerfile's okl-ccache, kept by buildah in /var/tmp/buildah-cache-*).
+#      cache mount (the Dockerfile's okl-ccache, kept by buildah in /var/tmp/buildah-cache/).
 #      OKL_APT_REFRESH (default: this ISO week, e.g. 2026-W49) is a build argument of both
 #      stages' package layers: a new value installs the packages afresh, so the cached layers
 #      take Debian's security updates once a week. The debootstrapped base itself is kept
