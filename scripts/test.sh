@@ -24,7 +24,7 @@ ccache_counts() { echo "0 0"; }
 
 # Each step's wall time and the compiles it took from the cache, printed when the run ends
 # (however it ends), so that a CI log shows where its minutes went: CI has 90 of them, and
-# okl keeps to 45.
+# okl aims at 45.
 phase_names=()
 phase_starts=()
 phase_counts=()
