@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   # toolchain
   g++ clang libclang-rt-14-dev cmake ninja-build pkg-config
-  ccache mold  # the compiler cache and linker of every build tree (scripts/ccache_env.sh)
+  ccache mold  # the compiler cache and linker of every build tree (scripts/build_env.sh)
   # core
   libabsl-dev libeigen3-dev
   # wire contract, service, storage, metrics

@@ -12,7 +12,7 @@
 #      and compiler-cache hits closes the run.
 # Build trees live in build/ (reused between runs, so a second run is incremental). Every
 # tree compiles through ccache, in a cache outside the checkout that any other checkout on
-# the machine shares (scripts/build_env.sh, README.md "Testing").
+# the machine shares (scripts/build_env.sh; README.md, "The compiler cache").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
