@@ -1,8 +1,8 @@
 // tests/cli/cli_units_test.cc
 //
 // The pieces of the `okl` tool in process: per-command flag parsing over Abseil's
-// registry, the streaming row reader, JSON, the progress line, and learning curves with
-// their gnuplot rendering (skipped where gnuplot is not installed). The tool as a whole,
+// registry, the streaming row reader, the progress line, and learning curves with their
+// gnuplot rendering (skipped where gnuplot is not installed). The tool as a whole,
 // against a real okl_server, is tests/cli/cli_test.py.
 
 #include <sys/stat.h>
@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -26,7 +25,6 @@
 #include "client/cli/args.h"
 #include "client/cli/commands.h"
 #include "client/cli/input.h"
-#include "client/io/json_writer.h"
 #include "client/cli/learning_curve.h"
 #include "client/cli/progress.h"
 #include "gmock/gmock.h"
@@ -230,20 +228,6 @@ TEST(ParseInputVectorTest, DenseAndSparse) {
   EXPECT_THAT(ParseInputVector("1:1,1:2", 3).status().message(), HasSubstr("appears twice"));
   EXPECT_THAT(ParseInputVector("1,nan,3", 3).status().message(), HasSubstr("non-finite"));
   EXPECT_THAT(ParseInputVector("", 3).status().message(), HasSubstr("no values"));
-}
-
-TEST(JsonTest, EscapesStringsAndRoundTripsNumbers) {
-  JsonObject json;
-  json.AddString("s", "a\"b\\c\n\x01")
-      .AddDouble("d", 0.1)
-      .AddDouble("nan", std::nan(""))
-      .AddUint("u", 18446744073709551615u)
-      .AddBool("b", true)
-      .AddDoubles("v", {1.5, -2});
-  EXPECT_EQ(json.str(),
-            "{\"s\":\"a\\\"b\\\\c\\n\\u0001\",\"d\":0.1,\"nan\":null,"
-            "\"u\":18446744073709551615,\"b\":true,\"v\":[1.5,-2]}");
-  EXPECT_EQ(std::strtod(JsonNumber(1.0 / 3).c_str(), nullptr), 1.0 / 3);
 }
 
 ModelSummary SummaryWithStats(LossType loss, bool offset) {
