@@ -14,6 +14,20 @@
 #include "core/status_macros.h"
 
 namespace okl {
+namespace {
+
+// InvalidArgument naming values[i] if it is not finite.
+absl::Status CheckFinite(absl::string_view name, absl::Span<const double> values) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!std::isfinite(values[i])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, "[", i, "] is ", values[i], "; values must be finite"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 size_t WorstCaseMemoryBytes(const ModelConfig& config) {
   if (config.select_kind()) return SelectModel::WorstCaseMemoryBytes(config);
@@ -73,6 +87,7 @@ absl::StatusOr<std::unique_ptr<Model>> ModelFromState(const ModelState& state) {
 
 Model::Model(const ModelConfig& config)
     : config_(config),
+      batch_rules_(BatchRules::Of(config)),
       loss_(config.loss),
       learning_rate_(config.learning_rate),
       regret_window_(config.regret_window, config.dim),
@@ -185,13 +200,7 @@ void Model::RestoreStateScalars(const ModelState& state) {
 }
 
 absl::Status Model::CheckFiniteValues(absl::string_view name, absl::Span<const double> values) {
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (!std::isfinite(values[i])) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(name, "[", i, "] is ", values[i], "; values must be finite"));
-    }
-  }
-  return absl::OkStatus();
+  return CheckFinite(name, values);
 }
 
 absl::Status Model::ValidateRegretWindow(const ModelState& state) {
@@ -225,45 +234,85 @@ absl::Status Model::ValidateRegretWindow(const ModelState& state) {
   return absl::OkStatus();
 }
 
-absl::Status Model::ValidateInput(absl::Span<const double> x) const {
-  if (x.size() != config_.dim) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "input has ", x.size(), " values but the model's dim is ", config_.dim));
+BatchRules BatchRules::Of(const ModelConfig& config) {
+  return BatchRules{.dim = config.dim,
+                    .max_nonzeros = config.sparse_storage() ? config.sparse.max_nonzeros : 0,
+                    .loss = config.loss.type};
+}
+
+absl::Status BatchRules::CheckInput(absl::Span<const double> x) const {
+  if (x.size() != dim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input has ", x.size(), " values but the model's dim is ", dim));
   }
-  OKL_RETURN_IF_ERROR(CheckFiniteValues("x", x));
-  if (config_.sparse_storage()) {
-    const auto nonzeros = static_cast<size_t>(std::count_if(
-        x.begin(), x.end(), [](double v) { return v != 0; }));
-    if (nonzeros > config_.sparse.max_nonzeros) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "input has ", nonzeros, " non-zeros, more than the model's ",
-          config_.sparse.max_nonzeros, " (sparse.max_nonzeros)"));
+  OKL_RETURN_IF_ERROR(CheckFinite("x", x));
+  if (max_nonzeros > 0) {
+    const auto nonzeros = static_cast<size_t>(
+        std::count_if(x.begin(), x.end(), [](double v) { return v != 0; }));
+    if (nonzeros > max_nonzeros) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("input has ", nonzeros, " non-zeros, more than the model's ",
+                       max_nonzeros, " (sparse.max_nonzeros)"));
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status Model::ValidateSparseInput(SparseVectorView x) const {
-  return ValidateSparseVector("x", x, config_.dim,
-                              config_.sparse_storage() ? config_.sparse.max_nonzeros
-                                                       : config_.dim);
+absl::Status BatchRules::CheckSparseInput(SparseVectorView x) const {
+  return ValidateSparseVector("x", x, dim, max_nonzeros > 0 ? max_nonzeros : dim);
 }
 
-absl::Status Model::ValidateExample(absl::Span<const double> x, double y) const {
-  OKL_RETURN_IF_ERROR(ValidateInput(x));
-  return ValidateLabel(y);
-}
-
-absl::Status Model::ValidateLabel(double y) const {
+absl::Status BatchRules::CheckLabel(double y) const {
   if (!std::isfinite(y)) {
     return absl::InvalidArgumentError(absl::StrCat("label y is ", y, "; it must be finite"));
   }
-  if (IsClassificationLoss(config_.loss.type) && y != 1.0 && y != -1.0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("label y must be -1 or +1 for the ", LossTypeName(config_.loss.type),
-                     " loss, got ", y));
+  if (IsClassificationLoss(loss) && y != 1.0 && y != -1.0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "label y must be -1 or +1 for the ", LossTypeName(loss), " loss, got ", y));
   }
   return absl::OkStatus();
+}
+
+absl::Status BatchRules::Check(const InputBatch& xs, absl::Span<const double> ys) const {
+  if (!xs.sparse() && xs.dense_values().size() != ys.size() * dim) {
+    return absl::InvalidArgumentError(absl::StrCat("batch holds ", xs.dense_values().size(),
+                                                   " input values for ", ys.size(),
+                                                   " labels at dim ", dim));
+  }
+  if (xs.sparse() && xs.size() != ys.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("batch holds ", xs.size(), " inputs for ",
+                                                   ys.size(), " labels"));
+  }
+  for (size_t i = 0; i < ys.size(); ++i) {
+    absl::Status status =
+        xs.sparse() ? CheckSparseInput(xs.SparseRow(i)) : CheckInput(xs.DenseRow(i));
+    if (status.ok()) status = CheckLabel(ys[i]);
+    if (!status.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("example ", i, ": ", status.message(), " (no example applied)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ValidatedBatch> ValidatedBatch::Make(const BatchRules& rules,
+                                                    const InputBatch& xs,
+                                                    absl::Span<const double> ys) {
+  OKL_RETURN_IF_ERROR(rules.Check(xs, ys));
+  return ValidatedBatch(rules, xs, ys);
+}
+
+absl::Status Model::ValidateInput(absl::Span<const double> x) const {
+  return batch_rules_.CheckInput(x);
+}
+
+absl::Status Model::ValidateSparseInput(SparseVectorView x) const {
+  return batch_rules_.CheckSparseInput(x);
+}
+
+absl::Status Model::ValidateExample(absl::Span<const double> x, double y) const {
+  OKL_RETURN_IF_ERROR(batch_rules_.CheckInput(x));
+  return batch_rules_.CheckLabel(y);
 }
 
 absl::StatusOr<Observation> Model::Observe(absl::Span<const double> x, double y) {
@@ -272,8 +321,8 @@ absl::StatusOr<Observation> Model::Observe(absl::Span<const double> x, double y)
 }
 
 absl::StatusOr<Observation> Model::ObserveSparse(SparseVectorView x, double y) {
-  OKL_RETURN_IF_ERROR(ValidateSparseInput(x));
-  OKL_RETURN_IF_ERROR(ValidateLabel(y));
+  OKL_RETURN_IF_ERROR(batch_rules_.CheckSparseInput(x));
+  OKL_RETURN_IF_ERROR(batch_rules_.CheckLabel(y));
   return StepSparse(x, y);
 }
 
@@ -297,30 +346,7 @@ absl::StatusOr<double> Model::PredictSparse(SparseVectorView x, PredictionMode m
 
 absl::Status Model::ValidateBatch(absl::Span<const double> xs,
                                   absl::Span<const double> ys) const {
-  return ValidateBatch(InputBatch::Dense(xs, config_.dim), ys);
-}
-
-absl::Status Model::ValidateBatch(const InputBatch& xs, absl::Span<const double> ys) const {
-  const size_t dim = config_.dim;
-  if (!xs.sparse() && xs.dense_values().size() != ys.size() * dim) {
-    return absl::InvalidArgumentError(absl::StrCat("batch holds ", xs.dense_values().size(),
-                                                   " input values for ", ys.size(),
-                                                   " labels at dim ", dim));
-  }
-  if (xs.sparse() && xs.size() != ys.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("batch holds ", xs.size(), " inputs for ",
-                                                   ys.size(), " labels"));
-  }
-  for (size_t i = 0; i < ys.size(); ++i) {
-    absl::Status status = xs.sparse() ? ValidateSparseInput(xs.SparseRow(i))
-                                      : ValidateInput(xs.DenseRow(i));
-    if (status.ok()) status = ValidateLabel(ys[i]);
-    if (!status.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("example ", i, ": ", status.message(), " (no example applied)"));
-    }
-  }
-  return absl::OkStatus();
+  return Validate(InputBatch::Dense(xs, config_.dim), ys).status();
 }
 
 absl::Status Model::ObserveBatch(absl::Span<const double> xs, absl::Span<const double> ys,
@@ -330,7 +356,20 @@ absl::Status Model::ObserveBatch(absl::Span<const double> xs, absl::Span<const d
 
 absl::Status Model::ObserveBatch(const InputBatch& xs, absl::Span<const double> ys,
                                  std::vector<Observation>* out) {
-  OKL_RETURN_IF_ERROR(ValidateBatch(xs, ys));
+  OKL_ASSIGN_OR_RETURN(const ValidatedBatch batch, Validate(xs, ys));
+  return ApplyBatch(batch, out);
+}
+
+absl::Status Model::ObserveValidated(const ValidatedBatch& batch,
+                                     std::vector<Observation>* out) {
+  if (batch.rules() == batch_rules_) return ApplyBatch(batch, out);
+  OKL_ASSIGN_OR_RETURN(const ValidatedBatch again, Validate(batch.inputs(), batch.ys()));
+  return ApplyBatch(again, out);
+}
+
+absl::Status Model::ApplyBatch(const ValidatedBatch& batch, std::vector<Observation>* out) {
+  const InputBatch& xs = batch.inputs();
+  const absl::Span<const double> ys = batch.ys();
   out->reserve(out->size() + ys.size());
   for (size_t i = 0; i < ys.size(); ++i) {
     absl::StatusOr<Observation> o =

@@ -52,6 +52,56 @@ struct Observation {
   double loss = 0.0;        // loss(y_t, p_t)
 };
 
+// What a batch is validated against, from a model's config: the dim, the storage's cap
+// on non-zeros, and whether labels must be -1 or +1. Two models with equal rules accept
+// exactly the same batches. The checks are Model's (ValidateInput, ValidateSparseInput
+// and the labels'), so messages read the same wherever a batch is checked.
+struct BatchRules {
+  static BatchRules Of(const ModelConfig& config);
+
+  // InvalidArgument unless xs holds ys.size() inputs (ys.size() * dim values if dense)
+  // and each input and label is valid; the message names the first bad example.
+  absl::Status Check(const InputBatch& xs, absl::Span<const double> ys) const;
+  absl::Status CheckInput(absl::Span<const double> x) const;
+  absl::Status CheckSparseInput(SparseVectorView x) const;
+  absl::Status CheckLabel(double y) const;
+
+  uint32_t dim = 0;
+  uint32_t max_nonzeros = 0;  // per input under sparse storage; 0: dense storage
+  LossType loss = LossType::kSquared;
+
+  friend bool operator==(const BatchRules&, const BatchRules&) = default;
+};
+
+// A batch that passed its model's checks (Model::Validate, ModelEntry::Validate): views
+// of the caller's inputs and labels, which must outlive it, and the rules they passed.
+// Only validation makes one, so that the paths that take it (ObserveValidated, a journal)
+// are never reached unvalidated; a model whose rules differ from the batch's (a Restore
+// installed another config meanwhile) checks it again before applying it.
+class ValidatedBatch {
+ public:
+  // Validates: BatchRules::Check.
+  static absl::StatusOr<ValidatedBatch> Make(const BatchRules& rules, const InputBatch& xs,
+                                             absl::Span<const double> ys);
+
+  const InputBatch& inputs() const { return inputs_; }
+  absl::Span<const double> ys() const { return ys_; }
+  size_t size() const { return ys_.size(); }
+  const BatchRules& rules() const { return rules_; }
+  // Examples [first, first + count), valid as the whole is.
+  ValidatedBatch Subrange(size_t first, size_t count) const {
+    return ValidatedBatch(rules_, inputs_.Subrange(first, count), ys_.subspan(first, count));
+  }
+
+ private:
+  ValidatedBatch(const BatchRules& rules, const InputBatch& xs, absl::Span<const double> ys)
+      : rules_(rules), inputs_(xs), ys_(ys) {}
+
+  BatchRules rules_;
+  InputBatch inputs_;
+  absl::Span<const double> ys_;
+};
+
 // Where a candidate of a selection (core/select.h) stands.
 enum class CandidateStatus {
   kWaiting,  // not started: waits for a live candidate to be retired
@@ -272,20 +322,26 @@ class Model {
   // FailedPrecondition and changes nothing.
   absl::StatusOr<Observation> Observe(absl::Span<const double> x, double y);
 
-  // InvalidArgument unless xs holds ys.size() * dim values and every example passes
-  // ValidateExample; the message names the first bad example. ObserveBatch runs this
-  // first; a caller that logs batches runs it before logging, so that no invalid batch
-  // is ever logged.
+  // The rules its batches are checked against (BatchRules::Of(config())).
+  const BatchRules& batch_rules() const { return batch_rules_; }
+  // The batch, validated: InvalidArgument unless xs holds ys.size() inputs (ys.size() *
+  // dim values if dense) and every example passes ValidateExample (a sparse row as
+  // ValidateSparseInput); the message names the first bad example. A caller that logs
+  // batches validates before logging, so that no invalid batch is ever logged.
+  absl::StatusOr<ValidatedBatch> Validate(const InputBatch& xs,
+                                          absl::Span<const double> ys) const {
+    return ValidatedBatch::Make(batch_rules_, xs, ys);
+  }
+  // Validate's verdict alone, for a dense batch (ys.size() * dim values).
   absl::Status ValidateBatch(absl::Span<const double> xs, absl::Span<const double> ys) const;
-  // The same for a batch of either form (core/input_batch.h); a sparse batch's rows are
-  // checked as ValidateSparseInput does.
-  absl::Status ValidateBatch(const InputBatch& xs, absl::Span<const double> ys) const;
 
-  // Observes ys.size() examples in order; xs holds them example-major (ys.size() * dim).
-  // Every example is validated (ValidateBatch) before the first is applied, so a bad
-  // batch changes nothing. Appends one Observation per applied example to `out`. If an
-  // example would make the model diverge, the ones before it stay applied and the error
-  // says how many.
+  // Observes the batch's examples in order, appending one Observation per applied
+  // example to `out`. A batch validated against other rules is validated again first, so
+  // a bad batch changes nothing. If an example would make the model diverge, the ones
+  // before it stay applied and the error says how many.
+  absl::Status ObserveValidated(const ValidatedBatch& batch, std::vector<Observation>* out);
+  // Validate, then ObserveValidated; xs holds the examples example-major
+  // (ys.size() * dim).
   absl::Status ObserveBatch(absl::Span<const double> xs, absl::Span<const double> ys,
                             std::vector<Observation>* out);
   absl::Status ObserveBatch(const InputBatch& xs, absl::Span<const double> ys,
@@ -392,6 +448,7 @@ class Model {
                                         absl::Span<const double> values);
 
   const ModelConfig config_;
+  const BatchRules batch_rules_;
   const Loss loss_;
   const LearningRate learning_rate_;
   RegretWindowBuffer regret_window_;
@@ -406,8 +463,8 @@ class Model {
   // PredictBatch's checks: `outputs` inputs, each valid, and the mode.
   absl::Status ValidatePredictBatch(const InputBatch& xs, size_t outputs,
                                     PredictionMode mode) const;
-  // InvalidArgument unless y is finite and, for the classification losses, -1 or +1.
-  absl::Status ValidateLabel(double y) const;
+  // The steps of a validated batch whose rules are this model's.
+  absl::Status ApplyBatch(const ValidatedBatch& batch, std::vector<Observation>* out);
   // Step's dense buffer for a sparse input (the regret window, a dense-storage model).
   std::vector<double> dense_scratch_;
   // InvalidArgument unless state.regret_window fits state.config and state.steps.

@@ -238,7 +238,7 @@ absl::StatusOr<EventBook::Checked> EventBook::Check(const ModelEntry& entry,
   if (options.default_label.has_value()) {
     // Checked now, as a label of each input: at expiry it must be applied, not refused.
     const absl::Status valid =
-        entry.ValidateBatch(inputs, std::vector<double>(n, *options.default_label));
+        entry.Validate(inputs, std::vector<double>(n, *options.default_label)).status();
     if (!valid.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("remember.default_label: ", valid.message()));
@@ -435,10 +435,16 @@ absl::Status EventBook::WriteRemembered(absl::Span<RememberRequest* const> reque
 absl::StatusOr<EventBook::Labelled> EventBook::Label(
     ModelEntry& entry, absl::Span<const std::pair<std::string, double>> labels,
     absl::Time now) {
-  for (const auto& [id, y] : labels) {
-    if (!std::isfinite(y)) {
+  // The whole request first: one malformed label refuses it, and nothing is read.
+  for (size_t i = 0; i < labels.size(); ++i) {
+    const auto& [id, y] = labels[i];
+    if (absl::Status valid = ValidateEventId(id); !valid.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("the label of event \"", id, "\" is not a finite number"));
+          absl::StrCat("labels[", i, "]: ", valid.message(), " (no label applied)"));
+    }
+    if (!std::isfinite(y)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "labels[", i, "]: the label of event \"", id, "\" is not a finite number"));
     }
   }
   const Loss loss(loss_);
@@ -453,7 +459,7 @@ absl::StatusOr<EventBook::Labelled> EventBook::Label(
   absl::flat_hash_set<absl::string_view> applied_ids;  // by this request
   for (const auto& [id, y] : labels) {
     std::optional<StoredEvent> stored;
-    if (ValidateEventId(id).ok() && !applied_ids.contains(id)) {
+    if (!applied_ids.contains(id)) {
       OKL_ASSIGN_OR_RETURN(stored, storage_->FindEvent(id));
     }
     if (applied_ids.contains(id) ||
@@ -482,11 +488,11 @@ absl::StatusOr<EventBook::Labelled> EventBook::Label(
     std::vector<double> dense;
     SparseRows rows;
     const InputBatch batch = BatchOf(note.labelled, entry.config().dim, &dense, &rows);
-    // Validated first, so that a label the loss refuses changes nothing (with a journal
-    // ObserveBatch validates too; without one it would apply a prefix).
-    OKL_RETURN_IF_ERROR(entry.ValidateBatch(batch, ys));
+    // Validated before anything is stored, so that a label the loss refuses changes
+    // nothing.
+    OKL_ASSIGN_OR_RETURN(const ValidatedBatch valid, entry.Validate(batch, ys));
     Failpoint("label.checked");
-    absl::Status applied = entry.ObserveBatch(batch, ys, &result.observations, nullptr, &note);
+    absl::Status applied = entry.ObserveBatch(valid, &result.observations, nullptr, &note);
     // A batch that diverged part-way stays applied (and logged) as Observe's does: its
     // events are labelled all the same, as its replay would have them.
     if (!applied.ok() && !absl::IsFailedPrecondition(applied)) return applied;

@@ -60,7 +60,8 @@ class EventStorage {
   // up would cost a read per event.
   enum class KnownIds { kLookUp, kNoneCanBe };
   // Stores `events` as pending, and `counts`, in one write; AlreadyExists (nothing
-  // stored) if (kLookUp) an id is repeated or known.
+  // stored) if (kLookUp) an id is repeated or known. Every id is valid (ValidateEventId):
+  // EventBook checks a caller's, and makes its own so.
   virtual absl::Status Remember(absl::Span<const RememberedEvent> events,
                                 const EventCounts& counts,
                                 KnownIds known = KnownIds::kLookUp) = 0;
@@ -190,9 +191,10 @@ class EventBook : public std::enable_shared_from_this<EventBook> {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Applies each label to its pending event, as one Observe batch on `entry` of the
-  // applied ones in order (see the top of this file). A label whose y is not finite is
-  // InvalidArgument for the whole request, which then changes nothing; so is a y the
-  // model's loss does not accept. A pending event whose wait has ended is kUnknown.
+  // applied ones in order (see the top of this file). The request is checked whole first:
+  // a malformed event id (ValidateEventId) or a y that is not finite is InvalidArgument
+  // for the whole request, which then changes nothing; so is a y the model's loss does
+  // not accept. A pending event whose wait has ended is kUnknown.
   absl::StatusOr<Labelled> Label(ModelEntry& entry,
                                  absl::Span<const std::pair<std::string, double>> labels,
                                  absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);

@@ -283,7 +283,6 @@ absl::Status ModelLog::Remember(absl::Span<const RememberedEvent> events,
   rocksdb::WriteBatch batch;
   absl::flat_hash_set<absl::string_view> ids;
   for (const RememberedEvent& event : events) {
-    OKL_RETURN_IF_ERROR(ValidateEventId(event.id));
     // The book's own ids are distinct by construction.
     if (known == KnownIds::kLookUp && !ids.insert(event.id).second) {
       return absl::AlreadyExistsError(

@@ -2,6 +2,7 @@
 // its inputs and predictions under event ids; Label applies labels to them
 // (server/event_book.h, docs/delayed-feedback.md).
 
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,17 +41,14 @@ void AddEventCounts(const EventCounts& counts, v1::ModelStats* stats) {
 
 namespace {
 
-// A Predict's `remember` as the book takes it.
-absl::StatusOr<EventBook::RememberOptions> RememberOptionsOf(const v1::Remember& remember) {
+// A Predict's `remember` as the book takes it; the book checks it (EventBook::Check).
+EventBook::RememberOptions RememberOptionsOf(const v1::Remember& remember) {
   EventBook::RememberOptions options;
   options.event_ids.assign(remember.event_ids().begin(), remember.event_ids().end());
-  if (!(remember.wait_seconds() >= 0) ||
-      remember.wait_seconds() > absl::ToDoubleSeconds(absl::Hours(24 * 365 * 100))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "remember.wait_seconds is ", remember.wait_seconds(),
-        ": give 0 (the default) up to the server's --max_label_wait"));
-  }
-  options.wait = absl::Seconds(remember.wait_seconds());
+  // absl::Seconds saturates a huge wait to an infinite one; NaN becomes a negative one:
+  // the book refuses both.
+  const double wait = remember.wait_seconds();
+  options.wait = std::isnan(wait) ? -absl::InfiniteDuration() : absl::Seconds(wait);
   if (remember.has_default_label()) options.default_label = remember.default_label();
   return options;
 }
@@ -62,8 +60,7 @@ absl::Status OklService::RememberPredicted(Admission& admission,
                                            const InputBatch& inputs,
                                            const v1::PredictResponse& predicted,
                                            std::vector<std::string>* ids) {
-  OKL_ASSIGN_OR_RETURN(const EventBook::RememberOptions options,
-                       RememberOptionsOf(request.remember()));
+  const EventBook::RememberOptions options = RememberOptionsOf(request.remember());
   const absl::Span<const double> predictions(predicted.predictions().data(),
                                              predicted.predictions_size());
   // Under a write ticket of the tenant, as every write: a fenced tenant remembers nothing.
@@ -80,8 +77,7 @@ absl::Status OklService::RememberPredictedLater(Admission& admission,
                                                 const v1::PredictRequest& request,
                                                 const InputBatch& inputs,
                                                 v1::PredictResponse* predicted) {
-  OKL_ASSIGN_OR_RETURN(const EventBook::RememberOptions options,
-                       RememberOptionsOf(request.remember()));
+  const EventBook::RememberOptions options = RememberOptionsOf(request.remember());
   // The model that answered (Predict's WithModel may have found a newer one).
   ModelEntry& model = *admission.entry;
   OKL_ASSIGN_OR_RETURN(std::shared_ptr<EventBook> book, host_->BookFor(model));

@@ -139,10 +139,10 @@ class OklService::ObserveSession {
       OKL_RETURN_IF_ERROR(
           decoded_.Decode(request, entry.config(), service_->options_.max_request_bytes));
     }
-    const InputBatch inputs = decoded_.inputs();
-    const absl::Span<const double> ys = decoded_.ys();
-    OKL_RETURN_IF_ERROR(entry.ValidateBatch(inputs, ys));
-    const size_t n = ys.size();
+    // Validated once, against this model; its groups apply unchecked.
+    OKL_ASSIGN_OR_RETURN(const ValidatedBatch batch,
+                         entry.Validate(decoded_.inputs(), decoded_.ys()));
+    const size_t n = batch.size();
     const double work = WorstCaseWorkPerExample(entry.config());
     const size_t group =
         std::clamp<size_t>(static_cast<size_t>(kObserveChunkWork / work), 1, n);
@@ -155,8 +155,7 @@ class OklService::ObserveSession {
             absl::StrCat("after ", begin, " of the batch's ", n, " examples were applied")));
       }
       absl::Status status =
-          entry.ObserveBatch(inputs.Subrange(begin, count), ys.subspan(begin, count),
-                             &observations_, &stats_after_);
+          entry.ObserveBatch(batch.Subrange(begin, count), &observations_, &stats_after_);
       service_->RecordObserved(
           absl::MakeConstSpan(observations_).subspan(std::min(begin, observations_.size())));
       if (status.ok() || begin == 0) {

@@ -47,6 +47,7 @@ ModelEntry::ModelEntry(std::string tenant, std::string model, std::unique_ptr<Mo
     : tenant_(std::move(tenant)),
       model_(std::move(model)),
       config_(learner->config()),
+      rules_(learner->batch_rules()),
       journal_(std::move(journal)),
       learner_(std::move(learner)),
       regret_scheduler_(config_.regret_window > 0 ? regret_scheduler : nullptr) {}
@@ -59,6 +60,17 @@ absl::Status ModelEntry::CheckLive() const {
 absl::Status ModelEntry::ObserveBatch(const InputBatch& xs, absl::Span<const double> ys,
                                       std::vector<Observation>* out, ModelStats* stats_after,
                                       const JournalNote* note) {
+  OKL_ASSIGN_OR_RETURN(const ValidatedBatch batch, Validate(xs, ys));
+  return ObserveBatch(batch, out, stats_after, note);
+}
+
+absl::Status ModelEntry::ObserveBatch(const ValidatedBatch& batch,
+                                      std::vector<Observation>* out, ModelStats* stats_after,
+                                      const JournalNote* note) {
+  if (batch.rules() != rules_) {  // validated for another entry's config
+    OKL_ASSIGN_OR_RETURN(const ValidatedBatch again, Validate(batch.inputs(), batch.ys()));
+    return ObserveBatch(again, out, stats_after, note);
+  }
   absl::Status status;
   bool regret_due = false;
   {
@@ -67,13 +79,12 @@ absl::Status ModelEntry::ObserveBatch(const InputBatch& xs, absl::Span<const dou
     absl::Cleanup done = [this] { writers_.fetch_sub(1, std::memory_order_relaxed); };
     WriterLock lock(&mu_);
     OKL_RETURN_IF_ERROR(CheckLive());
+    // Only valid batches are logged; and a batch is logged before it is applied, in the
+    // order of application, because both happen under this writer lock.
     if (journal_ != nullptr) {
-      // Only valid batches are logged; and a batch is logged before it is applied, in the
-      // order of application, because both happen under this writer lock.
-      OKL_RETURN_IF_ERROR(learner_->ValidateBatch(xs, ys));
-      OKL_RETURN_IF_ERROR(journal_->Append(xs, ys, note));
+      OKL_RETURN_IF_ERROR(journal_->Append(batch.inputs(), batch.ys(), note));
     }
-    status = learner_->ObserveBatch(xs, ys, out);
+    status = learner_->ObserveValidated(batch, out);
     if (stats_after != nullptr) *stats_after = StatsLocked();
     regret_due = RegretDue(learner_->steps());
   }
@@ -133,12 +144,6 @@ absl::Status ModelEntry::ComputeRegret() {
   PlainLock lock(&regret_mu_);
   if (!regret_.has_value() || regret_->last_step < result.last_step) regret_ = result;
   return absl::OkStatus();
-}
-
-absl::Status ModelEntry::ValidateBatch(const InputBatch& xs,
-                                       absl::Span<const double> ys) const {
-  ReaderLock lock(&mu_);
-  return learner_->ValidateBatch(xs, ys);
 }
 
 absl::Status ModelEntry::PredictBatch(const InputBatch& xs, absl::Span<double> out,

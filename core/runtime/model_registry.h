@@ -91,8 +91,8 @@ class ModelJournal {
  public:
   virtual ~ModelJournal() = default;
 
-  // Called by ModelEntry::ObserveBatch with the entry's writer lock held, after the whole
-  // batch passed Model::ValidateBatch and before its first example is applied, so
+  // Called by ModelEntry::ObserveBatch with the entry's writer lock held, with a batch
+  // validated against the entry's config, before its first example is applied, so
   // the journal sees batches in exactly the order they are applied. Returns OK only once
   // the batch is logged; any other status is returned to the caller and the model is left
   // unchanged. NotFound means the journal was closed (the model deleted or replaced).
@@ -123,12 +123,24 @@ class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
   // The model's journal (null if none); fixed for the entry's life.
   const std::shared_ptr<ModelJournal>& journal() const { return journal_; }
 
-  // Model::ObserveBatch under the writer lock; NotFound once the entry is deleted.
-  // With a journal, the validated batch is appended to it first, and not applied if
-  // that fails.
+  // The batch, validated against this entry's config (Model::Validate; no lock taken, as
+  // the config is fixed). A caller validates a request once where it enters, then
+  // applies it, whole or in parts (ValidatedBatch::Subrange).
+  absl::StatusOr<ValidatedBatch> Validate(const InputBatch& xs,
+                                          absl::Span<const double> ys) const {
+    return ValidatedBatch::Make(rules_, xs, ys);
+  }
+
+  // Model::ObserveValidated under the writer lock; NotFound once the entry is deleted.
+  // With a journal, the batch is appended to it first, and not applied if that fails.
+  // A batch validated against other rules (another entry's) is validated again first.
   // If `stats_after` is set, it receives the statistics right after this batch, taken
   // under the same lock (another writer's batch may follow at once). `note` goes to the
   // journal with the batch (ModelJournal::Append); without a journal it is ignored.
+  absl::Status ObserveBatch(const ValidatedBatch& batch, std::vector<Observation>* out,
+                            ModelStats* stats_after = nullptr,
+                            const JournalNote* note = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+  // Validate, then the above.
   absl::Status ObserveBatch(const InputBatch& xs, absl::Span<const double> ys,
                             std::vector<Observation>* out, ModelStats* stats_after = nullptr,
                             const JournalNote* note = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
@@ -137,14 +149,6 @@ class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
                             std::vector<Observation>* out, ModelStats* stats_after = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_) {
     return ObserveBatch(InputBatch::Dense(xs, config_.dim), ys, out, stats_after);
-  }
-  // Model::ValidateBatch. It depends only on the config, so a caller may validate
-  // a whole request first and then apply it in parts.
-  absl::Status ValidateBatch(const InputBatch& xs, absl::Span<const double> ys) const
-      ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status ValidateBatch(absl::Span<const double> xs, absl::Span<const double> ys) const
-      ABSL_LOCKS_EXCLUDED(mu_) {
-    return ValidateBatch(InputBatch::Dense(xs, config_.dim), ys);
   }
   // Model::PredictBatch under a reader lock. If `margin` is not null, it receives the
   // model's margin (rho of novelty, see ModelStats::margin) read under the same lock, so
@@ -213,6 +217,7 @@ class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
   const std::string tenant_;
   const std::string model_;
   const ModelConfig config_;
+  const BatchRules rules_;  // of config_
   const std::shared_ptr<ModelJournal> journal_;
   mutable Mutex mu_;
   std::unique_ptr<Model> learner_ ABSL_GUARDED_BY(mu_);

@@ -1,6 +1,7 @@
 #include "core/runtime/model_registry.h"
 
 #include <atomic>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -79,6 +80,60 @@ TEST(ModelRegistryTest, CreateFindListDelete) {
   EXPECT_EQ(registry.Find(TestKey("t1", "a")).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(registry.Delete(TestKey("t1", "a")).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(registry.size(), 2u);
+}
+
+// Counts the batches an entry logs.
+class CountingJournal : public ModelJournal {
+ public:
+  absl::Status Append(const InputBatch& xs, absl::Span<const double>,
+                      const JournalNote*) override {
+    ++batches;
+    examples += xs.size();
+    return absl::OkStatus();
+  }
+  int batches = 0;
+  size_t examples = 0;
+};
+
+// A batch is validated once, against the entry it is meant for; handed to another entry
+// whose config differs (as a Restore may install one meanwhile), it is checked again
+// there, and the entry's journal never sees a batch its model would refuse.
+TEST(ModelEntryTest, ABatchValidatedForAnotherConfigIsCheckedAgainBeforeItIsLogged) {
+  ModelConfig classify = SmallConfig();
+  classify.loss = {.type = LossType::kHinge};
+  auto journal = std::make_shared<CountingJournal>();
+  auto regress = std::make_shared<ModelEntry>("t", "regress", *CreateModel(SmallConfig()));
+  auto classifier =
+      std::make_shared<ModelEntry>("t", "classify", *CreateModel(classify), journal);
+  const std::vector<double> xs = {0.5, -0.5, 1, 2};
+  const std::vector<double> ys = {0.25, 1};  // a regression's labels; a hinge takes -1 or +1
+  absl::StatusOr<ValidatedBatch> batch = regress->Validate(InputBatch::Dense(xs, 2), ys);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_EQ(batch->size(), 2u);
+  EXPECT_EQ(classifier->Validate(InputBatch::Dense(xs, 2), ys).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  std::vector<Observation> out;
+  const absl::Status refused = classifier->ObserveBatch(*batch, &out);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.message(), HasSubstr("example 0"));
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(journal->batches, 0);
+  EXPECT_EQ(classifier->Summary()->stats.steps, 0u);
+
+  // Its own entry applies it, and a part of it (Subrange) as validly.
+  ASSERT_TRUE(regress->ObserveBatch(batch->Subrange(1, 1), &out).ok());
+  ASSERT_TRUE(regress->ObserveBatch(batch->Subrange(0, 1), &out).ok());
+  EXPECT_EQ(out.size(), 2u);
+  EXPECT_EQ(regress->Summary()->stats.steps, 2u);
+  // A batch of -1/+1 labels passes both rules, and the classifier logs it once.
+  const std::vector<double> signs = {-1, 1};
+  absl::StatusOr<ValidatedBatch> both = regress->Validate(InputBatch::Dense(xs, 2), signs);
+  ASSERT_TRUE(both.ok());
+  ASSERT_TRUE(classifier->ObserveBatch(*both, &out).ok());
+  EXPECT_EQ(journal->batches, 1);
+  EXPECT_EQ(journal->examples, 2u);
+  EXPECT_EQ(classifier->Summary()->stats.steps, 2u);
 }
 
 TEST(ModelRegistryTest, CreateRejectsDuplicatesFullRegistryAndBadConfigs) {

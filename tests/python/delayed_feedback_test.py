@@ -92,9 +92,13 @@ def test_the_first_label_wins_and_unknown_events_are_unknown(client, tenant):
     model = client.create_model(tenant, "m", regression_config(1))
     remembered = model.remember([[0.1], [0.2], [0.3]], event_ids=("ad-1", "ad-2", "ad-3"))
     assert remembered.event_ids == ["ad-1", "ad-2", "ad-3"]
-    result = model.label(["ad-2", "ad-2", "no-such-ad", "ad-1", ""], [1.0, 5.0, 1.0, 2.0, 1.0])
-    assert result.outcomes == [APPLIED, DUPLICATE, UNKNOWN, APPLIED, UNKNOWN]
-    assert (result.applied, result.duplicates, result.unknown) == (2, 1, 2)
+    # A malformed id refuses the whole request: nothing of it is applied.
+    with pytest.raises(okl.InvalidArgument, match="labels.4.: an event id is empty"):
+        model.label(["ad-2", "ad-2", "no-such-ad", "ad-1", ""], [1.0, 5.0, 1.0, 2.0, 1.0])
+    assert model.stats().steps == 0
+    result = model.label(["ad-2", "ad-2", "no-such-ad", "ad-1"], [1.0, 5.0, 1.0, 2.0])
+    assert result.outcomes == [APPLIED, DUPLICATE, UNKNOWN, APPLIED]
+    assert (result.applied, result.duplicates, result.unknown) == (2, 1, 1)
     assert result.predictions.shape == result.losses.shape == (2,) and result.steps == 2
     again = model.label(["ad-1"], [7.0])  # e.g. a retry: the first label stays
     assert again.outcomes == [DUPLICATE] and again.steps == 2
@@ -141,6 +145,10 @@ def test_server_made_ids_are_distinct_and_split_requests_keep_their_order(
         chosen = ["row.%d" % i for i in range(20)]
         assert labelled.remember(X, event_ids=chosen).event_ids == chosen
         assert labelled.stats().events_pending == 24
+        # A malformed id in the last of three requests refuses the first two too.
+        with pytest.raises(okl.InvalidArgument, match=r"event_ids\[19\] is 'row 19'"):
+            labelled.label(chosen[:19] + ["row 19"], y)
+        assert labelled.stats().events_pending == 24 and labelled.stats().steps == 20
     finally:
         small.close()
 

@@ -222,9 +222,18 @@ TEST_P(EventBookTest, TheFirstLabelWinsAndUnknownIdsChangeNothing) {
   const std::vector<std::string> ids =
       PredictAndRemember(1, 2, {.event_ids = {"click-1", "click-2"}});
   EXPECT_THAT(ids, ElementsAre("click-1", "click-2"));
-  EXPECT_THAT(Label({{"click-1", 1}, {"click-1", -1}, {"nope", 1}, {"bad id", 1}}).outcomes,
-              ElementsAre(Outcome::kApplied, Outcome::kDuplicate, Outcome::kUnknown,
-                          Outcome::kUnknown));
+  // A malformed id refuses the whole request: the good label beside it is not applied.
+  for (const std::string& malformed : {std::string(""), std::string("bad id"),
+                                       std::string(kMaxEventIdBytes + 1, 'x')}) {
+    const absl::StatusOr<EventBook::Labelled> refused =
+        book_->Label(*entry_, {{"click-2", 1}, {malformed, 1}}, kT0 + absl::Seconds(1));
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << malformed;
+    EXPECT_THAT(refused.status().message(), HasSubstr("labels[1]"));
+  }
+  EXPECT_EQ(entry_->Summary()->stats.steps, 0u);
+  EXPECT_EQ(book_->counts().pending, 2u);
+  EXPECT_THAT(Label({{"click-1", 1}, {"click-1", -1}, {"nope", 1}}).outcomes,
+              ElementsAre(Outcome::kApplied, Outcome::kDuplicate, Outcome::kUnknown));
   // A retried Label: applied once, however often it is sent.
   EXPECT_THAT(Label({{"click-1", 1}, {"click-2", 1}}).outcomes,
               ElementsAre(Outcome::kDuplicate, Outcome::kApplied));

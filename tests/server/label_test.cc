@@ -206,6 +206,41 @@ TEST_F(ServerE2ETest, BadRememberAndLabelRequestsAreRefusedAndChangeNothing) {
   EXPECT_EQ(info.stats().events_pending(), 1u);
 }
 
+// A Label is checked whole: one malformed event id beside a good label refuses the whole
+// request, and the good label stays unapplied (its event still pending).
+TEST_F(ServerE2ETest, ALabelWithAMalformedEventIdIsRefusedWhole) {
+  const v1::ModelRef ref = Ref("feedback", "malformed");
+  ASSERT_TRUE(IsOk(CreateModel(stub(), ref, ParseConfig(kConfig))));
+  v1::PredictResponse predicted;
+  ASSERT_TRUE(IsOk(PredictRemembering(stub(), ref, Inputs(1, 1), {}, &predicted)));
+  ASSERT_EQ(predicted.event_ids_size(), 1);
+  const std::string good = predicted.event_ids(0);
+  struct Case {
+    const char* what;
+    std::string id;
+    const char* message;
+  };
+  for (const Case& bad : {Case{"empty", "", "labels[1]: an event id is empty"},
+                          Case{"over-long", std::string(129, 'a'), "labels[1]: event id"},
+                          Case{"bad character", "click 1", "outside [A-Za-z0-9._:-]"}}) {
+    SCOPED_TRACE(bad.what);
+    v1::LabelResponse labelled;
+    const grpc::Status status = Label(stub(), ref, {{good, 1}, {bad.id, -1}}, &labelled);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(), HasSubstr(bad.message));
+    EXPECT_THAT(status.error_message(), HasSubstr("no label applied"));
+  }
+  v1::ModelInfo info;
+  ASSERT_TRUE(IsOk(GetModel(stub(), ref, &info)));
+  EXPECT_EQ(info.stats().steps(), 0u);
+  EXPECT_EQ(info.stats().events_pending(), 1u);
+  EXPECT_EQ(info.stats().labels_applied(), 0u);
+  // The good label alone is then applied.
+  v1::LabelResponse labelled;
+  ASSERT_TRUE(IsOk(Label(stub(), ref, {{good, 1}}, &labelled)));
+  EXPECT_THAT(Outcomes(labelled), ElementsAre(v1::LABEL_APPLIED));
+}
+
 // Remembered events and applied labels are durable: after a SIGKILL the restarted
 // server still has the pending event, and the labelled one is still a duplicate.
 TEST(DelayedFeedbackRestartTest, PendingEventsAndAppliedLabelsSurviveASigkill) {

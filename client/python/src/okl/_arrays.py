@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import numbers
+import re
 import struct
 import sys
 from dataclasses import dataclass
@@ -322,6 +323,19 @@ def rows_per_request(rows: Rows, max_batch: int, max_bytes: int, extra_bytes: in
 
 
 # --- Delayed feedback: a Predict's Remember, and Label -----------------------------------
+
+
+_EVENT_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
+
+
+def check_event_ids(ids: List[bytes], name: str = "event_ids") -> None:
+    """InvalidArgument naming the first malformed id, as the server's check words it: an
+    id is 1 to 128 bytes of [A-Za-z0-9._:-]. For a call split into several requests,
+    which checks every id before the first request is sent."""
+    for index, item in enumerate(ids):
+        if _EVENT_ID.fullmatch(item) is None:
+            raise InvalidArgument(f"{name}[{index}] is {item.decode('utf-8', 'replace')!r}: an "
+                                  "event id is 1 to 128 bytes of [A-Za-z0-9._:-]")
 
 
 def event_ids(ids: Any, name: str = "event_ids") -> List[bytes]:

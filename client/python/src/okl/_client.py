@@ -550,10 +550,12 @@ class Model:
         label, its prequential prediction and loss, as observe() returns them; and the
         model's steps after the call.
 
-        okl.InvalidArgument for a y that is not finite or that the model's loss refuses
-        (for hinge and logistic, -1 or +1): then nothing of that request is applied. Up to
-        Options.max_batch labels (and max_request_bytes) go as one request; more go as
-        several, in order (the labels' values are then checked here first).
+        okl.InvalidArgument for a malformed event id (empty, over 128 bytes, or a character
+        outside [A-Za-z0-9._:-]), or a y that is not finite or that the model's loss
+        refuses (for hinge and logistic, -1 or +1): then nothing of that request is
+        applied. Up to Options.max_batch labels (and max_request_bytes) go as one request;
+        more go as several, in order (the ids and the labels' values are then checked here
+        first).
 
         Retried on UNAVAILABLE, as the read-only calls are (up to max_attempts): since the
         first label of an event wins, a label sent again is applied once, so a retry,
@@ -572,6 +574,7 @@ class Model:
         else:
             # Each request is validated on its own: a bad label found here leaves nothing
             # applied.
+            _arrays.check_event_ids(ids)
             _arrays.check_finite(values, name="y")
             per_request = _arrays.rows_per_request(rows, options.max_batch,
                                                    options.max_request_bytes)
