@@ -34,12 +34,6 @@ using service_internal::IdOf;
 
 namespace {
 
-// Predict checks for cancellation between groups of this many inputs, each under its own
-// read of the model; a KRLS tracker's, whose variance costs O(M^2) per input, of at most
-// about kPredictChunkWork multiply-adds (one input at M = 1000 with forgetting).
-constexpr size_t kPredictChunk = 256;
-constexpr double kPredictChunkWork = 1 << 23;
-
 // The full name gRPC routes by: "/okl.v1.OnlineKernelLearning/Predict".
 std::string FullMethodName(absl::string_view method) {
   return absl::StrCat("/", OklService::kServiceName, "/", method);
@@ -432,64 +426,24 @@ absl::Status OklService::Predict(const ActiveCall&, Admission& admission,
   DecodedRequest decoded;
   OKL_RETURN_IF_ERROR(
       decoded.Decode(request, admission.entry->config(), options_.max_request_bytes));
-  auto* predictions = response->mutable_predictions();
-  predictions->Resize(request.inputs_size(), 0.0);
-  const absl::Span<double> out(predictions->mutable_data(), predictions->size());
+  BatchPrediction answer;
   OKL_RETURN_IF_ERROR(
       host_->WithModel(*admission.id, &admission.entry, [&](ModelEntry& model) -> absl::Status {
-        // WithModel runs this again on a model that replaced the one found: the inputs are
-        // decoded again if its layout differs, and every flag and prediction is written
-        // again.
+        // Run again on a model that replaced the one found: decoded again if its layout
+        // differs.
         if (!decoded.Fits(model.config())) {
           OKL_RETURN_IF_ERROR(
               decoded.Decode(request, model.config(), options_.max_request_bytes));
         }
-        const InputBatch inputs = decoded.inputs();
-        const bool novelty = model.config().loss.type == LossType::kNovelty;
-        // A tracker's variances, or a selection's while its champion is a tracker.
-        bool variance = model.has_predictive_variance();
-        response->clear_novel();
-        if (novelty) response->mutable_novel()->Resize(request.inputs_size(), false);
-        response->clear_variances();
-        if (variance) response->mutable_variances()->Resize(request.inputs_size(), 0.0);
-        const size_t chunk =
-            variance ? static_cast<size_t>(std::clamp(
-                           kPredictChunkWork / WorstCaseWorkPerExample(model.config()), 1.0,
-                           static_cast<double>(kPredictChunk)))
-                     : kPredictChunk;
-        for (size_t begin = 0; begin < out.size(); begin += chunk) {
-          const size_t count = std::min(chunk, out.size() - begin);
-          if (begin > 0) {
-            OKL_RETURN_IF_ERROR(CheckNotCancelled(
-                context, absl::StrCat("after ", begin, " of ", out.size(), " inputs")));
-          }
-          const absl::Span<double> chunk_out = out.subspan(begin, count);
-          // Each chunk is predicted under its own read of the model, with that model's rho.
-          double rho = 0;
-          if (variance) {
-            const absl::Span<double> chunk_variances =
-                absl::MakeSpan(response->mutable_variances()->mutable_data() + begin, count);
-            const absl::Status status = model.PredictBatchWithVariance(
-                inputs.Subrange(begin, count), chunk_out, chunk_variances);
-            if (status.ok()) continue;
-            // A selection's new champion has none: the response carries variances for
-            // every input or for none, so they are dropped.
-            if (!absl::IsFailedPrecondition(status) || !model.config().select_kind()) {
-              return status;
-            }
-            variance = false;
-            response->clear_variances();
-          }
-          OKL_RETURN_IF_ERROR(model.PredictBatch(inputs.Subrange(begin, count), chunk_out,
-                                                 PredictionMode::kConfigured,
-                                                 novelty ? &rho : nullptr));
-          if (!novelty) continue;
-          for (size_t i = 0; i < count; ++i) {
-            response->set_novel(static_cast<int>(begin + i), chunk_out[i] < rho);
-          }
-        }
+        OKL_ASSIGN_OR_RETURN(answer, model.PredictAll(decoded.inputs(), [&](size_t predicted) {
+          return CheckNotCancelled(context, absl::StrCat("after ", predicted, " of ",
+                                                         request.inputs_size(), " inputs"));
+        }));
         return absl::OkStatus();
       }));
+  response->mutable_predictions()->Assign(answer.predictions.begin(), answer.predictions.end());
+  response->mutable_variances()->Assign(answer.variances.begin(), answer.variances.end());
+  response->mutable_novel()->Assign(answer.novel.begin(), answer.novel.end());
   if (request.has_remember() && admission.run_inline) {
     OKL_RETURN_IF_ERROR(RememberPredictedLater(admission, request, decoded.inputs(), response));
   } else if (request.has_remember()) {

@@ -161,6 +161,57 @@ absl::Status ModelEntry::PredictBatchWithVariance(const InputBatch& xs, absl::Sp
   return learner_->PredictBatchWithVariance(xs, out, variances);
 }
 
+namespace {
+
+// PredictAll's chunks: at most this many inputs, and for a model with variances about
+// this many multiply-adds (one input of a tracker at M = 1000 with forgetting).
+constexpr size_t kPredictChunk = 256;
+constexpr double kPredictChunkWork = 1 << 23;
+
+}  // namespace
+
+absl::StatusOr<BatchPrediction> ModelEntry::PredictAll(
+    const InputBatch& xs, const std::function<absl::Status(size_t)>& before_chunk) const {
+  const size_t n = xs.size();
+  if (!xs.sparse() && xs.dense_values().size() != n * config_.dim) {
+    return absl::InvalidArgumentError(absl::StrCat("batch holds ", xs.dense_values().size(),
+                                                   " input values, not a multiple of dim ",
+                                                   config_.dim));
+  }
+  const bool novelty = config_.loss.type == LossType::kNovelty;
+  bool variance = has_predictive_variance();
+  BatchPrediction answer;
+  answer.predictions.resize(n);
+  if (novelty) answer.novel.resize(n);
+  if (variance) answer.variances.resize(n);
+  const size_t chunk =
+      variance ? static_cast<size_t>(std::clamp(kPredictChunkWork /
+                                                    WorstCaseWorkPerExample(config_),
+                                                1.0, static_cast<double>(kPredictChunk)))
+               : kPredictChunk;
+  for (size_t begin = 0; begin < n; begin += chunk) {
+    const size_t count = std::min(chunk, n - begin);
+    if (begin > 0 && before_chunk) OKL_RETURN_IF_ERROR(before_chunk(begin));
+    const InputBatch part = xs.Subrange(begin, count);
+    const absl::Span<double> out = absl::MakeSpan(answer.predictions).subspan(begin, count);
+    if (variance) {
+      const absl::Status status = PredictBatchWithVariance(
+          part, out, absl::MakeSpan(answer.variances).subspan(begin, count));
+      if (status.ok()) continue;
+      // A selection's new champion has none: variances for every input or for none.
+      if (!absl::IsFailedPrecondition(status) || !config_.select_kind()) return status;
+      variance = false;
+      answer.variances.clear();
+    }
+    double rho = 0;  // read with the chunk's predictions, under the same lock
+    OKL_RETURN_IF_ERROR(
+        PredictBatch(part, out, PredictionMode::kConfigured, novelty ? &rho : nullptr));
+    if (!novelty) continue;
+    for (size_t i = 0; i < count; ++i) answer.novel[begin + i] = out[i] < rho;
+  }
+  return answer;
+}
+
 bool ModelEntry::has_predictive_variance() const {
   ReaderLock lock(&mu_);
   return learner_->has_predictive_variance();

@@ -102,6 +102,17 @@ class ModelJournal {
                               const JournalNote* note) = 0;
 };
 
+// A batch's predictions and what the model tells of each input (ModelEntry::PredictAll).
+struct BatchPrediction {
+  std::vector<double> predictions;  // f(x), one per input
+  // The predictive variance of each input: a KRLS tracker's, or a selection's whose
+  // champion was one for the whole batch; else empty.
+  std::vector<double> variances;
+  // For the novelty loss, whether each input is novel (f(x) < rho, with the rho of the
+  // model that predicted it); else empty.
+  std::vector<bool> novel;
+};
+
 class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
  public:
   // `journal` may be null: the model is then kept in memory only. With a
@@ -165,6 +176,19 @@ class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
     }
     return PredictBatch(InputBatch::Dense(xs, config_.dim), out, mode, margin);
   }
+
+  // A whole request's predictions, with variances where the model has them and novelty
+  // flags for the novelty loss. The inputs are predicted in chunks, each under its own
+  // reader lock, so that a long batch lets writers in between: at most 256 inputs, or
+  // for a model with variances (O(M^2) each for a tracker of M bases) about 2^23
+  // multiply-adds. Before each chunk after the first, `before_chunk` (if set) is called
+  // with the inputs predicted so far, and an error from it ends the call with that error
+  // (a cancelled call). A selection whose champion changes to one without variances
+  // mid-batch answers none. NotFound once deleted.
+  absl::StatusOr<BatchPrediction> PredictAll(
+      const InputBatch& xs,
+      const std::function<absl::Status(size_t predicted)>& before_chunk = nullptr) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Model::PredictBatchWithVariance under a reader lock: a KRLS tracker's predictions
   // with their predictive variances (or a selection's whose champion is one).

@@ -136,6 +136,92 @@ TEST(ModelEntryTest, ABatchValidatedForAnotherConfigIsCheckedAgainBeforeItIsLogg
   EXPECT_EQ(classifier->Summary()->stats.steps, 2u);
 }
 
+// n inputs of dim 2 on a small grid, and the same trained entry for each PredictAll test.
+std::vector<double> GridInputs(size_t n) {
+  std::vector<double> xs(2 * n);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = 0.01 * static_cast<double>(i % 97) - 0.4;
+  return xs;
+}
+
+std::shared_ptr<ModelEntry> TrainedEntry(const ModelConfig& config) {
+  auto entry = std::make_shared<ModelEntry>("t", "m", *CreateModel(config));
+  const std::vector<double> xs = GridInputs(40);
+  std::vector<double> ys(40);
+  for (size_t i = 0; i < ys.size(); ++i) ys[i] = i % 3 == 0 ? 1.0 : -1.0;
+  std::vector<Observation> out;
+  EXPECT_TRUE(entry->ObserveBatch(xs, ys, &out).ok());
+  return entry;
+}
+
+// PredictAll answers what PredictBatch answers input by input, in chunks of 256 with
+// `before_chunk` between them; an error from it ends the call with that error.
+TEST(ModelEntryTest, PredictAllIsPredictBatchInChunksOf256) {
+  const std::shared_ptr<ModelEntry> entry = TrainedEntry(SmallConfig());
+  const std::vector<double> xs = GridInputs(600);
+  std::vector<size_t> calls;
+  absl::StatusOr<BatchPrediction> answer =
+      entry->PredictAll(InputBatch::Dense(xs, 2), [&](size_t predicted) {
+        calls.push_back(predicted);
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(calls, (std::vector<size_t>{256, 512}));
+  std::vector<double> plain(600);
+  ASSERT_TRUE(entry->PredictBatch(xs, absl::MakeSpan(plain)).ok());
+  EXPECT_EQ(answer->predictions, plain);
+  EXPECT_TRUE(answer->variances.empty());
+  EXPECT_TRUE(answer->novel.empty());
+
+  const absl::StatusOr<BatchPrediction> cancelled =
+      entry->PredictAll(InputBatch::Dense(xs, 2), [](size_t predicted) {
+        return predicted < 512 ? absl::OkStatus() : absl::CancelledError("stop");
+      });
+  EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kCancelled);
+  // A dense batch that is not whole inputs is refused.
+  EXPECT_EQ(entry->PredictAll(InputBatch::Dense(absl::MakeConstSpan(xs).first(5), 2))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  entry->MarkDeleted();
+  EXPECT_EQ(entry->PredictAll(InputBatch::Dense(xs, 2)).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+// For the novelty loss each input is flagged f(x) < rho; a tracker adds its variances.
+TEST(ModelEntryTest, PredictAllAddsNoveltyFlagsAndATrackersVariances) {
+  ModelConfig novelty = SmallConfig();
+  novelty.loss = {.type = LossType::kNovelty, .rho = 0.5, .nu = 0.2};
+  const std::shared_ptr<ModelEntry> detector = TrainedEntry(novelty);
+  const std::vector<double> xs = GridInputs(300);
+  absl::StatusOr<BatchPrediction> flagged = detector->PredictAll(InputBatch::Dense(xs, 2));
+  ASSERT_TRUE(flagged.ok()) << flagged.status();
+  ASSERT_EQ(flagged->novel.size(), 300u);
+  const double rho = detector->Summary()->stats.margin;
+  size_t novel = 0;
+  for (size_t i = 0; i < 300; ++i) {
+    EXPECT_EQ(flagged->novel[i], flagged->predictions[i] < rho) << i;
+    novel += flagged->novel[i];
+  }
+  EXPECT_GT(novel, 0u);
+  EXPECT_LT(novel, 300u);
+
+  ModelConfig tracker = SmallConfig();
+  tracker.budget = {};
+  tracker.learning_rate = {};
+  tracker.lambda = 0;
+  tracker.krls_tracker = {.max_basis = 16, .noise_variance = 1e-2, .forgetting = 1.0};
+  const std::shared_ptr<ModelEntry> gp = TrainedEntry(tracker);
+  absl::StatusOr<BatchPrediction> answer = gp->PredictAll(InputBatch::Dense(xs, 2));
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  std::vector<double> means(300), variances(300);
+  ASSERT_TRUE(gp->PredictBatchWithVariance(InputBatch::Dense(xs, 2), absl::MakeSpan(means),
+                                           absl::MakeSpan(variances))
+                  .ok());
+  EXPECT_EQ(answer->predictions, means);
+  EXPECT_EQ(answer->variances, variances);
+  EXPECT_TRUE(answer->novel.empty());
+}
+
 TEST(ModelRegistryTest, CreateRejectsDuplicatesFullRegistryAndBadConfigs) {
   ModelRegistry registry({.max_models = 1});
   ASSERT_TRUE(registry.Create(TestKey("t", "m"), SmallConfig()).ok());
