@@ -211,7 +211,7 @@ class EventBook : public std::enable_shared_from_this<EventBook> {
   // Whether a Label, an expiry, a Snapshot's capture or a Remember holds the book's lock
   // or waits for it. Those may hold it long (across the store's reads and the model's
   // steps), so RememberLater's writer, due to run on a queue's thread, which serves
-  // every tenant's calls, should wait for them elsewhere (OklService does).
+  // every tenant's calls, should wait for them elsewhere (RememberWriter does).
   bool Busy() const { return long_holds_.load(std::memory_order_relaxed) > 0; }
 
   // The model and its events at one moment, for a Snapshot: `export_model` (which copies

@@ -62,42 +62,30 @@ class ModelHost::NameClaim {
   const Key key_;
 };
 
-// One write of a tenant, counted in flight for its scope so that a fence can wait for
-// it; refused (status() Unavailable, nothing counted) while the tenant is fenced.
-class ModelHost::WriteTicket {
- public:
-  WriteTicket(ModelHost* host, absl::string_view tenant) : host_(host), tenant_(tenant) {
+ModelHost::WriteTicket::WriteTicket(ModelHost* host, absl::string_view tenant)
+    : host_(host), tenant_(tenant) {
+  PlainLock lock(&host_->writes_mu_);
+  TenantWrites& writes = host_->tenant_writes_[tenant_];
+  if (writes.fenced) {
+    status_ = FencedError(tenant_, writes.dropped);
+    return;
+  }
+  ++writes.in_flight;
+}
+
+ModelHost::WriteTicket::~WriteTicket() {
+  if (!status_.ok()) return;
+  bool fence_waits = false;
+  {
     PlainLock lock(&host_->writes_mu_);
-    TenantWrites& writes = host_->tenant_writes_[tenant_];
-    if (writes.fenced) {
-      status_ = FencedError(tenant_, writes.dropped);
-      return;
-    }
-    ++writes.in_flight;
+    auto it = host_->tenant_writes_.find(tenant_);
+    TenantWrites& writes = it->second;
+    --writes.in_flight;
+    fence_waits = writes.fenced && writes.in_flight == 0;
+    if (writes.in_flight == 0 && !writes.fenced) host_->tenant_writes_.erase(it);
   }
-  ~WriteTicket() {
-    if (!status_.ok()) return;
-    bool fence_waits = false;
-    {
-      PlainLock lock(&host_->writes_mu_);
-      auto it = host_->tenant_writes_.find(tenant_);
-      TenantWrites& writes = it->second;
-      --writes.in_flight;
-      fence_waits = writes.fenced && writes.in_flight == 0;
-      if (writes.in_flight == 0 && !writes.fenced) host_->tenant_writes_.erase(it);
-    }
-    if (fence_waits) host_->writes_finished_.SignalAll();
-  }
-  WriteTicket(const WriteTicket&) = delete;
-  WriteTicket& operator=(const WriteTicket&) = delete;
-
-  const absl::Status& status() const { return status_; }
-
- private:
-  ModelHost* const host_;
-  const std::string tenant_;
-  absl::Status status_;
-};
+  if (fence_waits) host_->writes_finished_.SignalAll();
+}
 
 ModelHost::ModelHost(Options options)
     : options_(std::move(options)),
@@ -551,18 +539,6 @@ absl::StatusOr<std::shared_ptr<EventBook>> ModelHost::AddBook(
 
 void ModelHost::CloseBook(const ModelEntry& entry) {
   if (std::shared_ptr<EventBook> book = ExistingBook(entry); book != nullptr) book->Close();
-}
-
-void ModelHost::RememberLater(absl::string_view tenant, EventBook& book,
-                              EventBook::Checked checked, const EventBook::Scheduler& schedule,
-                              EventBook::RememberDone done) {
-  auto ticket = std::make_shared<WriteTicket>(this, tenant);
-  if (!ticket->status().ok()) return std::move(done)(ticket->status());
-  book.RememberLater(std::move(checked), schedule,
-                     [ticket = std::move(ticket), done = std::move(done)](
-                         absl::StatusOr<std::vector<std::string>> ids) mutable {
-                       std::move(done)(std::move(ids));
-                     });
 }
 
 EventCounts ModelHost::EventCountsOf(const ModelEntry& entry) const {

@@ -160,6 +160,25 @@ class ModelHost {
 
   // --- Tenant moves ---------------------------------------------------------------------
 
+  // A write of `tenant` in flight (every write holds one while it runs; RememberWriter
+  // holds one until its reply): a fence on the tenant waits until it is returned.
+  // status() is Unavailable, with no ticket held, while the tenant is fenced: the write
+  // must then change nothing.
+  class WriteTicket {
+   public:
+    WriteTicket(ModelHost* host, absl::string_view tenant);
+    ~WriteTicket();
+    WriteTicket(const WriteTicket&) = delete;
+    WriteTicket& operator=(const WriteTicket&) = delete;
+
+    const absl::Status& status() const { return status_; }
+
+   private:
+    ModelHost* const host_;
+    const std::string tenant_;
+    absl::Status status_;
+  };
+
   // Fences `tenant`'s writes (see the top of this file), then waits until the writes
   // already running have finished. DeadlineExceeded if they have not by `deadline`: the
   // fence stays up (lift it, or fence again to wait again).
@@ -202,11 +221,6 @@ class ModelHost {
   // Returns how many events it ended; a model's failure is logged, and tried again next
   // time.
   size_t ExpireEvents(absl::Time now, size_t max_per_model) ABSL_LOCKS_EXCLUDED(books_mu_);
-  // EventBook::RememberLater under a write ticket of `tenant`, held until `done` has
-  // run, so that a fence waits for the write; while the tenant is fenced, `done` is told
-  // Unavailable at once and nothing is queued.
-  void RememberLater(absl::string_view tenant, EventBook& book, EventBook::Checked checked,
-                     const EventBook::Scheduler& schedule, EventBook::RememberDone done);
   // The counts of `entry`'s events; zeros if it has no book yet.
   EventCounts EventCountsOf(const ModelEntry& entry) const ABSL_LOCKS_EXCLUDED(books_mu_);
   // `entry`'s book if it has one (a model that never remembered an event has none).
@@ -229,7 +243,6 @@ class ModelHost {
   static Key KeyOf(const ModelKey& id) { return Key(id.tenant(), id.model()); }
   class NameClaim;
 
-  class WriteTicket;
   struct TenantWrites {
     int in_flight = 0;     // write tickets held
     bool fenced = false;   // new tickets are refused

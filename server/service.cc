@@ -185,15 +185,15 @@ void OklService::ServeUnary(absl::string_view method, AdmitMethod<Request> admit
       call->Reply(Refusal(call->context(), admitted));
       return;
     }
-    // Runs the handler and answers the call, now or (answer_later) once its later work
+    // Runs the handler and answers the call, now or (deferred_reply) once its later work
     // is done.
     auto handle_and_answer = [this, call, handle](ActiveCall active, Admission admission) {
       const absl::Status status =
           (this->*handle)(active, admission, call->request(), call->response());
-      if (status.ok() && admission.answer_later != nullptr) {
+      if (status.ok() && admission.deferred_reply != nullptr) {
         // Unavailable from later work means nothing of the call was applied, as at
         // admission (Refusal's trailer).
-        std::move(admission.answer_later)(
+        std::move(admission.deferred_reply)(
             [call, active = std::move(active)](absl::Status status) mutable {
               call->Reply(Refusal(call->context(), status));
             });
@@ -225,8 +225,8 @@ OklService::OklService(ModelHost* host, const Authenticator* authenticator, Opti
       options_(options),
       offload_pool_(options.offload_threads > 0 ? options.offload_threads : UsableCpus(),
                     "okl-offload"),
-      remember_pool_(options.offload_threads > 0 ? options.offload_threads : UsableCpus(),
-                     "okl-remember") {
+      remember_writer_(host,
+                       options.offload_threads > 0 ? options.offload_threads : UsableCpus()) {
   // The small reads run inline, on the queue's thread that received them: handing each to
   // another thread would cost more server CPU than a GetModel's or a small Predict's own
   // work (docs/benchmarks.md, "Load generator"). Anything that writes to the store, may run
@@ -338,7 +338,7 @@ absl::Status OklService::AdmitPredict(const ActiveCall& call, const v1::PredictR
   OKL_RETURN_IF_ERROR(CheckBatchSize(request.inputs_size(), "inputs"));
   // With remember it stores the inputs, a write; a small one is still predicted inline,
   // and its events written later, batched, when the queue's thread is idle
-  // (RememberPredictedLater).
+  // (server/remember_writer.h).
   const bool remember = request.has_remember();
   OKL_ASSIGN_OR_RETURN(
       admission->id,
@@ -444,13 +444,8 @@ absl::Status OklService::Predict(const ActiveCall&, Admission& admission,
   response->mutable_predictions()->Assign(answer.predictions.begin(), answer.predictions.end());
   response->mutable_variances()->Assign(answer.variances.begin(), answer.variances.end());
   response->mutable_novel()->Assign(answer.novel.begin(), answer.novel.end());
-  if (request.has_remember() && admission.run_inline) {
-    OKL_RETURN_IF_ERROR(RememberPredictedLater(admission, request, decoded.inputs(), response));
-  } else if (request.has_remember()) {
-    std::vector<std::string> ids;
-    OKL_RETURN_IF_ERROR(
-        RememberPredicted(admission, request, decoded.inputs(), *response, &ids));
-    for (std::string& id : ids) response->add_event_ids(std::move(id));
+  if (request.has_remember()) {
+    OKL_RETURN_IF_ERROR(RememberPredicted(admission, request, decoded.inputs(), response));
   }
   if (metrics_ != nullptr) metrics_->RecordPredicted(request.inputs_size());
   return absl::OkStatus();

@@ -60,6 +60,7 @@
 #include "server/async_rpc.h"
 #include "server/metrics.h"
 #include "server/model_host.h"
+#include "server/remember_writer.h"
 #include "server/tokens.h"
 #include "server/work_pool.h"
 
@@ -134,11 +135,13 @@ class OklService final : public RawAsyncService {
     std::optional<ModelKey> id;         // the model the call names, if it names one
     std::shared_ptr<ModelEntry> entry;  // that model, if admission found it
     bool run_inline = false;            // else the handler runs on offload_pool_
-    // Set by a handler whose answer comes later (a remembering Predict's batched write):
-    // once the handler has returned OK, it is called with the reply, which ends the call
-    // (from any thread; the call counts in flight until then).
+    // The deferred reply, set by a handler whose answer comes from later work (a
+    // remembering Predict's write): once the handler has returned OK, ServeUnary calls
+    // it with the call's Reply, which the later work calls to end the call (from any
+    // thread; the call counts in flight until then).
     using Reply = absl::AnyInvocable<void(absl::Status) &&>;
-    absl::AnyInvocable<void(Reply)&&> answer_later = nullptr;
+    using DeferredReply = absl::AnyInvocable<void(Reply) &&>;
+    DeferredReply deferred_reply = nullptr;
   };
   // A unary method's two halves. Admit runs on the queue's thread as the call arrives,
   // once it is authenticated: it checks the request, authorizes it on the tenant it
@@ -219,18 +222,11 @@ class OklService final : public RawAsyncService {
                        const v1::PredictRequest& request, v1::PredictResponse* response);
   absl::Status Label(const ActiveCall& call, Admission& admission,
                      const v1::LabelRequest& request, v1::LabelResponse* response);
-  // A Predict's `remember`: its inputs and the predictions answered for them, under event
-  // ids (set in `ids`, one per input), in the model's event book.
+  // A Predict's `remember`: its inputs and the predictions answered for them, checked
+  // now, and written by remember_writer_ under event ids (added to `response`) as the
+  // call's deferred reply.
   absl::Status RememberPredicted(Admission& admission, const v1::PredictRequest& request,
-                                 const InputBatch& inputs, const v1::PredictResponse& predicted,
-                                 std::vector<std::string>* ids);
-  // The same for a Predict answered on the queue's thread: the events are checked and
-  // copied now, and admission.answer_later queues them in the model's book. Its writer
-  // runs on that queue's thread once the queue has nothing ready (RunWhenIdle), or on
-  // remember_pool_ if a Label or an expiry holds the book then; it writes every Predict
-  // queued by then at once, and answers each.
-  absl::Status RememberPredictedLater(Admission& admission, const v1::PredictRequest& request,
-                                      const InputBatch& inputs, v1::PredictResponse* predicted);
+                                 const InputBatch& inputs, v1::PredictResponse* response);
   // Snapshot's bytes: the model's section (its state copied under its reader lock and
   // encoded) and, for a model with remembered events, the events captured at the same
   // moment, to be paged after it.
@@ -255,12 +251,9 @@ class OklService final : public RawAsyncService {
   mutable std::atomic<int64_t> calls_in_flight_{0};
   // Declared last: destroyed first, running what is queued while the rest still lives.
   mutable WorkPool offload_pool_;
-  // Where a batched remember's writer waits for a book that a Label or an expiry holds
-  // (RememberPredictedLater), rather than on a queue's thread. A pool of its own: the
-  // write holds its tenant's write ticket, and a FenceTenant waiting for the ticket on
-  // offload_pool_ must never be what keeps it from running. Only the queues' threads
-  // schedule here, and a drain has waited for their calls.
-  mutable WorkPool remember_pool_;
+  // Remembering Predicts' writes (server/remember_writer.h); only the queues' threads
+  // and the offload pool hand it work, and a drain has waited for their calls.
+  RememberWriter remember_writer_;
 };
 
 }  // namespace okl

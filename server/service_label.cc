@@ -58,66 +58,22 @@ EventBook::RememberOptions RememberOptionsOf(const v1::Remember& remember) {
 absl::Status OklService::RememberPredicted(Admission& admission,
                                            const v1::PredictRequest& request,
                                            const InputBatch& inputs,
-                                           const v1::PredictResponse& predicted,
-                                           std::vector<std::string>* ids) {
-  const EventBook::RememberOptions options = RememberOptionsOf(request.remember());
-  const absl::Span<const double> predictions(predicted.predictions().data(),
-                                             predicted.predictions_size());
-  // Under a write ticket of the tenant, as every write: a fenced tenant remembers nothing.
-  return host_->WithModelForWrite(
-      *admission.id, &admission.entry, [&](ModelEntry& model) -> absl::Status {
-        OKL_ASSIGN_OR_RETURN(std::shared_ptr<EventBook> book, host_->BookFor(model));
-        OKL_ASSIGN_OR_RETURN(*ids, book->Remember(model, inputs, predictions, options,
-                                                   absl::Now()));
-        return absl::OkStatus();
-      });
-}
-
-absl::Status OklService::RememberPredictedLater(Admission& admission,
-                                                const v1::PredictRequest& request,
-                                                const InputBatch& inputs,
-                                                v1::PredictResponse* predicted) {
-  const EventBook::RememberOptions options = RememberOptionsOf(request.remember());
+                                           v1::PredictResponse* response) {
   // The model that answered (Predict's WithModel may have found a newer one).
-  ModelEntry& model = *admission.entry;
-  OKL_ASSIGN_OR_RETURN(std::shared_ptr<EventBook> book, host_->BookFor(model));
-  OKL_ASSIGN_OR_RETURN(EventBook::Checked checked,
-                       book->Check(model, inputs,
-                                   absl::MakeConstSpan(predicted->predictions().data(),
-                                                       predicted->predictions_size()),
-                                   options, absl::Now()));
-  admission.answer_later = [this, tenant = admission.id->tenant(), book = std::move(book),
-                            checked = std::move(checked),
-                            predicted](Admission::Reply reply) mutable {
-    host_->RememberLater(
-        tenant, *book, std::move(checked),
-        [this, book](absl::AnyInvocable<void() &&> work) {
-          // The writer runs on this queue's thread once the queue has nothing ready: by
-          // then every Predict the queues read meanwhile waits in the book, and one write
-          // and their answers cost no hand-off to another thread. But a Label or an
-          // expiry of the model may hold the book long, and this thread serves every
-          // tenant's calls: then the writer waits for it on remember_pool_. (Off a
-          // queue's thread, which a Predict answered inline never is, it runs now.)
-          absl::AnyInvocable<void()&&> write = [this, book, work = std::move(work)]() mutable {
-            if (book->Busy()) return remember_pool_.Schedule(std::move(work));
-            std::move(work)();
-          };
-          if (!CompletionQueueThreads::RunWhenIdle(write)) std::move(write)();
-        },
-        [predicted,
-         reply = std::move(reply)](absl::StatusOr<std::vector<std::string>> ids) mutable {
-          if (!ids.ok()) {
-            // The model was deleted or replaced before the write: nothing was remembered,
-            // and the client may send the Predict again (to the model now there).
-            std::move(reply)(absl::IsNotFound(ids.status())
-                                 ? absl::UnavailableError(absl::StrCat(
-                                       ids.status().message(),
-                                       " while its events were written; nothing was "
-                                       "remembered: retry"))
-                                 : ids.status());
-            return;
-          }
-          for (std::string& id : *ids) predicted->add_event_ids(std::move(id));
+  OKL_ASSIGN_OR_RETURN(
+      RememberWriter::Pending pending,
+      remember_writer_.Check(*admission.entry, inputs,
+                             absl::MakeConstSpan(response->predictions().data(),
+                                                 response->predictions_size()),
+                             RememberOptionsOf(request.remember())));
+  admission.deferred_reply = [this, pending = std::move(pending),
+                              response](Admission::Reply reply) mutable {
+    remember_writer_.Write(
+        std::move(pending),
+        [response, reply = std::move(reply)](
+            absl::StatusOr<std::vector<std::string>> ids) mutable {
+          if (!ids.ok()) return std::move(reply)(ids.status());
+          for (std::string& id : *ids) response->add_event_ids(std::move(id));
           std::move(reply)(absl::OkStatus());
         });
   };
