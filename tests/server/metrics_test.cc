@@ -31,6 +31,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -44,13 +45,21 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "core/config.h"
+#include "core/model.h"
 #include "core/runtime/model_registry.h"
 #include "core/runtime/regret_scheduler.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "prometheus/client_metric.h"
+#include "prometheus/metric_family.h"
+#include "prometheus/metric_type.h"
+#include "prometheus/text_serializer.h"
+#include "proto/bearer_token.h"
 #include "server/health_service.h"
+#include "server/model_events.h"
 #include "server/model_host.h"
 #include "server/service.h"
 #include "tests/core/test_model_key.h"
@@ -497,6 +506,291 @@ TEST(ServerMetricsTest, PerModelSeriesEqualTheModelSummaries) {
   EXPECT_EQ(exposition.Value("okl_expansion_bytes"), bytes);
   // No scheduler given: no scheduler series.
   EXPECT_THAT(exposition.KeysContaining("okl_regret_"), IsEmpty());
+}
+
+// What CollectModels serves, written out independently of it: the four aggregates, then
+// every per-model family that has a sample, in the order below, with its type and help.
+class ExpectedModelSection {
+ public:
+  using Labels = std::vector<prometheus::ClientMetric::Label>;
+
+  ExpectedModelSection() {
+    using prometheus::MetricType;
+    for (const auto& [name, type, help] :
+         std::vector<std::tuple<const char*, MetricType, const char*>>{
+             {"okl_model_expansion_size", MetricType::Gauge,
+              "Terms stored in the model's kernel expansion (a KRLS tracker's dictionary "
+              "bases; a random-feature model's features)."},
+             {"okl_model_steps_total", MetricType::Counter,
+              "Labelled examples the model has observed."},
+             {"okl_model_loss_total", MetricType::Counter,
+              "Cumulative prequential loss sum_t loss(y_t, p_t) of the model, in its loss's "
+              "units."},
+             {"okl_model_mistakes_total", MetricType::Counter,
+              "Examples whose prequential prediction had the wrong sign (classification "
+              "losses only)."},
+             {"okl_model_regret", MetricType::Gauge,
+              "Windowed regret: online loss minus the batch comparator's loss over the last "
+              "regret_window examples, in loss units; lags by "
+              "okl_model_regret_staleness_steps."},
+             {"okl_model_regret_per_example", MetricType::Gauge,
+              "Windowed regret divided by the examples in the window, in loss units."},
+             {"okl_model_regret_staleness_steps", MetricType::Gauge,
+              "Examples observed since the newest example of the last regret computation."},
+             {"okl_model_regret_window_size", MetricType::Gauge,
+              "Examples in the window of the last regret computation."},
+             {"okl_model_truncation_error_bound", MetricType::Gauge,
+              "Bound on the RKHS-norm error of truncating the expansion to its budget "
+              "(Kivinen, Smola and Williamson 2004)."},
+             {"okl_model_memory_bytes", MetricType::Gauge,
+              "Memory held by the model's expansion, in bytes."},
+             {"okl_model_noise_variance", MetricType::Gauge,
+              "A KRLS tracker's estimate of the label noise's variance, in the labels' units "
+              "squared: the floor under its predictive variances."},
+             {"okl_model_champion_changes_total", MetricType::Counter,
+              "A selection's (config.select) champion changes: a challenger's loss "
+              "significantly below the champion's."},
+             {"okl_model_candidate_recent_loss", MetricType::Gauge,
+              "Each live candidate of a selection: its progressive loss averaged over ~1,000 "
+              "recent steps (label candidate: its index; champion: 1 for the champion)."},
+             {"okl_model_events_pending", MetricType::Gauge,
+              "Remembered events awaiting their label."},
+             {"okl_model_events_stored_bytes", MetricType::Gauge,
+              "Bytes the model's remembered events (pending, and labelled until their wait "
+              "ends) take in the store: their keys and records, counted against the tenant's "
+              "--max_event_bytes_per_tenant."},
+             {"okl_model_labels_applied_total", MetricType::Counter,
+              "Labels applied to remembered events."},
+             {"okl_model_events_expired_total", MetricType::Counter,
+              "Remembered events whose wait ended without a label (their default label "
+              "applied, or dropped)."},
+             {"okl_model_labels_duplicate_total", MetricType::Counter,
+              "Labels for events labelled before (the first label wins)."},
+             {"okl_model_served_loss_total", MetricType::Counter,
+              "Loss of the predictions the model served, summed as their labels arrived "
+              "(progressive validation under delay), in its loss's units."},
+             {"okl_model_served_labels_total", MetricType::Counter,
+              "Labels counted in okl_model_served_loss_total."},
+         }) {
+      prometheus::MetricFamily family;
+      family.name = name;
+      family.help = help;
+      family.type = type;
+      families_.push_back(std::move(family));
+    }
+  }
+
+  // One sample of the family `name`, after those added before.
+  void Add(absl::string_view name, const Labels& labels, double value) {
+    for (prometheus::MetricFamily& family : families_) {
+      if (family.name != name) continue;
+      prometheus::ClientMetric sample;
+      sample.label = labels;
+      (family.type == prometheus::MetricType::Counter ? sample.counter.value
+                                                      : sample.gauge.value) = value;
+      family.metric.push_back(std::move(sample));
+      return;
+    }
+    ADD_FAILURE() << "no family " << name;
+  }
+
+  // Every series of one model, as its summary and its events (if it has an event book)
+  // say, under `labels`.
+  void AddModel(const ModelSummary& summary, const std::optional<EventCounts>& events,
+                const Labels& labels) {
+    const ModelStats& stats = summary.stats;
+    Add("okl_model_expansion_size", labels, stats.expansion_size);
+    Add("okl_model_steps_total", labels, static_cast<double>(stats.steps));
+    Add("okl_model_loss_total", labels, stats.cumulative_loss);
+    if (IsClassificationLoss(summary.config.loss.type)) {
+      Add("okl_model_mistakes_total", labels, static_cast<double>(stats.mistakes));
+    }
+    if (stats.regret.has_value()) {
+      const RegretResult& regret = *stats.regret;
+      Add("okl_model_regret", labels, regret.regret);
+      Add("okl_model_regret_per_example", labels,
+          regret.regret / static_cast<double>(regret.window));
+      Add("okl_model_regret_staleness_steps", labels,
+          static_cast<double>(stats.steps - regret.last_step));
+      Add("okl_model_regret_window_size", labels, static_cast<double>(regret.window));
+    }
+    if (stats.truncation_error_bound.has_value()) {
+      Add("okl_model_truncation_error_bound", labels, *stats.truncation_error_bound);
+    }
+    Add("okl_model_memory_bytes", labels, static_cast<double>(summary.memory_bytes));
+    if (summary.config.krls_tracker_kind()) {
+      Add("okl_model_noise_variance", labels, stats.noise_variance);
+    }
+    if (summary.config.select_kind()) {
+      Add("okl_model_champion_changes_total", labels,
+          static_cast<double>(stats.champion_changes));
+      for (size_t i = 0; i < stats.candidates.size(); ++i) {
+        if (stats.candidates[i].status != CandidateStatus::kLive) continue;
+        Labels candidate = labels;
+        candidate.push_back({"candidate", absl::StrCat(i)});
+        candidate.push_back({"champion", i == stats.champion ? "1" : "0"});
+        Add("okl_model_candidate_recent_loss", candidate, stats.candidates[i].recent_loss);
+      }
+    }
+    if (events.has_value()) {
+      Add("okl_model_events_pending", labels, static_cast<double>(events->pending));
+      Add("okl_model_events_stored_bytes", labels, static_cast<double>(events->stored_bytes));
+      Add("okl_model_labels_applied_total", labels, static_cast<double>(events->applied));
+      Add("okl_model_events_expired_total", labels, static_cast<double>(events->expired));
+      Add("okl_model_labels_duplicate_total", labels, static_cast<double>(events->duplicates));
+      Add("okl_model_served_loss_total", labels, events->served_loss);
+      Add("okl_model_served_labels_total", labels, static_cast<double>(events->served_labels));
+    }
+  }
+
+  // The text exposition: the aggregates, then the families with samples.
+  std::string Text(double models, double omitted, double terms, double bytes) const {
+    std::vector<prometheus::MetricFamily> families;
+    for (const auto& [name, help, value] :
+         std::vector<std::tuple<const char*, const char*, double>>{
+             {"okl_models", "Models held.", models},
+             {"okl_metrics_models_omitted",
+              "Models without okl_model_* series because of --metrics_max_models; they count "
+              "in the aggregates.",
+              omitted},
+             {"okl_expansion_terms", "Terms stored in the expansions of all models.", terms},
+             {"okl_expansion_bytes", "Memory held by the expansions of all models, in bytes.",
+              bytes},
+         }) {
+      prometheus::MetricFamily family;
+      family.name = name;
+      family.help = help;
+      family.type = prometheus::MetricType::Gauge;
+      family.metric.emplace_back().gauge.value = value;
+      families.push_back(std::move(family));
+    }
+    for (const prometheus::MetricFamily& family : families_) {
+      if (!family.metric.empty()) families.push_back(family);
+    }
+    return prometheus::TextSerializer().Serialize(families);
+  }
+
+ private:
+  std::vector<prometheus::MetricFamily> families_;
+};
+
+// The part of a scrape that per-model series and their aggregates make: from okl_models
+// up to the host's first family, okl_quota_limit.
+std::string ModelSection(const std::string& text) {
+  const size_t begin = text.find("# HELP okl_models ");
+  const size_t end = text.find("# HELP okl_quota_limit ");
+  if (begin == std::string::npos || end == std::string::npos || end < begin) {
+    ADD_FAILURE() << "no per-model section in\n" << text;
+    return "";
+  }
+  return text.substr(begin, end - begin);
+}
+
+// Every per-model series, to the byte: names, help, types, labels, values and the order
+// of families and samples, over a model of each kind that has series of its own, the
+// label modes that name models, and a model beyond --metrics_max_models.
+TEST(ServerMetricsTest, PerModelSectionIsExactlyEachModelsSeriesInOrder) {
+  ModelHost host(InMemoryHostOptions(/*max_models=*/10));
+  ModelRegistry& registry = host.registry();
+  // In (tenant, model) order. NORMA hinge: mistakes, a truncation error bound, regret
+  // (published by a synchronous ComputeRegret, lagging by 7 steps). Squared: none of them.
+  std::shared_ptr<ModelEntry> hinge =
+      AddModel(registry, "acme", "hinge", Config(LossType::kHinge, 8, 32), 50, 61);
+  ASSERT_TRUE(hinge->ComputeRegret().ok());
+  Feed(*hinge, 7, 62);
+  std::shared_ptr<ModelEntry> squared =
+      AddModel(registry, "acme", "squared", Config(LossType::kSquared, 64), 25, 63);
+  // Remembered events: pending, labelled, labelled twice and expired.
+  std::shared_ptr<ModelEntry> feedback =
+      AddModel(registry, "feedback", "ads", Config(LossType::kSquared), 20, 64);
+  // A selection of the default set, two candidates live at once (the others wait).
+  ModelConfig select_config;
+  select_config.dim = 3;
+  select_config.loss = {.type = LossType::kSquared};
+  select_config.select.enabled = true;
+  select_config.select.live = 2;
+  std::shared_ptr<ModelEntry> select =
+      AddModel(registry, "zeta", "select", select_config, 300, 65);
+  ModelConfig tracker_config = Config(LossType::kSquared);
+  tracker_config.learning_rate = {};
+  tracker_config.lambda = 0;
+  tracker_config.budget = {};
+  tracker_config.krls_tracker = {.max_basis = 10, .noise_variance = 0.01};
+  std::shared_ptr<ModelEntry> tracker =
+      AddModel(registry, "zeta", "tracker", tracker_config, 40, 66);
+  // Beyond max_models: aggregates only.
+  std::shared_ptr<ModelEntry> late =
+      AddModel(registry, "zz", "late", Config(LossType::kLogistic), 10, 67);
+  const std::vector<std::shared_ptr<ModelEntry>> with_series = {hinge, squared, feedback,
+                                                                select, tracker};
+
+  {
+    ServerMetrics metrics(&registry, nullptr, {});
+    TestServer server(&host, &metrics);
+    const v1::ModelRef ref = Ref("feedback", "ads");
+    const std::vector<v1::Vector> inputs = testing::MakeProbes(3, 5, 68);
+    v1::PredictResponse first;
+    ASSERT_TRUE(IsOk(testing::PredictRemembering(
+        server.stub(), ref, absl::MakeConstSpan(inputs).subspan(0, 3), {}, &first)));
+    v1::LabelResponse labelled;
+    ASSERT_TRUE(
+        IsOk(testing::Label(server.stub(), ref, {{first.event_ids(0), 0.5}}, &labelled)));
+    ASSERT_TRUE(
+        IsOk(testing::Label(server.stub(), ref, {{first.event_ids(0), 0.7}}, &labelled)));
+    host.ExpireEvents(absl::Now() + absl::Hours(24 * 8), 100);  // past every wait
+    v1::PredictResponse second;
+    ASSERT_TRUE(IsOk(testing::PredictRemembering(
+        server.stub(), ref, absl::MakeConstSpan(inputs).subspan(3), {}, &second)));
+  }
+
+  for (const ModelLabels model_labels : {ModelLabels::kNames, ModelLabels::kHashed}) {
+    SCOPED_TRACE(ModelLabelsName(model_labels));
+    ServerMetrics metrics(&registry, nullptr,
+                          {.max_models = 5, .model_labels = model_labels, .host = &host});
+    ExpectedModelSection expected;
+    double terms = 0;
+    double bytes = 0;
+    for (const std::shared_ptr<ModelEntry>& entry : with_series) {
+      const ModelSummary summary = SummaryOf(*entry);
+      terms += summary.stats.expansion_size;
+      bytes += static_cast<double>(summary.memory_bytes);
+      auto label = [model_labels](const std::string& name) {
+        return model_labels == ModelLabels::kNames ? name : Sha256Hex(name).substr(0, 16);
+      };
+      std::optional<EventCounts> events;
+      if (host.ExistingBook(*entry) != nullptr) events = host.EventCountsOf(*entry);
+      expected.AddModel(summary, events,
+                        {{"tenant", label(summary.tenant)}, {"model", label(summary.model)}});
+    }
+    const ModelSummary late_summary = SummaryOf(*late);
+    terms += late_summary.stats.expansion_size;
+    bytes += static_cast<double>(late_summary.memory_bytes);
+    EXPECT_EQ(ModelSection(metrics.Scrape()), expected.Text(6, 1, terms, bytes));
+  }
+
+  // The fixture has what the comparison is meant to cover.
+  const ModelStats hinge_stats = SummaryOf(*hinge).stats;
+  ASSERT_TRUE(hinge_stats.regret.has_value());
+  EXPECT_EQ(hinge_stats.steps - hinge_stats.regret->last_step, 7u);
+  EXPECT_GT(hinge_stats.regret->window, 0u);
+  EXPECT_GT(hinge_stats.truncation_error_bound.value_or(0), 0.0);
+  EXPECT_GT(hinge_stats.mistakes, 0u);
+  const EventCounts events = host.EventCountsOf(*feedback);
+  EXPECT_EQ(events.pending, 2u);
+  EXPECT_EQ(events.applied, 1u);
+  EXPECT_EQ(events.duplicates, 1u);
+  EXPECT_EQ(events.expired, 2u);
+  EXPECT_EQ(events.served_labels, 1u);
+  EXPECT_GT(events.stored_bytes, 0u);
+  EXPECT_GT(events.served_loss, 0.0);
+  EXPECT_GT(SummaryOf(*tracker).stats.noise_variance, 0.0);
+  const ModelStats select_stats = SummaryOf(*select).stats;
+  size_t live = 0;
+  for (const CandidateStats& candidate : select_stats.candidates) {
+    live += candidate.status == CandidateStatus::kLive;
+  }
+  EXPECT_EQ(live, 2u);
+  EXPECT_GT(select_stats.candidates.size(), live);
 }
 
 TEST(ServerMetricsTest, DeletedModelsSeriesVanish) {
