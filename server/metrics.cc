@@ -24,14 +24,17 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "core/config.h"
+#include "core/model.h"
 #include "core/runtime/mutex.h"
 #include "prometheus/client_metric.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
 #include "prometheus/metric_type.h"
 #include "prometheus/text_serializer.h"
+#include "server/event_book.h"
 #include "server/metrics_exposer.h"
 #include "server/metrics_families.h"
+#include "server/model_events.h"
 #include "server/model_host.h"
 #include "server/process_metrics.h"
 #include "server/rpc_metrics.h"
@@ -79,6 +82,153 @@ std::string CompilerName() {
   return "unknown";
 #endif
 }
+
+// --- Per-model series -------------------------------------------------------------------
+
+// What a model's series are read from: its summary, and its event counts if it has an
+// event book (it remembered events: delayed feedback).
+struct ModelReading {
+  const ModelSummary& summary;
+  const ModelStats& stats;
+  const std::optional<EventCounts>& events;
+
+  // The event counter `field` as a sample; nothing for a model without an event book.
+  template <typename T>
+  std::optional<double> Events(T EventCounts::*field) const {
+    if (!events.has_value()) return std::nullopt;
+    return static_cast<double>(*events.*field);
+  }
+};
+
+// One okl_model_* family: its name, help and type, and how a model's sample is read
+// (exactly one of `value` and `candidate_value` is set).
+struct ModelSeries {
+  const char* name;
+  const char* help;
+  MetricType type;
+  // The model's sample; nullopt where the series does not apply to the model.
+  std::optional<double> (*value)(const ModelReading& model) = nullptr;
+  // Instead of `value`, for the one family with a sample per candidate of a selection,
+  // labelled with the candidate's index and whether it is the champion: candidate i's
+  // sample, or nullopt where it has none.
+  std::optional<double> (*candidate_value)(const ModelReading& model, size_t i) = nullptr;
+};
+
+// Every per-model family, in the order served; a family without samples is left out.
+constexpr ModelSeries kModelSeries[] = {
+    {"okl_model_expansion_size",
+     "Terms stored in the model's kernel expansion (a KRLS tracker's dictionary bases; a "
+     "random-feature model's features).",
+     MetricType::Gauge,
+     [](const ModelReading& m) -> std::optional<double> { return m.stats.expansion_size; }},
+    {"okl_model_steps_total", "Labelled examples the model has observed.", MetricType::Counter,
+     [](const ModelReading& m) -> std::optional<double> {
+       return static_cast<double>(m.stats.steps);
+     }},
+    {"okl_model_loss_total",
+     "Cumulative prequential loss sum_t loss(y_t, p_t) of the model, in its loss's units.",
+     MetricType::Counter,
+     [](const ModelReading& m) -> std::optional<double> { return m.stats.cumulative_loss; }},
+    {"okl_model_mistakes_total",
+     "Examples whose prequential prediction had the wrong sign (classification losses "
+     "only).",
+     MetricType::Counter,
+     [](const ModelReading& m) -> std::optional<double> {
+       if (!IsClassificationLoss(m.summary.config.loss.type)) return std::nullopt;
+       return static_cast<double>(m.stats.mistakes);
+     }},
+    // The regret series: models with regret tracking, once it was computed.
+    {"okl_model_regret",
+     "Windowed regret: online loss minus the batch comparator's loss over the last "
+     "regret_window examples, in loss units; lags by okl_model_regret_staleness_steps.",
+     MetricType::Gauge,
+     [](const ModelReading& m) -> std::optional<double> {
+       if (!m.stats.regret.has_value()) return std::nullopt;
+       return m.stats.regret->regret;
+     }},
+    {"okl_model_regret_per_example",
+     "Windowed regret divided by the examples in the window, in loss units.", MetricType::Gauge,
+     [](const ModelReading& m) -> std::optional<double> {
+       if (!m.stats.regret.has_value() || m.stats.regret->window == 0) return std::nullopt;
+       return m.stats.regret->regret / static_cast<double>(m.stats.regret->window);
+     }},
+    {"okl_model_regret_staleness_steps",
+     "Examples observed since the newest example of the last regret computation.",
+     MetricType::Gauge,
+     [](const ModelReading& m) -> std::optional<double> {
+       if (!m.stats.regret.has_value()) return std::nullopt;
+       const uint64_t last_step = m.stats.regret->last_step;
+       return m.stats.steps >= last_step ? static_cast<double>(m.stats.steps - last_step) : 0.0;
+     }},
+    {"okl_model_regret_window_size", "Examples in the window of the last regret computation.",
+     MetricType::Gauge,
+     [](const ModelReading& m) -> std::optional<double> {
+       if (!m.stats.regret.has_value()) return std::nullopt;
+       return static_cast<double>(m.stats.regret->window);
+     }},
+    {"okl_model_truncation_error_bound",
+     "Bound on the RKHS-norm error of truncating the expansion to its budget (Kivinen, "
+     "Smola and Williamson 2004).",
+     MetricType::Gauge, [](const ModelReading& m) { return m.stats.truncation_error_bound; }},
+    {"okl_model_memory_bytes", "Memory held by the model's expansion, in bytes.",
+     MetricType::Gauge,
+     [](const ModelReading& m) -> std::optional<double> {
+       return static_cast<double>(m.summary.memory_bytes);
+     }},
+    {"okl_model_noise_variance",
+     "A KRLS tracker's estimate of the label noise's variance, in the labels' units squared: "
+     "the floor under its predictive variances.",
+     MetricType::Gauge,
+     [](const ModelReading& m) -> std::optional<double> {
+       if (!m.summary.config.krls_tracker_kind()) return std::nullopt;
+       return m.stats.noise_variance;
+     }},
+    {"okl_model_champion_changes_total",
+     "A selection's (config.select) champion changes: a challenger's loss significantly "
+     "below the champion's.",
+     MetricType::Counter,
+     [](const ModelReading& m) -> std::optional<double> {
+       if (!m.summary.config.select_kind()) return std::nullopt;
+       return static_cast<double>(m.stats.champion_changes);
+     }},
+    {.name = "okl_model_candidate_recent_loss",
+     .help = "Each live candidate of a selection: its progressive loss averaged over ~1,000 "
+             "recent steps (label candidate: its index; champion: 1 for the champion).",
+     .type = MetricType::Gauge,
+     .candidate_value = [](const ModelReading& m, size_t i) -> std::optional<double> {
+       if (!m.summary.config.select_kind()) return std::nullopt;
+       if (m.stats.candidates[i].status != CandidateStatus::kLive) return std::nullopt;
+       return m.stats.candidates[i].recent_loss;
+     }},
+    // Delayed feedback: models that remembered events.
+    {"okl_model_events_pending", "Remembered events awaiting their label.", MetricType::Gauge,
+     [](const ModelReading& m) { return m.Events(&EventCounts::pending); }},
+    {"okl_model_events_stored_bytes",
+     "Bytes the model's remembered events (pending, and labelled until their wait ends) take "
+     "in the store: their keys and records, counted against the tenant's "
+     "--max_event_bytes_per_tenant.",
+     MetricType::Gauge,
+     [](const ModelReading& m) { return m.Events(&EventCounts::stored_bytes); }},
+    {"okl_model_labels_applied_total", "Labels applied to remembered events.",
+     MetricType::Counter,
+     [](const ModelReading& m) { return m.Events(&EventCounts::applied); }},
+    {"okl_model_events_expired_total",
+     "Remembered events whose wait ended without a label (their default label applied, or "
+     "dropped).",
+     MetricType::Counter,
+     [](const ModelReading& m) { return m.Events(&EventCounts::expired); }},
+    {"okl_model_labels_duplicate_total",
+     "Labels for events labelled before (the first label wins).", MetricType::Counter,
+     [](const ModelReading& m) { return m.Events(&EventCounts::duplicates); }},
+    {"okl_model_served_loss_total",
+     "Loss of the predictions the model served, summed as their labels arrived (progressive "
+     "validation under delay), in its loss's units.",
+     MetricType::Counter,
+     [](const ModelReading& m) { return m.Events(&EventCounts::served_loss); }},
+    {"okl_model_served_labels_total", "Labels counted in okl_model_served_loss_total.",
+     MetricType::Counter,
+     [](const ModelReading& m) { return m.Events(&EventCounts::served_labels); }},
+};
 
 }  // namespace
 
@@ -233,91 +383,10 @@ class ServerMetrics::Impl {
   }
 
   void CollectModels(std::vector<MetricFamily>* families) const {
-    MetricFamily expansion_size =
-        Family("okl_model_expansion_size",
-               "Terms stored in the model's kernel expansion (a KRLS tracker's dictionary "
-               "bases; a random-feature model's features).",
-               MetricType::Gauge);
-    MetricFamily steps =
-        Family("okl_model_steps_total", "Labelled examples the model has observed.",
-               MetricType::Counter);
-    MetricFamily loss = Family("okl_model_loss_total",
-                               "Cumulative prequential loss sum_t loss(y_t, p_t) of the model, "
-                               "in its loss's units.",
-                               MetricType::Counter);
-    MetricFamily mistakes =
-        Family("okl_model_mistakes_total",
-               "Examples whose prequential prediction had the wrong sign (classification "
-               "losses only).",
-               MetricType::Counter);
-    MetricFamily regret = Family(
-        "okl_model_regret",
-        "Windowed regret: online loss minus the batch comparator's loss over the last "
-        "regret_window examples, in loss units; lags by okl_model_regret_staleness_steps.",
-        MetricType::Gauge);
-    MetricFamily regret_per_example =
-        Family("okl_model_regret_per_example",
-               "Windowed regret divided by the examples in the window, in loss units.",
-               MetricType::Gauge);
-    MetricFamily regret_staleness =
-        Family("okl_model_regret_staleness_steps",
-               "Examples observed since the newest example of the last regret computation.",
-               MetricType::Gauge);
-    MetricFamily regret_window =
-        Family("okl_model_regret_window_size",
-               "Examples in the window of the last regret computation.", MetricType::Gauge);
-    MetricFamily truncation = Family("okl_model_truncation_error_bound",
-                                     "Bound on the RKHS-norm error of truncating the expansion "
-                                     "to its budget (Kivinen, Smola and Williamson 2004).",
-                                     MetricType::Gauge);
-    MetricFamily memory =
-        Family("okl_model_memory_bytes", "Memory held by the model's expansion, in bytes.",
-               MetricType::Gauge);
-    MetricFamily noise_variance =
-        Family("okl_model_noise_variance",
-               "A KRLS tracker's estimate of the label noise's variance, in the labels' units "
-               "squared: the floor under its predictive variances.",
-               MetricType::Gauge);
-    MetricFamily champion_changes =
-        Family("okl_model_champion_changes_total",
-               "A selection's (config.select) champion changes: a challenger's loss "
-               "significantly below the champion's.",
-               MetricType::Counter);
-    // Delayed feedback (models that remembered events).
-    MetricFamily events_pending =
-        Family("okl_model_events_pending", "Remembered events awaiting their label.",
-               MetricType::Gauge);
-    MetricFamily events_stored_bytes = Family(
-        "okl_model_events_stored_bytes",
-        "Bytes the model's remembered events (pending, and labelled until their wait ends) "
-        "take in the store: their keys and records, counted against the tenant's "
-        "--max_event_bytes_per_tenant.",
-        MetricType::Gauge);
-    MetricFamily labels_applied =
-        Family("okl_model_labels_applied_total", "Labels applied to remembered events.",
-               MetricType::Counter);
-    MetricFamily events_expired =
-        Family("okl_model_events_expired_total",
-               "Remembered events whose wait ended without a label (their default label "
-               "applied, or dropped).",
-               MetricType::Counter);
-    MetricFamily labels_duplicate = Family(
-        "okl_model_labels_duplicate_total",
-        "Labels for events labelled before (the first label wins).", MetricType::Counter);
-    MetricFamily served_loss =
-        Family("okl_model_served_loss_total",
-               "Loss of the predictions the model served, summed as their labels arrived "
-               "(progressive validation under delay), in its loss's units.",
-               MetricType::Counter);
-    MetricFamily served_labels =
-        Family("okl_model_served_labels_total",
-               "Labels counted in okl_model_served_loss_total.", MetricType::Counter);
-    MetricFamily candidate_loss =
-        Family("okl_model_candidate_recent_loss",
-               "Each live candidate of a selection: its progressive loss averaged over ~1,000 "
-               "recent steps (label candidate: its index; champion: 1 for the champion).",
-               MetricType::Gauge);
-
+    std::vector<MetricFamily> per_model;  // indexed as kModelSeries
+    for (const ModelSeries& series : kModelSeries) {
+      per_model.push_back(Family(series.name, series.help, series.type));
+    }
     double models = 0;
     double omitted = 0;
     double terms = 0;
@@ -326,64 +395,38 @@ class ServerMetrics::Impl {
     for (const std::shared_ptr<ModelEntry>& entry : registry_->List("")) {
       absl::StatusOr<ModelSummary> summary = entry->Summary();
       if (!summary.ok()) continue;  // deleted since List
-      const ModelStats& stats = summary->stats;
       ++models;
-      terms += stats.expansion_size;
+      terms += summary->stats.expansion_size;
       bytes += static_cast<double>(summary->memory_bytes);
-      if (with_series >= options_.max_models) {
-        ++omitted;
-        continue;
-      }
-      if (options_.model_labels == ModelLabels::kNone) {
+      if (with_series >= options_.max_models || options_.model_labels == ModelLabels::kNone) {
         ++omitted;
         continue;
       }
       ++with_series;
-      const std::vector<ClientMetric::Label> labels = {{"tenant", Label(summary->tenant)},
-                                                       {"model", Label(summary->model)}};
-      auto add = [&labels](MetricFamily* family, double value) {
-        family->metric.push_back(Sample(family->type, value, labels));
-      };
-      add(&expansion_size, stats.expansion_size);
-      add(&steps, static_cast<double>(stats.steps));
-      add(&loss, stats.cumulative_loss);
-      if (IsClassificationLoss(summary->config.loss.type)) {
-        add(&mistakes, static_cast<double>(stats.mistakes));
-      }
-      if (stats.regret.has_value()) {
-        const RegretResult& r = *stats.regret;
-        add(&regret, r.regret);
-        if (r.window > 0) add(&regret_per_example, r.regret / static_cast<double>(r.window));
-        add(&regret_staleness,
-            stats.steps >= r.last_step ? static_cast<double>(stats.steps - r.last_step) : 0.0);
-        add(&regret_window, static_cast<double>(r.window));
-      }
-      if (stats.truncation_error_bound.has_value()) {
-        add(&truncation, *stats.truncation_error_bound);
-      }
-      add(&memory, static_cast<double>(summary->memory_bytes));
+      std::optional<EventCounts> events;
       if (const std::shared_ptr<EventBook> book =
               options_.host != nullptr ? options_.host->ExistingBook(*entry) : nullptr;
           book != nullptr) {
-        const EventCounts events = book->counts();
-        add(&events_pending, static_cast<double>(events.pending));
-        add(&events_stored_bytes, static_cast<double>(events.stored_bytes));
-        add(&labels_applied, static_cast<double>(events.applied));
-        add(&events_expired, static_cast<double>(events.expired));
-        add(&labels_duplicate, static_cast<double>(events.duplicates));
-        add(&served_loss, events.served_loss);
-        add(&served_labels, static_cast<double>(events.served_labels));
+        events = book->counts();
       }
-      if (summary->config.krls_tracker_kind()) add(&noise_variance, stats.noise_variance);
-      if (summary->config.select_kind()) {
-        add(&champion_changes, static_cast<double>(stats.champion_changes));
-        for (size_t i = 0; i < stats.candidates.size(); ++i) {
-          if (stats.candidates[i].status != CandidateStatus::kLive) continue;
+      const ModelReading model = {*summary, summary->stats, events};
+      const std::vector<ClientMetric::Label> labels = {{"tenant", Label(summary->tenant)},
+                                                       {"model", Label(summary->model)}};
+      for (size_t s = 0; s < per_model.size(); ++s) {
+        const ModelSeries& series = kModelSeries[s];
+        if (series.value != nullptr) {
+          if (const std::optional<double> value = series.value(model)) {
+            per_model[s].metric.push_back(Sample(series.type, *value, labels));
+          }
+          continue;
+        }
+        for (size_t i = 0; i < model.stats.candidates.size(); ++i) {
+          const std::optional<double> value = series.candidate_value(model, i);
+          if (!value) continue;
           std::vector<ClientMetric::Label> candidate_labels = labels;
           candidate_labels.push_back({"candidate", absl::StrCat(i)});
-          candidate_labels.push_back({"champion", i == stats.champion ? "1" : "0"});
-          candidate_loss.metric.push_back(
-              Sample(candidate_loss.type, stats.candidates[i].recent_loss, candidate_labels));
+          candidate_labels.push_back({"champion", i == model.stats.champion ? "1" : "0"});
+          per_model[s].metric.push_back(Sample(series.type, *value, candidate_labels));
         }
       }
     }
@@ -399,14 +442,8 @@ class ServerMetrics::Impl {
     families->push_back(Single("okl_expansion_bytes",
                                "Memory held by the expansions of all models, in bytes.",
                                MetricType::Gauge, bytes));
-    for (MetricFamily* family : {&expansion_size,   &steps,          &loss,
-                                 &mistakes,         &regret,         &regret_per_example,
-                                 &regret_staleness, &regret_window,  &truncation,
-                                 &memory,           &noise_variance, &champion_changes,
-                                 &candidate_loss,   &events_pending, &events_stored_bytes,
-                                 &labels_applied,   &events_expired, &labels_duplicate,
-                                 &served_loss,      &served_labels}) {
-      if (!family->metric.empty()) families->push_back(std::move(*family));
+    for (MetricFamily& family : per_model) {
+      if (!family.metric.empty()) families->push_back(std::move(family));
     }
   }
 
