@@ -1,13 +1,13 @@
-"""README's okl_server flag table against okl_server itself.
+"""docs/server-flags.md's okl_server flag table against okl_server itself.
 
 Each default is written once in the code (server/server.h and the Options it nests;
-okl_server's flags take theirs from a default-constructed Options). README repeats them
-for readers, so this test keeps the copy honest: every flag okl_server defines is in the
-table, every row names a real flag, and each row's default is the one
+okl_server's flags take theirs from a default-constructed Options). docs/server-flags.md
+repeats them for readers, so this test keeps the copy honest: every flag okl_server
+defines is in the table, every row names a real flag, and each row's default is the one
 `okl_server --helpfull` prints.
 
-  python3 tests/cli/readme_flags_test.py --server=build/release/server/okl_server \
-      --readme=README.md
+  python3 tests/cli/server_flags_doc_test.py --server=build/release/server/okl_server \
+      --doc=docs/server-flags.md
 """
 import argparse
 import re
@@ -30,7 +30,7 @@ def duration_seconds(text):
 
 
 def normalise(value):
-    """One spelling for a default: README's and Abseil's help differ in form only."""
+    """One spelling for a default: the doc's and Abseil's help differ in form only."""
     value = value.strip().strip("`").strip('"')
     if value == "empty":
         return ""
@@ -53,9 +53,9 @@ def server_flags(server):
     return flags
 
 
-def readme_rows(readme):
+def doc_rows(doc):
     """{flag: default cell} of the table under "`okl_server` flags"."""
-    with open(readme, encoding="utf-8") as file:
+    with open(doc, encoding="utf-8") as file:
         text = file.read()
     start = text.index("`okl_server` flags")
     rows = {}
@@ -70,17 +70,17 @@ def readme_rows(readme):
     return rows
 
 
-class ReadmeFlagsTest(unittest.TestCase):
+class ServerFlagsDocTest(unittest.TestCase):
     def setUp(self):
         self.flags = server_flags(ARGS.server)
-        self.rows = readme_rows(ARGS.readme)
+        self.rows = doc_rows(ARGS.doc)
         self.assertGreater(len(self.flags), 20)
 
     def test_every_flag_has_a_row_and_every_row_a_flag(self):
         self.assertEqual(sorted(set(self.flags) - set(self.rows)), [],
-                         "flags of okl_server missing from README's table")
+                         "flags of okl_server missing from the doc's table")
         self.assertEqual(sorted(set(self.rows) - set(self.flags)), [],
-                         "README's table names flags okl_server does not have")
+                         "the doc's table names flags okl_server does not have")
 
     def test_every_default_is_okl_servers(self):
         for flag, default in sorted(self.flags.items()):
@@ -90,13 +90,13 @@ class ReadmeFlagsTest(unittest.TestCase):
             cell = re.split(r"\s+[(=]", self.rows[flag], 1)[0]
             with self.subTest(flag=flag):
                 self.assertEqual(normalise(cell), normalise(default),
-                                 f"README says --{flag} defaults to {self.rows[flag]!r}, "
+                                 f"{ARGS.doc} says --{flag} defaults to {self.rows[flag]!r}, "
                                  f"okl_server says {default}")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--server", required=True)
-    parser.add_argument("--readme", required=True)
+    parser.add_argument("--doc", required=True)
     ARGS, rest = parser.parse_known_args()
     unittest.main(argv=[sys.argv[0]] + rest)
