@@ -7,9 +7,9 @@ Run by ctest with Debian's /usr/bin/python3:
       --repo=. --data_dir=data
 
 One okl_server (memory only, free loopback ports; tests/system/okl_system.py's harness)
-serves every test; each test uses its own models. Covered: the README walkthrough, run
-verbatim (read from README.md); the
-errors (a server error is one line "okl: CODE: message" and exit 1, a usage error exit
+serves every test; each test uses its own models. Covered: README's first model and the
+walkthrough and delayed-feedback example of docs/cli.md, run verbatim (read from those
+files); the errors (a server error is one line "okl: CODE: message" and exit 1, a usage error exit
 2, health of a dead server exit 1 quickly); --json output; learning curves (--curve's
 columns and averages, observe's losses equal replay's bit for bit; --plot's PNG/SVG when
 gnuplot is installed); progress on stderr; resuming a failed observe with --skip; help;
@@ -21,6 +21,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -37,23 +38,29 @@ import okl_system  # noqa: E402 (the shared server harness)
 ARGS = None
 COMMAND_TIMEOUT_S = 60
 
-# The README's walkthrough ("The okl tool"): the first ```sh block after the line that
-# names this test, read from README.md itself so that the two cannot drift apart. It runs
+# docs/cli.md's walkthrough ("A walkthrough"): the first ```sh block after the line that
+# names this test, read from docs/cli.md itself so that the two cannot drift apart. It runs
 # verbatim from a directory laid out like the repository root (client/examples, data)
 # with `okl` on PATH and OKL_SERVER pointing at the test's server.
+CLI_DOC = os.path.join("docs", "cli.md")
 WALKTHROUGH_MARKER = "`tests/cli/cli_test.py` runs exactly these lines"
 
 
-# The README's delayed-feedback example ("Predict now, label later"), read the same way.
+# docs/cli.md's delayed-feedback example ("Predict now, label later"), read the same way.
 DELAYED_FEEDBACK_MARKER = "`tests/cli/cli_test.py` runs exactly these lines): two impressions"
 
 
-def readme_walkthrough(repo, marker=WALKTHROUGH_MARKER):
-    with open(os.path.join(repo, "README.md")) as f:
+# README's first model ("A first model"), read from README.md the same way.
+FIRST_MODEL_MARKER = "`tests/cli/cli_test.py` runs these lines"
+
+
+def doc_sh_block(repo, doc, marker):
+    """The first ```sh block after `marker` in the repository's file `doc`."""
+    with open(os.path.join(repo, doc)) as f:
         text = f.read()
     at = text.find(marker)
     if at < 0:
-        raise AssertionError("README.md no longer says %r" % marker)
+        raise AssertionError("%s no longer says %r" % (doc, marker))
     begin = text.index("```sh\n", at) + len("```sh\n")
     return text[begin:text.index("```", begin)]
 
@@ -149,29 +156,51 @@ class OklCliTest(unittest.TestCase):
         for part in parts:
             self.assertIn(part, stderr)
 
-    # --- The README walkthrough -------------------------------------------------------
+    # --- README's first model and docs/cli.md's walkthrough ----------------------------
 
-    def test_readme_walkthrough_gives_the_same_predictions_after_restore(self):
-        root = self.path("walkthrough/repo")
+    def repository_like(self, name):
+        """A directory laid out like the repository root (client/examples, data) and an
+        environment with `okl` on PATH, for the documents' shell blocks."""
+        root = self.path(name + "/repo")
         os.makedirs(root)
         os.makedirs(os.path.join(root, "client"))
         os.symlink(os.path.join(ARGS.repo, "client", "examples"),
                    os.path.join(root, "client", "examples"))
         os.symlink(os.path.abspath(ARGS.data_dir), os.path.join(root, "data"))
-        bin_dir = self.path("walkthrough/bin")
+        bin_dir = self.path(name + "/bin")
         os.makedirs(bin_dir)
         os.symlink(os.path.abspath(ARGS.okl), os.path.join(bin_dir, "okl"))
         env = dict(self.env)
         env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
+        return root, env
 
-        walkthrough = readme_walkthrough(ARGS.repo)
-        self.assertIn("okl observe", walkthrough)
-        result = subprocess.run(["bash", "-euo", "pipefail", "-c", walkthrough], cwd=root,
-                                env=env, capture_output=True, text=True,
-                                timeout=COMMAND_TIMEOUT_S)
+    def run_block(self, block, cwd, env):
+        """Runs a document's shell block as bash -euo pipefail; it must exit 0."""
+        result = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=cwd, env=env,
+                                capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
         self.assertEqual(result.returncode, 0,
                          "stdout:\n%s\nstderr:\n%s" % (result.stdout, result.stderr))
-        out = result.stdout
+        return result
+
+    def test_readme_first_model_learns_and_predicts(self):
+        root, env = self.repository_like("first-model")
+        first = doc_sh_block(ARGS.repo, "README.md", FIRST_MODEL_MARKER)
+        self.assertIn("okl observe", first)
+        out = self.run_block(first, root, env).stdout
+        self.assertIn("created demo/first", out)
+        self.assertIn("observed 3,000 examples into demo/first", out)
+        self.assertIn("steps            3000\n", out)
+        # The five predictions, one a line, between observe's summary and get's.
+        predictions = [float(line) for line in out.splitlines()
+                       if re.fullmatch(r"-?\d+(\.\d+)?(e-?\d+)?", line)]
+        self.assertEqual(len(predictions), 5, out)
+        self.assertTrue(all(math.isfinite(p) for p in predictions))
+
+    def test_docs_walkthrough_gives_the_same_predictions_after_restore(self):
+        root, env = self.repository_like("walkthrough")
+        walkthrough = doc_sh_block(ARGS.repo, CLI_DOC, WALKTHROUGH_MARKER)
+        self.assertIn("okl observe", walkthrough)
+        out = self.run_block(walkthrough, root, env).stdout
         self.assertIn("server is up", out)
         self.assertIn("created demo/a9a", out)
         self.assertIn("observed 3,000 examples into demo/a9a", out)
@@ -702,20 +731,16 @@ class OklCliTest(unittest.TestCase):
         pending = {m["model"]: m["events"]["pending"] for m in json.loads(out)["models"]}
         self.assertEqual((pending["clicks"], pending["plain"]), (1, 0))
 
-    def test_readme_delayed_feedback_example_labels_both_impressions(self):
+    def test_docs_delayed_feedback_example_labels_both_impressions(self):
         bin_dir = self.path("delayed/bin")
         os.makedirs(bin_dir)
         os.symlink(os.path.abspath(ARGS.okl), os.path.join(bin_dir, "okl"))
         env = dict(self.env)
         env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
-        env["OKL_TENANT"] = "readme-delayed"
-        example = readme_walkthrough(ARGS.repo, DELAYED_FEEDBACK_MARKER)
+        env["OKL_TENANT"] = "cli-doc-delayed"
+        example = doc_sh_block(ARGS.repo, CLI_DOC, DELAYED_FEEDBACK_MARKER)
         self.assertIn("okl label", example)
-        result = subprocess.run(["bash", "-euo", "pipefail", "-c", example],
-                                cwd=self.path("delayed"), env=env, capture_output=True,
-                                text=True, timeout=COMMAND_TIMEOUT_S)
-        self.assertEqual(result.returncode, 0,
-                         "stdout:\n%s\nstderr:\n%s" % (result.stdout, result.stderr))
+        result = self.run_block(example, self.path("delayed"), env)
         lines = result.stdout.splitlines()
         remembered = [l for l in lines if l.startswith("imp-")][:2]
         self.assertEqual([l.split(",")[0] for l in remembered], ["imp-1", "imp-2"])
