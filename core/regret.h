@@ -1,6 +1,6 @@
 // core/regret.h
 //
-// Windowed regret (DESIGN.md, "Metrics semantics"): over the last W examples,
+// Windowed regret (docs/design.md, "Metrics semantics"): over the last W examples,
 //   regret = sum_{t in W} loss(y_t, p_t) - sum_{t in W} loss(y_t, g*(x_t)),
 // where p_t are the online (prequential) predictions and g* is the batch comparator, the
 // minimiser in the kernel's RKHS of the regularised risk on the same window,
@@ -9,9 +9,9 @@
 // squared loss has the closed form (K + n lambda I) c = y, solved by Cholesky. The other losses
 // are solved by stochastic dual coordinate ascent (SDCA) over the same Gram matrix, which
 // certifies its accuracy: it stops once the duality gap J(g) - D(alpha) >= J(g) - J(g*) is at
-// most `tolerance` * max(1, |J(g)|). The comparator has no offset (DESIGN: g* ranges over the
-// kernel's space), and the margin of hinge, novelty and epsilon-insensitive is the one the
-// caller passes (the model's current, possibly learned, value).
+// most `tolerance` * max(1, |J(g)|). The comparator has no offset (docs/design.md: g*
+// ranges over the kernel's space), and the margin of hinge, novelty and epsilon-insensitive
+// is the one the caller passes (the model's current, possibly learned, value).
 //
 // Everything here is a pure function of its arguments and safe to call from any thread.
 // Cost: O(n^2 dim) for the Gram matrix and 8 n^2 bytes to hold it, then O(n^3 / 3) for

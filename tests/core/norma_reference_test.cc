@@ -1,10 +1,10 @@
 // Checks okl::NormaModel against ReferenceNorma (tests/core/reference_norma.h), an eager
-// implementation of DESIGN.md's equations that shares no code with core/: on every
-// prequential prediction, loss and expansion size of long synthetic streams, on the current
-// and the averaged hypothesis at probe points afterwards, and on the statistics, for every
-// kernel x loss x learning-rate schedule x budget policy, with and without an offset; and
-// on three streams built for the corner cases (many renormalisations, a long drop_below
-// stream, exact kinks and ties).
+// implementation of docs/design.md's equations ("The algorithm") that shares no code with
+// core/: on every prequential prediction, loss and expansion size of long synthetic
+// streams, on the current and the averaged hypothesis at probe points afterwards, and on
+// the statistics, for every kernel x loss x learning-rate schedule x budget policy, with
+// and without an offset; and on three streams built for the corner cases (many
+// renormalisations, a long drop_below stream, exact kinks and ties).
 //
 // Tolerance. The two implementations do the same arithmetic in a different order and
 // representation: core sums the expansion in slot order with unscaled coefficients times

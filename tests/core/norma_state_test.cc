@@ -125,8 +125,9 @@ TEST(NormaModelTest, FromStateOfAFreshModelWorks) {
 
 // Strong shrinkage with no budget: the oldest coefficients keep halving and, folded into
 // the stored coefficients, pass 2^-1074 after ~1075 steps. FromState rejects a zero
-// coefficient ("a zero coefficient is never stored", DESIGN.md), so every state a model
-// reaches through successful Observes must avoid one, or restoring a snapshot fails.
+// coefficient ("a zero coefficient is never stored": docs/design.md, "The algorithm"), so
+// every state a model reaches through successful Observes must avoid one, or restoring a
+// snapshot fails.
 TEST(NormaModelTest, StateRemainsRestorableAfterOldCoefficientsUnderflow) {
   for (bool averaged : {false, true}) {
     SCOPED_TRACE(averaged ? "averaged" : "not averaged");

@@ -1,6 +1,6 @@
 // tests/core/reference_norma.h
 //
-// ReferenceNorma is a plain, eager implementation of NORMA exactly as DESIGN.md ("The
+// ReferenceNorma is a plain, eager implementation of NORMA exactly as docs/design.md ("The
 // algorithm") states it, written to check okl::NormaModel against. It shares no code with
 // core/ beyond the config structs: kernels and losses are computed from their definitions,
 // every coefficient alpha_i is stored explicitly and multiplied by (1 - eta_t lambda) on

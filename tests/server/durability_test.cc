@@ -1,6 +1,6 @@
 // tests/server/durability_test.cc
 //
-// Durability of okl_server (DESIGN.md, "Durability"), tested on the real binary with a
+// Durability of okl_server (docs/design.md, "Durability"), tested on the real binary with a
 // --data_dir that outlives each server process: an acknowledged Observe survives SIGKILL,
 // an unacknowledged one is present or absent only as whole batches in order, a restart
 // after SIGTERM replays nothing, Create/Delete/Restore are durable, a SIGKILL at a
