@@ -27,7 +27,7 @@
 // Example:
 //   cmake --build build/release --target okl_accuracy_bench
 //   build/release/bench/okl_accuracy_bench                        # the shipped examples
-//   build/release/bench/okl_accuracy_bench --format=markdown      # for README.md
+//   build/release/bench/okl_accuracy_bench --format=markdown      # for the docs
 //   build/release/bench/okl_accuracy_bench --configs=/tmp/lorenz.textproto --format=json
 //   build/release/bench/okl_accuracy_bench --sizes=30,50,100,200
 //       --configs=client/examples/lorenz_krls.textproto           # one row per size

@@ -33,7 +33,7 @@
 // Example:
 //   cmake --build build/release --target okl_krls_peer_bench
 //   build/release/bench/okl_krls_peer_bench                       # both streams, all M
-//   build/release/bench/okl_krls_peer_bench --format=markdown     # for README.md
+//   build/release/bench/okl_krls_peer_bench --format=markdown     # for the docs
 //   build/release/bench/okl_krls_peer_bench --learners=dlib --dlib_tolerances=1e-4
 //       --lorenz_sizes=100 --mg30_sizes= --format=json          # one dlib setting
 //   build/release/bench/okl_krls_peer_bench --report=all         # every grid point

@@ -1,7 +1,7 @@
 // bench/report_table.h
 //
 // The text tables the accuracy benchmarks print: aligned columns for a terminal, or a
-// Markdown table for README.md, and numbers with thousands separators.
+// Markdown table for docs/learning-quality.md, and numbers with thousands separators.
 //
 // Example:
 //   okl::bench::PrintTable({{"config", "MSE"}, {"mg30", "0.0039"}}, /*left_columns=*/1,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# What TLS and bearer tokens cost okl_server: okl_loadgen's scenarios (README, "Load
-# generator") run three ways back to back against a spawned server --
-#   plain      plaintext, no tokens (the README's figures);
+# What TLS and bearer tokens cost okl_server: okl_loadgen's scenarios (docs/benchmarks.md,
+# "Load generator") run three ways back to back against a spawned server --
+#   plain      plaintext, no tokens (the figures of docs/benchmarks.md);
 #   tls        TLS (server certificate for localhost and 127.0.0.1, from a throw-away CA);
 #   tls+token  TLS, and a tokens file on the server with every call carrying a token;
 # -- then one table of requests/s (examples/s for stream), p50 and p99 per scenario and
@@ -10,7 +10,7 @@
 #
 # Usage: [ROUNDS=N] bench/security_cost.sh [BUILD_DIR] [okl_loadgen flags...]
 #   BUILD_DIR defaults to build/release (built: okl_loadgen okl_server okl);
-#   the flags default to the README's: --repetitions=3.
+#   the flags default to docs/benchmarks.md's: --repetitions=3.
 #   ROUNDS (default 1) runs the three ways N times in turn and keeps each scenario's
 #   fastest run: on a machine that other work disturbs, ROUNDS=3 with --repetitions=1
 #   spreads the disturbance over the three ways instead of letting it fall on one.

@@ -4,8 +4,8 @@
 // Restores a 300 MiB snapshot (twice: as a new model, then over it) and streams batches
 // of 64 examples into a dim 4096 model without pause, tenant B's sequential Predicts on
 // a small model (dim 16, budget 256) keep a p99 latency under 50 ms. B's p99 is measured
-// alone first and then over the whole of A's load, and both are printed (README quotes
-// them).
+// alone first and then over the whole of A's load, and both are printed (docs/security.md
+// quotes them).
 //
 // Registered only in builds without sanitizers: AddressSanitizer distorts timing. On a
 // machine of 2 cores A's load keeps both busy; B's calls compete for CPU only, not for

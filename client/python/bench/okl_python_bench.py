@@ -5,14 +5,14 @@ Measured side by side in one run, against one okl_server (started here, memory o
 a free loopback port, unless --address names a running one):
 
   1. a 64-example Observe: the package's model.observe(X, y) of a numpy array, against
-     the generated stub's Observe with the request built from the same array as the
-     README's raw example builds it (pb.Example(x=pb.Vector(values=row), y=label));
+     the generated stub's Observe with the request built from the same array as
+     client/python/okl_example.py builds it (pb.Example(x=pb.Vector(values=row), y=label));
   2. a one-input Predict: model.predict(x) against the stub's Predict;
   3. a 100,000-example model.observe(X, y) from a numpy array into one model.
 
 Calls 1 and 2 alternate package and raw call by call, so that both see the same machine;
-each figure is the median time of one call. The targets (README, "Using
-the server"): at most 10% over raw for 1 and 2, at least 200,000 examples/s for 3.
+each figure is the median time of one call. The targets (docs/python.md,
+"Performance"): at most 10% over raw for 1 and 2, at least 200,000 examples/s for 3.
 
   /usr/bin/python3 client/python/bench/okl_python_bench.py \
       --server=build/release/server/okl_server            # the okl package importable

@@ -1,10 +1,10 @@
-"""The Python examples of README.md and docs/python.md, run as they are written against
-the session's okl_server (their address, 127.0.0.1:50051, replaced by its), so that they
-cannot go stale.
+"""The Python examples of docs/service.md and docs/python.md, run as they are written
+against the session's okl_server (their address, 127.0.0.1:50051, replaced by its), so
+that they cannot go stale.
 
-README: the first ```python block after the sentence naming this test, and the first
-after the one naming its click-through example (delayed feedback). docs/python.md: every
-```python block, in order, as one program (they build on each other).
+docs/service.md: the first ```python block after the sentence naming this test, and the
+first after the one naming its click-through example (delayed feedback). docs/python.md:
+every ```python block, in order, as one program (they build on each other).
 """
 
 import os
@@ -14,8 +14,9 @@ import sys
 
 import pytest
 
-MARKER = "`tests/python/readme_test.py` runs this example"
-CLICKS_MARKER = r"`tests/python/readme_test\.py` runs\s+this click-through example"
+SERVICE_DOC = os.path.join("docs", "service.md")
+MARKER = "`tests/python/doc_examples_test.py` runs this example"
+CLICKS_MARKER = r"`tests/python/doc_examples_test\.py`\s+runs\s+this click-through example"
 ADDRESS = "127.0.0.1:50051"
 
 
@@ -32,21 +33,21 @@ def run(program, server, site, cwd):
     return done.stdout
 
 
-def test_the_readme_example_runs(options, server, work_dir):
-    with open(os.path.join(options.repo, "README.md")) as f:
+def test_the_service_doc_example_runs(options, server, work_dir):
+    with open(os.path.join(options.repo, SERVICE_DOC)) as f:
         text = f.read()
-    assert MARKER in text, "README.md no longer says %r" % MARKER
+    assert MARKER in text, "%s no longer says %r" % (SERVICE_DOC, MARKER)
     example = python_blocks(text[text.index(MARKER):])[0]
     printed = run(example, server, options.site, work_dir).splitlines()
     assert re.fullmatch(r"\[0\.8\d*\]", printed[0]), printed  # sin(1) = 0.84
     assert printed[1] == "200"
 
 
-def test_the_readme_click_through_example_runs(options, server, work_dir):
-    with open(os.path.join(options.repo, "README.md")) as f:
+def test_the_service_doc_click_through_example_runs(options, server, work_dir):
+    with open(os.path.join(options.repo, SERVICE_DOC)) as f:
         text = f.read()
     found = re.search(CLICKS_MARKER, text)
-    assert found, "README.md no longer says %r" % CLICKS_MARKER
+    assert found, "%s no longer says %r" % (SERVICE_DOC, CLICKS_MARKER)
     example = python_blocks(text[found.start():])[0]
     assert ".remember(" in example and ".label(" in example
     printed = run(example, server, options.site, work_dir).splitlines()
