@@ -23,8 +23,8 @@ using ::okl::JsonString;
 
 constexpr double kPredictVsHealthTarget = 0.7;
 constexpr double kStreamExamplesTarget = 100000;
-// Issue 29's: a remembering Predict at 0.7x a plain one's rate (same batch), and labels
-// applied into one model in batches of 100.
+// Delayed feedback's targets (docs/delayed-feedback.md): a remembering Predict at 0.7x a
+// plain one's rate (same batch), and labels applied into one model in batches of 100.
 constexpr double kRememberVsPredictTarget = 0.7;
 constexpr double kLabelsTarget = 50000;
 constexpr int kTargetLabelBatch = 100;

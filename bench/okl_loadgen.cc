@@ -10,7 +10,7 @@
 //   Predict (B=256, d=16, 32 callers) >= 0.7x the health Check rate
 //   ObserveStream into one model (B=256, d=16, batches of 256) >= 100,000 examples/s
 //   Predict p99 at 32 callers <= 2 ms
-//   and, when those scenarios run (issue 29, delayed feedback):
+//   and, when those scenarios run (delayed feedback, docs/delayed-feedback.md):
 //   Predict with remember >= 0.7x the rate of plain Predict (same batch, 32 callers)
 //   Labels applied into one model (batches of 100) >= 50,000 labels/s
 // It is a benchmark, not a test: it exits 0 whatever the numbers, non-zero only when it

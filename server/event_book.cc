@@ -18,7 +18,7 @@
 namespace okl {
 namespace {
 
-// a - b, or 0 below it: the counts of okl before 2026-11-29 stored no stored_bytes.
+// a - b, or 0 below it: the counts record's first version has no stored_bytes (read as 0).
 uint64_t SaturatingSub(uint64_t a, uint64_t b) { return a - std::min(a, b); }
 
 uint64_t RandomIdPrefix() {
@@ -497,8 +497,8 @@ absl::StatusOr<EventBook::Labelled> EventBook::Label(
     // events are labelled all the same, as its replay would have them.
     if (!applied.ok() && !absl::IsFailedPrecondition(applied)) return applied;
     storage_->NoteApplied(note);
-    // What the counts gave back (less than `freed` under counts of okl before
-    // 2026-11-29, which held no stored bytes).
+    // What the counts gave back (less than `freed` under a counts record of the first
+    // version, which holds no stored bytes).
     ReleaseStoredBytes(counts_.stored_bytes - note.counts.stored_bytes);
     counts_ = note.counts;
     Failpoint("label.applied");

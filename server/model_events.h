@@ -107,6 +107,8 @@ class EventNote final : public JournalNote {
 // The id the server makes for an event that expires at `expires`: the expiry (µs since
 // the epoch, 16 hex digits), the book's random `prefix` (16), and the book's `counter`
 // (1 to 16): 33 to 48 lowercase hexadecimal digits, distinct in a book by its counter.
+// (The first form of server-made ids, 32 digits, names no expiry: its events are kept as
+// a caller's id's are.)
 std::string ServerEventId(absl::Time expires, uint64_t prefix, uint64_t counter);
 // The expiry an id names if it has ServerEventId's form, else nullopt. (A caller may
 // choose such an id: it names an expiry all the same, which is only a place to look.)
@@ -129,7 +131,8 @@ void DeleteEvent(uint64_t incarnation, const RememberedEvent& event,
                  rocksdb::WriteBatch* batch);
 std::string EventCountsKey(uint64_t incarnation);
 // Counts: pending, applied, expired, duplicates, served_labels (u64), served_loss (raw
-// double), stored_bytes (u64; absent in the records of okl before 2026-11-29, read as 0).
+// double), stored_bytes (u64): 56 bytes. The record's first version, 48 bytes, ends before
+// stored_bytes, which it reads as 0; any other length is DataLoss.
 std::string EncodeEventCounts(const EventCounts& counts);
 absl::StatusOr<EventCounts> DecodeEventCounts(absl::string_view value);
 // The expiry index of an incarnation lies in [EventExpiryBegin, EventExpiryKey(inc, t, ""))
@@ -138,9 +141,11 @@ std::string EventExpiryBegin(uint64_t incarnation);
 
 // Record: state (u8), expires (i64 µs since the epoch), has default (u8), default label,
 // prediction (raw doubles), sparse (u8), n (u32), then n indices (u32, sparse only) and
-// n values (raw doubles), then when it was remembered (i64 µs; absent in the records of
-// okl before 2026-11-29, read as the epoch). A labelled event keeps no input. No checksum of
-// its own: RocksDB checksums its log records and table blocks.
+// n values (raw doubles), then when it was remembered (i64 µs): 39 bytes and the input.
+// The record's first version, 31 bytes and the input, ends before the remembered time,
+// which it reads as the epoch (not known); the decoder tells the two apart by what is left
+// after the n values: 8 bytes or none. A labelled event keeps no input. No checksum of its
+// own: RocksDB checksums its log records and table blocks.
 std::string EncodeEvent(EventState state, const RememberedEvent& event);
 // DataLoss naming the event if `value` is not a record EncodeEvent wrote.
 absl::StatusOr<StoredEvent> DecodeEvent(absl::string_view id, absl::string_view value);

@@ -497,7 +497,7 @@ TEST_P(EventBookTest, BusyWhileWhatMayHoldTheBookLongHoldsIt) {
   EXPECT_FALSE(book_->Busy());
 }
 
-// Counts stored by okl before 2026-11-29 hold no stored bytes: the events they count
+// A counts record of the first version holds no stored bytes: the events it counts
 // give back nothing when they end, rather than bytes the tenant's other models hold.
 TEST_P(EventBookTest, EventsOfCountsWithoutStoredBytesGiveBackNoneOfOtherModels) {
   ResourceQuotas quotas({});
@@ -505,7 +505,7 @@ TEST_P(EventBookTest, EventsOfCountsWithoutStoredBytesGiveBackNoneOfOtherModels)
   const std::vector<std::string> ids = PredictAndRemember(1, 2, {.wait = absl::Seconds(30)});
   EventCounts older = book_->counts();
   older.stored_bytes = 0;
-  ASSERT_TRUE(storage_->ForgetEvents({}, older).ok());  // as an older okl stored them
+  ASSERT_TRUE(storage_->ForgetEvents({}, older).ok());  // as a first-version record reads
   book_->Close();
   quotas.AddEventBytes("acme", 1000);  // another model's events
   book_ = std::make_unique<EventBook>(storage_, config_.loss, limits_,

@@ -114,7 +114,7 @@ TEST(EventCountsTest, RoundTripAndAnOlderRecordReadsNoStoredBytes) {
                            .stored_bytes = 6};
   const std::string value = EncodeEventCounts(counts);
   EXPECT_EQ(DecodeEventCounts(value).value_or(EventCounts{}), counts);
-  // okl before 2026-11-29 wrote the counts without stored_bytes.
+  // The counts record's first version, 48 bytes, has no stored_bytes.
   EventCounts older = counts;
   older.stored_bytes = 0;
   EXPECT_EQ(DecodeEventCounts(value.substr(0, value.size() - 8)).value_or(EventCounts{}),
@@ -316,8 +316,8 @@ TEST(ServerEventIdTest, NamesItsExpiryAndOnlyItsOwnEventIsKeptAtTheExpiryKey) {
   EXPECT_TRUE(ValidateEventId(last).ok());
   EXPECT_EQ(ServerEventIdExpiry(first), expires);
   EXPECT_EQ(ServerEventIdExpiry(last), expires);
-  // Not of the form: the 32 digits of okl before 2026-11-29, capitals, other characters,
-  // more than 48 digits.
+  // Not of the form: the first form of server-made ids (32 digits), capitals, other
+  // characters, more than 48 digits.
   for (const std::string& id :
        {std::string("0123456789abcdef0123456789abcdef"), absl::AsciiStrToUpper(first),
         first + "-", last + "0", std::string("click-1")}) {
@@ -336,9 +336,9 @@ TEST(ServerEventIdTest, NamesItsExpiryAndOnlyItsOwnEventIsKeptAtTheExpiryKey) {
 }
 
 // Server ids' records are at their expiry keys, callers' at EventKey (one of the server's
-// form naming another expiry, and one of the 32 digits okl made before, among them): every
-// kind is found, labelled, due in expiry order, captured in id order, and forgotten with
-// all its keys.
+// form naming another expiry, and one of the first form of server-made ids, 32 digits,
+// among them): every kind is found, labelled, due in expiry order, captured in id order,
+// and forgotten with all its keys.
 TEST_F(ModelEventsTest, ServerIdsAreKeptAtTheirExpiryKeysBesideCallerIds) {
   std::shared_ptr<ModelLog> log = *store_->CreateModel("acme", "ads", SmallConfig());
   const uint64_t prefix = 0x0123456789abcdef;
