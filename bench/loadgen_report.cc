@@ -89,6 +89,7 @@ std::vector<Target> EvaluateTargets(const Settings& s, const std::vector<Measure
 
   Target ratio;
   ratio.name = "predict_vs_health";
+  ratio.description = "Predict rate / health Check rate";
   ratio.goal = absl::StrFormat(">= %.2f", kPredictVsHealthTarget);
   ratio.note = note(true, false);
   if (health != nullptr && predict != nullptr && health->requests_per_s > 0) {
@@ -100,6 +101,7 @@ std::vector<Target> EvaluateTargets(const Settings& s, const std::vector<Measure
 
   Target examples;
   examples.name = "stream_examples_per_s";
+  examples.description = "ObserveStream examples/s";
   examples.goal = absl::StrFormat(">= %.0f", kStreamExamplesTarget);
   examples.note = note(false, true);
   if (stream != nullptr) {
@@ -111,6 +113,7 @@ std::vector<Target> EvaluateTargets(const Settings& s, const std::vector<Measure
 
   Target p99;
   p99.name = "predict_p99_us";
+  p99.description = "Predict p99 (us)";
   p99.goal = absl::StrFormat("<= %.0f", kPredictP99TargetUs);
   p99.note = note(true, false);
   if (predict != nullptr && predict->result.completed > 0) {
@@ -122,6 +125,7 @@ std::vector<Target> EvaluateTargets(const Settings& s, const std::vector<Measure
 
   Target p99_at_half;
   p99_at_half.name = "predict_p99_us_at_half_max";
+  p99_at_half.description = "Predict p99 at 50% of max (us)";
   p99_at_half.goal = absl::StrFormat("<= %.0f", kPredictP99TargetUs);
   p99_at_half.note = conditions;
   const Measurement* half = Find(all, "predict@50%");
@@ -137,6 +141,7 @@ std::vector<Target> EvaluateTargets(const Settings& s, const std::vector<Measure
   if (remember != nullptr && predict != nullptr && predict->requests_per_s > 0) {
     Target ratio;
     ratio.name = "remember_vs_predict";
+    ratio.description = "remembering Predict / Predict";
     ratio.goal = absl::StrFormat(">= %.2f", kRememberVsPredictTarget);
     ratio.note = note(true, false);
     ratio.value = remember->requests_per_s / predict->requests_per_s;
@@ -147,6 +152,7 @@ std::vector<Target> EvaluateTargets(const Settings& s, const std::vector<Measure
   if (const Measurement* label = Find(all, "label"); label != nullptr) {
     Target labels;
     labels.name = "labels_per_s";
+    labels.description = "labels applied/s";
     labels.goal = absl::StrFormat(">= %.0f", kLabelsTarget);
     std::vector<std::string> notes;
     if (!conditions.empty()) notes.push_back(conditions);
@@ -334,11 +340,8 @@ void PrintTable(const Settings& s, bool spawned, const std::vector<Measurement>&
   }
   absl::StrAppend(
       &out, absl::StrFormat("%-34s %12s %12s %8s\n", "target", "measured", "goal", "result"));
-  const char* labels[] = {"Predict rate / health Check rate", "ObserveStream examples/s",
-                          "Predict p99 (us)", "Predict p99 at 50% of max (us)"};
-  for (size_t i = 0; i < targets.size(); ++i) {
-    const Target& t = targets[i];
-    absl::StrAppend(&out, absl::StrFormat("%-34s %12s %12s %8s%s\n", labels[i],
+  for (const Target& t : targets) {
+    absl::StrAppend(&out, absl::StrFormat("%-34s %12s %12s %8s%s\n", t.description,
                                           t.pass.has_value() ? t.measured : "-", t.goal,
                                           !t.pass.has_value() ? "not run"
                                           : *t.pass           ? "PASS"

@@ -85,7 +85,8 @@ struct Measurement {
 };
 
 struct Target {
-  std::string name;
+  std::string name;         // the JSON's key
+  std::string description;  // the table's
   std::string measured;
   std::string goal;
   std::optional<bool> pass;  // unset: not measured in this run

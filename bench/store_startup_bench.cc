@@ -71,10 +71,10 @@
 #include "absl/time/time.h"
 #include "client/client.h"
 #include "client/spawned_server.h"
-#include "core/label_outcome.h"
 #include "core/norma.h"
 #include "core/runtime/model_registry.h"
 #include "core/status_macros.h"
+#include "proto/label_outcome.h"
 #include "server/model_events.h"
 #include "server/model_store.h"
 
