@@ -84,9 +84,9 @@
 #include "absl/types/span.h"
 #include "client/model_interface.h"
 #include "core/config.h"
-#include "core/label_outcome.h"
 #include "core/model.h"
 #include "grpcpp/channel.h"
+#include "proto/label_outcome.h"
 
 namespace okl {
 

@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "core/runtime/model_registry.h"
+#include "core/runtime/model_key.h"
 
 namespace okl {
 namespace {

@@ -34,9 +34,9 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "core/input_batch.h"
-#include "core/label_outcome.h"
 #include "core/runtime/model_registry.h"
 #include "core/runtime/mutex.h"
+#include "proto/label_outcome.h"
 #include "server/model_events.h"
 #include "server/quotas.h"
 

@@ -16,7 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/runtime/model_registry.h"
+#include "core/runtime/model_key.h"
 #include "okl/v1/okl.pb.h"
 #include "proto/bearer_token.h"
 #include "server/async_rpc.h"

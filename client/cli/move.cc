@@ -35,7 +35,7 @@
 #include "client/cli/commands.h"
 #include "client/io/json_writer.h"
 #include "core/runtime/file.h"
-#include "core/runtime/model_registry.h"
+#include "core/runtime/model_key.h"
 #include "core/status_macros.h"
 
 namespace okl::cli {

@@ -36,44 +36,11 @@
 #include "absl/types/span.h"
 #include "core/model.h"
 #include "core/regret.h"
+#include "core/runtime/model_key.h"
 #include "core/runtime/mutex.h"
 #include "core/runtime/regret_scheduler.h"
 
 namespace okl {
-
-inline constexpr size_t kMaxNameLength = 64;
-
-// OK if `name` is 1-64 characters of [A-Za-z0-9._-]; else InvalidArgument naming `what`
-// ("tenant" or "model").
-absl::Status ValidateName(absl::string_view what, absl::string_view name);
-
-// A model's key: its tenant's name and its own within the tenant. Made only by Make,
-// which checks both names (ValidateName), so code holding a ModelKey never checks again:
-// a name is validated once, where it comes in (a request, a store key). The client
-// library's ModelId is the plain pair a caller fills in; the server makes a ModelKey of
-// it on arrival.
-class ModelKey {
- public:
-  // InvalidArgument naming the bad name ("tenant" or "model").
-  static absl::StatusOr<ModelKey> Make(absl::string_view tenant, absl::string_view model);
-
-  const std::string& tenant() const { return tenant_; }
-  const std::string& model() const { return model_; }
-  // For messages: `model "churn" of tenant "acme"`.
-  std::string Describe() const;
-
-  friend bool operator==(const ModelKey& a, const ModelKey& b) {
-    return a.tenant_ == b.tenant_ && a.model_ == b.model_;
-  }
-  friend bool operator!=(const ModelKey& a, const ModelKey& b) { return !(a == b); }
-
- private:
-  ModelKey(absl::string_view tenant, absl::string_view model)
-      : tenant_(tenant), model_(model) {}
-
-  std::string tenant_;
-  std::string model_;
-};
 
 // What the caller of ModelEntry::ObserveBatch asks the journal to record in the same
 // atomic write as the batch (the server's store: the remembered events a batch of labels

@@ -6,7 +6,7 @@
 #define OKL_TESTS_CORE_TEST_MODEL_KEY_H_
 
 #include "absl/strings/string_view.h"
-#include "core/runtime/model_registry.h"
+#include "core/runtime/model_key.h"
 
 namespace okl {
 
