@@ -616,8 +616,9 @@ int RunToken(const CommandLine& line, const Command& command) {
   return Finish(okl::cli::RunTokenNew(*grant, okl::cli::OutputFromFlags()));
 }
 
-const std::vector<Command>& Commands() {
-  static const std::vector<Command>* const commands = new std::vector<Command>{
+// A model's life on the server: create, get, list and delete.
+std::vector<Command> ModelCommands() {
+  return {
       {.name = "create",
        .summary = "create a model (config as flags, or --config FILE)",
        .synopsis =
@@ -659,6 +660,13 @@ const std::vector<Command>& Commands() {
        .description = "Deletes the model and everything stored about it. NOT_FOUND if absent.",
        .flags = {},
        .run = RunDelete},
+  };
+}
+
+// Data through a model: labelled rows in, predictions out, and labels for remembered
+// predictions.
+std::vector<Command> DataCommands() {
+  return {
       {.name = "observe",
        .summary = "stream labelled rows (CSV or LIBSVM, files or stdin) into a model",
        .synopsis = "okl observe --model=NAME [--format=csv|libsvm] FILE... (- for stdin)",
@@ -711,6 +719,12 @@ const std::vector<Command>& Commands() {
            "(exit 1) before its batch is sent; rerunning is safe.",
        .flags = {"input", "batch_size"},
        .run = RunLabel},
+  };
+}
+
+// A model's whole state to a file and back.
+std::vector<Command> SnapshotCommands() {
+  return {
       {.name = "snapshot",
        .summary = "save a model's whole state to a file",
        .synopsis = "okl snapshot --model=NAME --output=FILE",
@@ -728,6 +742,12 @@ const std::vector<Command>& Commands() {
            "a file that is not an intact snapshot.",
        .flags = {"input"},
        .run = RunRestore},
+  };
+}
+
+// Operating the servers: move a tenant to another replica, fence its writes, check health.
+std::vector<Command> OperationsCommands() {
+  return {
       {.name = "move",
        .summary = "move a tenant's models to another replica, losing nothing acknowledged",
        .synopsis = "okl move --tenant=T --from=HOST:PORT --to=HOST:PORT --route_map=FILE "
@@ -774,6 +794,12 @@ const std::vector<Command>& Commands() {
        .flags = {"service"},
        .model_ref = false,
        .run = RunHealth},
+  };
+}
+
+// The commands that run in this process and need no server.
+std::vector<Command> LocalCommands() {
+  return {
       {.name = "replay",
        .summary = "run NORMA over a data file in this process (offline, prequential)",
        .synopsis =
@@ -804,6 +830,19 @@ const std::vector<Command>& Commands() {
        .model_ref = false,
        .run = RunToken},
   };
+}
+
+// Every command, in the order `okl help` lists them.
+const std::vector<Command>& Commands() {
+  static const std::vector<Command>* const commands = [] {
+    auto* all = new std::vector<Command>();
+    for (const std::vector<Command>& group :
+         {ModelCommands(), DataCommands(), SnapshotCommands(), OperationsCommands(),
+          LocalCommands()}) {
+      all->insert(all->end(), group.begin(), group.end());
+    }
+    return all;
+  }();
   return *commands;
 }
 
