@@ -172,6 +172,12 @@ absl::StatusOr<Client> Connect(const ConnectionOptions& options) {
 
 std::string ModelLabel(const ModelId& id) { return absl::StrCat(id.tenant, "/", id.model); }
 
+JsonObject ModelJson(const ModelId& id) {
+  JsonObject json;
+  json.AddString("tenant", id.tenant).AddString("model", id.model);
+  return json;
+}
+
 std::string ModelSizeText(const ModelConfig& config, uint64_t expansion_size) {
   return absl::StrCat(expansion_size, config.random_features.dimension > 0 ? " random features"
                                       : config.krls_tracker_kind()         ? " bases"
@@ -359,9 +365,7 @@ absl::Status RunList(const Client& client, absl::string_view tenant, const Outpu
 absl::Status RunDelete(const Client& client, const ModelId& id, const Output& output) {
   if (absl::Status deleted = client.DeleteModel(id); !deleted.ok()) return deleted;
   if (output.json) {
-    JsonObject json;
-    json.AddString("tenant", id.tenant).AddString("model", id.model).AddBool("deleted", true);
-    Print(output, absl::StrCat(json.str(), "\n"));
+    Print(output, absl::StrCat(ModelJson(id).AddBool("deleted", true).str(), "\n"));
   } else {
     Print(output, absl::StrCat("deleted ", ModelLabel(id), "\n"));
   }
@@ -374,11 +378,8 @@ absl::Status RunSnapshot(const Client& client, const ModelId& id, const std::str
   struct stat st;
   const uint64_t bytes = ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
   if (output.json) {
-    JsonObject json;
-    json.AddString("tenant", id.tenant)
-        .AddString("model", id.model)
-        .AddString("output", path)
-        .AddUint("bytes", bytes);
+    JsonObject json = ModelJson(id);
+    json.AddString("output", path).AddUint("bytes", bytes);
     Print(output, absl::StrCat(json.str(), "\n"));
   } else {
     Print(output, absl::StrCat("snapshot of ", ModelLabel(id), " written to ", path, " (",

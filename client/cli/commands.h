@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "client/cli/input.h"
 #include "client/client.h"
+#include "client/io/json_writer.h"
 #include "client/replay.h"
 #include "core/config.h"
 #include "core/model.h"
@@ -66,6 +67,8 @@ struct CurveOptions {
 
 // "tenant/model", for messages.
 std::string ModelLabel(const ModelId& id);
+// A result's JSON object about model `id`, its "tenant" and "model" first.
+JsonObject ModelJson(const ModelId& id);
 // A model's size as its kind counts it: "1000 terms" (a kernel expansion) or "400 random
 // features".
 std::string ModelSizeText(const ModelConfig& config, uint64_t expansion_size);

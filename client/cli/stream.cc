@@ -20,6 +20,7 @@
 #include "client/io/json_writer.h"
 #include "client/cli/learning_curve.h"
 #include "client/cli/progress.h"
+#include "core/status_macros.h"
 
 namespace okl::cli {
 namespace {
@@ -39,160 +40,148 @@ struct AckTotals {
   uint64_t mistakes = 0;
   uint64_t steps = 0;
   uint64_t expansion_size = 0;
+
+  // Adds an acknowledged batch. `labels` are those of the examples added and not yet
+  // acknowledged, oldest first: a classification's mistakes compare them with the
+  // predictions.
+  void Add(const AckedBatch& ack, bool classification, std::deque<double>* labels) {
+    for (uint64_t i = 0; i < ack.count; ++i) {
+      const double loss = i < ack.losses.size() ? ack.losses[i] : 0.0;
+      const double prediction = i < ack.predictions.size() ? ack.predictions[i] : 0.0;
+      loss_sum += loss;
+      if (!labels->empty()) {
+        if (classification && !(prediction * labels->front() > 0)) ++mistakes;
+        labels->pop_front();
+      }
+    }
+    acknowledged += ack.count;
+    steps = ack.steps;
+    expansion_size = ack.expansion_size;
+  }
+
+  // The average loss of the examples acknowledged; none before the first.
+  std::optional<double> AverageLoss() const {
+    if (acknowledged == 0) return std::nullopt;
+    return loss_sum / static_cast<double>(acknowledged);
+  }
+};
+
+// What an observe did, for its summary.
+struct ObserveResult {
+  uint64_t sent = 0;  // rows added to the writer
+  double seconds = 0;
+  AckTotals totals;
 };
 
 // "1 row", "2 rows".
 std::string Rows(uint64_t n) { return absl::StrCat(n, n == 1 ? " row" : " rows"); }
 
-}  // namespace
+// The curve: in --curve, or in a temporary file when only a plot is wanted; null when
+// neither is.
+absl::StatusOr<std::unique_ptr<CurveWriter>> OpenCurve(const CurveOptions& options) {
+  if (!options.wanted()) return std::unique_ptr<CurveWriter>();
+  return options.csv_path.empty() ? CurveWriter::OpenTemporary()
+                                  : CurveWriter::Open(options.csv_path);
+}
 
-absl::Status RunObserve(const Client& client, const ModelId& id, const ObserveOptions& options,
-                        const Output& output) {
-  absl::StatusOr<ModelSummary> model = client.GetModel(id);
-  if (!model.ok()) return model.status();
-  const bool classification = IsClassificationLoss(model->config.loss.type);
-  absl::StatusOr<std::unique_ptr<RowReader>> reader =
-      RowReader::Open(options.inputs, options.format, model->config.dim, /*labelled=*/true);
-  if (!reader.ok()) return reader.status();
-
-  // The curve: in --curve, or in a temporary file when only a plot is wanted.
-  std::unique_ptr<CurveWriter> curve;
-  if (options.curve.wanted()) {
-    absl::StatusOr<std::unique_ptr<CurveWriter>> opened =
-        options.curve.csv_path.empty() ? CurveWriter::OpenTemporary()
-                                       : CurveWriter::Open(options.curve.csv_path);
-    if (!opened.ok()) return opened.status();
-    curve = std::move(*opened);
+// The curve's points of an acknowledged batch, one per example; none once a write has
+// failed (*status keeps the failure).
+void AddCurvePoints(const AckedBatch& ack, CurveWriter* curve, absl::Status* status) {
+  for (uint64_t i = 0; i < ack.count; ++i) {
+    const double loss = i < ack.losses.size() ? ack.losses[i] : 0.0;
+    if (status->ok()) {
+      *status = curve->Add(ack.steps - ack.count + i + 1, loss, ack.expansion_size);
+    }
   }
+}
 
-  AckTotals totals;
-  totals.steps = model->stats.steps;
-  totals.expansion_size = model->stats.expansion_size;
-  std::deque<double> labels;  // of the examples added and not yet acknowledged
-  absl::Status curve_status;
-  WriterOptions writer_options;
-  writer_options.batch_size = options.batch_size;
-  writer_options.batches_per_stream = options.batches_per_stream;
-  writer_options.on_ack = [&](const AckedBatch& ack) {
-    for (uint64_t i = 0; i < ack.count; ++i) {
-      const double loss = i < ack.losses.size() ? ack.losses[i] : 0.0;
-      const double prediction = i < ack.predictions.size() ? ack.predictions[i] : 0.0;
-      totals.loss_sum += loss;
-      if (!labels.empty()) {
-        if (classification && !(prediction * labels.front() > 0)) ++totals.mistakes;
-        labels.pop_front();
-      }
-      if (curve != nullptr && curve_status.ok()) {
-        curve_status = curve->Add(ack.steps - ack.count + i + 1, loss, ack.expansion_size);
-      }
-    }
-    totals.acknowledged += ack.count;
-    totals.steps = ack.steps;
-    totals.expansion_size = ack.expansion_size;
-  };
-  absl::StatusOr<std::unique_ptr<ObserveWriter>> writer =
-      client.OpenObserveWriter(id, writer_options);
-  if (!writer.ok()) return writer.status();
+// How far the rows sent have got, for the progress line: of --limit, or else of the
+// input's bytes when their total is known.
+std::optional<double> ProgressFraction(const RowReader& reader, const ObserveOptions& options,
+                                       uint64_t sent) {
+  std::optional<double> fraction;
+  if (options.limit.has_value() && *options.limit > 0) {
+    fraction = std::min(1.0, static_cast<double>(sent) / static_cast<double>(*options.limit));
+  } else if (reader.total_bytes().has_value() && *reader.total_bytes() > 0) {
+    fraction = std::min(1.0, static_cast<double>(reader.bytes_read()) /
+                                 static_cast<double>(*reader.total_bytes()));
+  }
+  return fraction;
+}
 
-  ProgressLine progress("observe", output.err, options.progress_terminal);
-  const auto report = [&](bool force) {
-    if (!options.progress) return;
-    std::optional<double> fraction;
-    const uint64_t sent =
-        (*reader)->rows() > options.skip ? (*reader)->rows() - options.skip : 0;
-    if (options.limit.has_value() && *options.limit > 0) {
-      fraction = std::min(1.0, static_cast<double>(sent) / static_cast<double>(*options.limit));
-    } else if ((*reader)->total_bytes().has_value() && *(*reader)->total_bytes() > 0) {
-      fraction = std::min(1.0, static_cast<double>((*reader)->bytes_read()) /
-                                   static_cast<double>(*(*reader)->total_bytes()));
-    }
-    std::optional<double> average;
-    if (totals.acknowledged > 0) {
-      average = totals.loss_sum / static_cast<double>(totals.acknowledged);
-    }
-    progress.Update(sent, fraction, average, force);
-  };
-
-  const Clock::time_point start = Clock::now();
+// Adds the rows after options.skip, at most options.limit of them, to `writer` and their
+// labels to `labels`, calling report(false) every 64 rows; *sent counts them. Stops at a
+// row the writer refuses (Close returns why) or one that cannot be read (returned).
+template <typename Report>
+absl::Status SendRows(RowReader& reader, ObserveWriter& writer, const ObserveOptions& options,
+                      std::deque<double>* labels, const Report& report, uint64_t* sent) {
   std::vector<double> x;
   double y = 0;
-  absl::Status read_status;
-  absl::Status add_status;
-  uint64_t sent = 0;
   for (;;) {
-    if (options.limit.has_value() && sent >= *options.limit) break;
-    absl::StatusOr<bool> more = (*reader)->Next(&x, &y);
-    if (!more.ok()) {
-      read_status = more.status();
-      break;
-    }
+    if (options.limit.has_value() && *sent >= *options.limit) break;
+    absl::StatusOr<bool> more = reader.Next(&x, &y);
+    if (!more.ok()) return more.status();
     if (!*more) break;
-    if ((*reader)->rows() <= options.skip) continue;
-    labels.push_back(y);
-    add_status = (*writer)->Add(x, y);
-    if (!add_status.ok()) break;
-    ++sent;
-    if ((sent & 63) == 0) report(false);
+    if (reader.rows() <= options.skip) continue;
+    labels->push_back(y);
+    if (absl::Status added = writer.Add(x, y); !added.ok()) break;
+    ++*sent;
+    if ((*sent & 63) == 0) report(false);
   }
-  // Rows read before a malformed one are sent too: everything before it is applied, so
-  // that --skip can resume right after it once it is fixed.
-  const absl::Status closed = (*writer)->Close();
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  if (closed.ok()) report(true);
-  progress.Finish();
-  if (curve != nullptr) {
-    const absl::Status curve_closed = curve->Close();
-    if (curve_status.ok()) curve_status = curve_closed;
-  }
+  return absl::OkStatus();
+}
 
-  if (!closed.ok()) {
-    // How far the model got decides where a rerun resumes.
-    std::string applied;
-    absl::StatusOr<uint64_t> since_open = (*writer)->AppliedSinceOpen();
-    if (since_open.ok()) {
-      applied =
-          absl::StrCat("applied: ", *since_open, " of ", Rows(sent),
-                       " sent; --skip=", options.skip + *since_open, " resumes after them");
-    } else {
-      applied = absl::StrCat("acknowledged: ", (*writer)->acknowledged(), " of ", Rows(sent),
-                             " sent, and more may have been applied: okl get shows the "
-                             "model's steps");
-    }
-    return absl::Status(closed.code(), absl::StrCat(closed.message(), " (", applied, ")"));
+// The failed stream's error with how far the model got, which decides where a rerun
+// resumes.
+absl::Status StreamFailure(const absl::Status& closed, const ObserveWriter& writer,
+                           uint64_t sent, uint64_t skip) {
+  std::string applied;
+  absl::StatusOr<uint64_t> since_open = writer.AppliedSinceOpen();
+  if (since_open.ok()) {
+    applied = absl::StrCat("applied: ", *since_open, " of ", Rows(sent),
+                           " sent; --skip=", skip + *since_open, " resumes after them");
+  } else {
+    applied = absl::StrCat("acknowledged: ", writer.acknowledged(), " of ", Rows(sent),
+                           " sent, and more may have been applied: okl get shows the "
+                           "model's steps");
   }
-  if (!read_status.ok()) {
-    const uint64_t resume = options.skip + sent;
-    return absl::Status(
-        read_status.code(),
-        absl::StrCat(read_status.message(), " (observed: the ", Rows(sent),
-                     " before it; once it is fixed, --skip=", resume, " resumes after them)"));
-  }
-  if (!curve_status.ok()) return curve_status;
-  if (!options.curve.plot_path.empty()) {
-    const std::string title =
-        absl::StrCat(ModelLabel(id), ": ", InputsLabel(options.inputs), " (", sent, " rows)");
-    absl::Status plotted =
-        PlotCurve(*curve, options.curve.plot_path, title, options.curve.gnuplot);
-    if (!plotted.ok()) return plotted;
-  }
+  return absl::Status(closed.code(), absl::StrCat(closed.message(), " (", applied, ")"));
+}
 
+// The error of a row that could not be read, with the --skip that resumes after it once it
+// is fixed (the rows before it are applied).
+absl::Status ReadFailure(const absl::Status& read_status, uint64_t sent, uint64_t skip) {
+  const uint64_t resume = skip + sent;
+  return absl::Status(
+      read_status.code(),
+      absl::StrCat(read_status.message(), " (observed: the ", Rows(sent),
+                   " before it; once it is fixed, --skip=", resume, " resumes after them)"));
+}
+
+// The summary of an observe: examples, time, rate, average loss, mistakes (classification
+// losses), the model's size and where the curve went; as text or one JSON object.
+void PrintObserveSummary(const ModelId& id, const ModelConfig& config,
+                         const CurveOptions& curve, const ObserveResult& result,
+                         const Output& output) {
+  const bool classification = IsClassificationLoss(config.loss.type);
+  const uint64_t sent = result.sent;
+  const AckTotals& totals = result.totals;
+  const double seconds = result.seconds;
   const double average =
       sent > 0 ? totals.loss_sum / static_cast<double>(totals.acknowledged) : 0.0;
   const double rate = seconds > 0 ? static_cast<double>(sent) / seconds : 0.0;
   if (output.json) {
-    JsonObject json;
-    json.AddString("tenant", id.tenant)
-        .AddString("model", id.model)
-        .AddUint("examples", sent)
+    JsonObject json = ModelJson(id);
+    json.AddUint("examples", sent)
         .AddDouble("seconds", seconds)
         .AddDouble("examples_per_second", rate)
         .AddDouble("average_loss", average);
     if (classification) json.AddUint("mistakes", totals.mistakes);
     json.AddUint("steps", totals.steps).AddUint("expansion_size", totals.expansion_size);
-    if (!options.curve.csv_path.empty()) json.AddString("curve", options.curve.csv_path);
-    if (!options.curve.plot_path.empty()) json.AddString("plot", options.curve.plot_path);
+    if (!curve.csv_path.empty()) json.AddString("curve", curve.csv_path);
+    if (!curve.plot_path.empty()) json.AddString("plot", curve.plot_path);
     std::fprintf(output.out, "%s\n", json.str().c_str());
-    return absl::OkStatus();
+    return;
   }
   std::string text = absl::StrFormat("observed %s examples into %s in %.2f s (%s examples/s)\n",
                                      WithThousands(sent), ModelLabel(id), seconds,
@@ -205,14 +194,76 @@ absl::Status RunObserve(const Client& client, const ModelId& id, const ObserveOp
                  : 0.0);
   }
   absl::StrAppend(&text, "model            ", totals.steps, " steps, ",
-                  ModelSizeText(model->config, totals.expansion_size), "\n");
-  if (!options.curve.csv_path.empty()) {
-    absl::StrAppend(&text, "curve            ", options.curve.csv_path, "\n");
+                  ModelSizeText(config, totals.expansion_size), "\n");
+  if (!curve.csv_path.empty()) {
+    absl::StrAppend(&text, "curve            ", curve.csv_path, "\n");
   }
-  if (!options.curve.plot_path.empty()) {
-    absl::StrAppend(&text, "plot             ", options.curve.plot_path, "\n");
+  if (!curve.plot_path.empty()) {
+    absl::StrAppend(&text, "plot             ", curve.plot_path, "\n");
   }
   std::fputs(text.c_str(), output.out);
+}
+
+}  // namespace
+
+absl::Status RunObserve(const Client& client, const ModelId& id, const ObserveOptions& options,
+                        const Output& output) {
+  absl::StatusOr<ModelSummary> model = client.GetModel(id);
+  if (!model.ok()) return model.status();
+  const bool classification = IsClassificationLoss(model->config.loss.type);
+  OKL_ASSIGN_OR_RETURN(
+      std::unique_ptr<RowReader> reader,
+      RowReader::Open(options.inputs, options.format, model->config.dim, /*labelled=*/true));
+  OKL_ASSIGN_OR_RETURN(std::unique_ptr<CurveWriter> curve, OpenCurve(options.curve));
+
+  ObserveResult result;
+  result.totals.steps = model->stats.steps;
+  result.totals.expansion_size = model->stats.expansion_size;
+  std::deque<double> labels;  // of the examples added and not yet acknowledged
+  absl::Status curve_status;
+  WriterOptions writer_options;
+  writer_options.batch_size = options.batch_size;
+  writer_options.batches_per_stream = options.batches_per_stream;
+  writer_options.on_ack = [&](const AckedBatch& ack) {
+    result.totals.Add(ack, classification, &labels);
+    if (curve != nullptr) AddCurvePoints(ack, curve.get(), &curve_status);
+  };
+  OKL_ASSIGN_OR_RETURN(std::unique_ptr<ObserveWriter> writer,
+                       client.OpenObserveWriter(id, writer_options));
+
+  ProgressLine progress("observe", output.err, options.progress_terminal);
+  const auto report = [&](bool force) {
+    if (!options.progress) return;
+    const uint64_t sent = reader->rows() > options.skip ? reader->rows() - options.skip : 0;
+    progress.Update(sent, ProgressFraction(*reader, options, sent), result.totals.AverageLoss(),
+                    force);
+  };
+
+  const Clock::time_point start = Clock::now();
+  const absl::Status read_status =
+      SendRows(*reader, *writer, options, &labels, report, &result.sent);
+  // Rows read before a malformed one are sent too: everything before it is applied, so
+  // that --skip can resume right after it once it is fixed.
+  const absl::Status closed = writer->Close();
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (closed.ok()) report(true);
+  progress.Finish();
+  if (curve != nullptr) {
+    const absl::Status curve_closed = curve->Close();
+    if (curve_status.ok()) curve_status = curve_closed;
+  }
+
+  if (!closed.ok()) return StreamFailure(closed, *writer, result.sent, options.skip);
+  if (!read_status.ok()) return ReadFailure(read_status, result.sent, options.skip);
+  if (!curve_status.ok()) return curve_status;
+  if (!options.curve.plot_path.empty()) {
+    const std::string title = absl::StrCat(ModelLabel(id), ": ", InputsLabel(options.inputs),
+                                           " (", result.sent, " rows)");
+    absl::Status plotted =
+        PlotCurve(*curve, options.curve.plot_path, title, options.curve.gnuplot);
+    if (!plotted.ok()) return plotted;
+  }
+  PrintObserveSummary(id, model->config, options.curve, result, output);
   return absl::OkStatus();
 }
 
@@ -296,6 +347,153 @@ std::string JsonStrings(absl::Span<const std::string> values) {
   return json + "]";
 }
 
+// The predictions of `batch` in one call: Client::PredictRemembering under `event_ids`
+// (none: the server makes them) when `remember` is set, else Client::Predict.
+absl::StatusOr<RememberedPredictions> PredictBatch(
+    const Client& client, const ModelId& id, absl::Span<const double> batch, uint32_t dim,
+    const std::optional<RememberOptions>& remember, std::vector<std::string> event_ids) {
+  if (remember.has_value()) {
+    RememberOptions options = *remember;
+    options.event_ids = std::move(event_ids);
+    return client.PredictRemembering(id, batch, dim, options);
+  }
+  RememberedPredictions predicted;
+  OKL_ASSIGN_OR_RETURN(predicted.predictions,
+                       client.Predict(id, batch, dim, /*novel=*/nullptr, &predicted.variances));
+  return predicted;
+}
+
+// Predict's inputs on their way to the server: kept until a batch is full, then sent,
+// and their predictions written to the sink, or collected for JSON on stdout when there
+// is none. Ids given: every input is read before the first is sent, so that a count that
+// does not match remembers nothing.
+class PredictBatcher {
+ public:
+  // `sink` null: collect.
+  PredictBatcher(const Client& client, const ModelId& id, uint32_t dim,
+                 const PredictOptions& options, PredictionSink* sink)
+      : client_(client),
+        id_(id),
+        dim_(dim),
+        remember_(options.remember),
+        given_ids_(options.remember.has_value() && !options.remember->event_ids.empty()
+                       ? &options.remember->event_ids
+                       : nullptr),
+        batch_(options.batch_size > 0 ? options.batch_size : 1),
+        sink_(sink) {}
+
+  // Adds inputs of dim values each, and sends the full batches.
+  absl::Status Add(absl::Span<const double> xs) {
+    xs_.insert(xs_.end(), xs.begin(), xs.end());
+    if (given_ids_ != nullptr && xs_.size() / dim_ > given_ids_->size()) {
+      return IdsMismatch(xs_.size() / dim_);
+    }
+    return Flush(false);
+  }
+
+  // Sends what is left, once every input is added.
+  absl::Status Finish() {
+    if (given_ids_ != nullptr && xs_.size() / dim_ != given_ids_->size()) {
+      return IdsMismatch(xs_.size() / dim_);
+    }
+    return Flush(true);
+  }
+
+  // The inputs predicted.
+  uint64_t count() const { return count_; }
+  // Without a sink, every prediction (a KRLS tracker's variances, the remembered ids).
+  const RememberedPredictions& collected() const { return collected_; }
+
+ private:
+  absl::Status IdsMismatch(size_t inputs) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--event_ids gives ", given_ids_->size(), " ids for ", inputs,
+                     inputs > given_ids_->size() ? " or more" : "",
+                     " inputs: give one per input (nothing was predicted)"));
+  }
+
+  // Sends full batches (all of xs_ with `all_of_it`), unless the ids are still being
+  // counted.
+  absl::Status Flush(bool all_of_it) {
+    if (given_ids_ != nullptr && !all_of_it) return absl::OkStatus();
+    while (xs_.size() / dim_ >= batch_ || (all_of_it && !xs_.empty())) {
+      if (absl::Status sent = Send(std::min(batch_, xs_.size() / dim_)); !sent.ok()) {
+        return sent;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Sends the first `inputs` inputs of xs_.
+  absl::Status Send(size_t inputs) {
+    const absl::Span<const double> batch = absl::MakeConstSpan(xs_).subspan(0, inputs * dim_);
+    std::vector<std::string> event_ids;
+    if (given_ids_ != nullptr) {
+      event_ids.assign(given_ids_->begin() + static_cast<ptrdiff_t>(count_),
+                       given_ids_->begin() + static_cast<ptrdiff_t>(count_ + inputs));
+    }
+    OKL_ASSIGN_OR_RETURN(
+        RememberedPredictions predicted,
+        PredictBatch(client_, id_, batch, dim_, remember_, std::move(event_ids)));
+    count_ += predicted.predictions.size();
+    if (sink_ == nullptr) {
+      Append(predicted.predictions, &collected_.predictions);
+      Append(predicted.variances, &collected_.variances);
+      Append(predicted.event_ids, &collected_.event_ids);
+    } else {
+      sink_->Write(predicted.predictions, predicted.variances, predicted.event_ids);
+    }
+    xs_.erase(xs_.begin(), xs_.begin() + static_cast<ptrdiff_t>(inputs * dim_));
+    return absl::OkStatus();
+  }
+
+  template <typename T>
+  static void Append(const std::vector<T>& values, std::vector<T>* all) {
+    all->insert(all->end(), values.begin(), values.end());
+  }
+
+  const Client& client_;
+  const ModelId& id_;
+  const uint32_t dim_;
+  const std::optional<RememberOptions>& remember_;
+  const std::vector<std::string>* const given_ids_;
+  const size_t batch_;
+  PredictionSink* const sink_;
+  std::vector<double> xs_;  // the inputs not sent yet
+  uint64_t count_ = 0;
+  RememberedPredictions collected_;
+};
+
+// Predict's JSON object on stdout, holding the collected predictions.
+void PrintCollectedPredictions(const ModelId& id, const ModelConfig& config,
+                               const PredictOptions& options, const PredictBatcher& batcher,
+                               const Output& output) {
+  const RememberedPredictions& collected = batcher.collected();
+  JsonObject json = ModelJson(id);
+  json.AddUint("count", batcher.count()).AddDoubles("predictions", collected.predictions);
+  if (config.krls_tracker_kind()) json.AddDoubles("variances", collected.variances);
+  if (options.remember.has_value()) json.AddRaw("event_ids", JsonStrings(collected.event_ids));
+  std::fprintf(output.out, "%s\n", json.str().c_str());
+}
+
+// Closes the sink and, when it is a file, says on Output::out where the `count`
+// predictions went.
+absl::Status CloseSink(PredictionSink& sink, const ModelId& id, const std::string& path,
+                       uint64_t count, const Output& output) {
+  if (absl::Status closed = sink.Close(); !closed.ok()) return closed;
+  if (sink.to_file()) {
+    if (output.json) {
+      JsonObject json = ModelJson(id);
+      json.AddUint("count", count).AddString("output", path);
+      std::fprintf(output.out, "%s\n", json.str().c_str());
+    } else {
+      std::fprintf(output.out, "%s predictions written to %s\n", WithThousands(count).c_str(),
+                   path.c_str());
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status RunPredict(const Client& client, const ModelId& id, const PredictOptions& options,
@@ -326,71 +524,8 @@ absl::Status RunPredict(const Client& client, const ModelId& id, const PredictOp
     if (!opened.ok()) return opened.status();
     sink = std::move(*opened);
   }
-  // Ids given: every input is read before the first is sent, so that a count that does
-  // not match remembers nothing.
-  const std::vector<std::string>* const given_ids =
-      options.remember.has_value() && !options.remember->event_ids.empty()
-          ? &options.remember->event_ids
-          : nullptr;
-  const auto ids_mismatch = [&](size_t inputs) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--event_ids gives ", given_ids->size(), " ids for ", inputs,
-                     inputs > given_ids->size() ? " or more" : "",
-                     " inputs: give one per input (nothing was predicted)"));
-  };
-  std::vector<double> all;
-  std::vector<double> all_variances;  // a KRLS tracker's
-  std::vector<std::string> all_ids;   // remembered
-  std::vector<double> variances;
-  uint64_t count = 0;
-  // Sends the first `inputs` inputs of xs.
-  const auto send = [&](size_t inputs) -> absl::Status {
-    const absl::Span<const double> batch = absl::MakeConstSpan(xs).subspan(0, inputs * dim);
-    std::vector<double> predictions;
-    std::vector<std::string> ids;
-    if (options.remember.has_value()) {
-      RememberOptions remember = *options.remember;
-      remember.event_ids.clear();
-      if (given_ids != nullptr) {
-        remember.event_ids.assign(given_ids->begin() + static_cast<ptrdiff_t>(count),
-                                  given_ids->begin() + static_cast<ptrdiff_t>(count + inputs));
-      }
-      absl::StatusOr<RememberedPredictions> remembered =
-          client.PredictRemembering(id, batch, dim, remember);
-      if (!remembered.ok()) return remembered.status();
-      predictions = std::move(remembered->predictions);
-      variances = std::move(remembered->variances);
-      ids = std::move(remembered->event_ids);
-    } else {
-      absl::StatusOr<std::vector<double>> predicted =
-          client.Predict(id, batch, dim, /*novel=*/nullptr, &variances);
-      if (!predicted.ok()) return predicted.status();
-      predictions = *std::move(predicted);
-    }
-    count += predictions.size();
-    if (collect) {
-      all.insert(all.end(), predictions.begin(), predictions.end());
-      all_variances.insert(all_variances.end(), variances.begin(), variances.end());
-      all_ids.insert(all_ids.end(), ids.begin(), ids.end());
-    } else {
-      sink->Write(predictions, variances, ids);
-    }
-    xs.erase(xs.begin(), xs.begin() + static_cast<ptrdiff_t>(inputs * dim));
-    return absl::OkStatus();
-  };
-  const size_t batch = options.batch_size > 0 ? options.batch_size : 1;
-  // Sends full batches (all of xs with `all_of_it`), unless the ids are still being counted.
-  const auto flush = [&](bool all_of_it) -> absl::Status {
-    if (given_ids != nullptr && !all_of_it) return absl::OkStatus();
-    while (xs.size() / dim >= batch || (all_of_it && !xs.empty())) {
-      if (absl::Status sent = send(std::min(batch, xs.size() / dim)); !sent.ok()) return sent;
-    }
-    return absl::OkStatus();
-  };
-  if (given_ids != nullptr && xs.size() / dim > given_ids->size()) {
-    return ids_mismatch(xs.size() / dim);
-  }
-  if (absl::Status done = flush(false); !done.ok()) return done;
+  PredictBatcher batcher(client, id, dim, options, sink.get());
+  if (absl::Status added = batcher.Add(xs); !added.ok()) return added;
   if (reader != nullptr) {
     std::vector<double> x;
     double ignored = 0;
@@ -401,46 +536,18 @@ absl::Status RunPredict(const Client& client, const ModelId& id, const PredictOp
       if (!more.ok()) return more.status();
       if (!*more) break;
       ++rows;
-      xs.insert(xs.end(), x.begin(), x.end());
-      if (given_ids != nullptr && xs.size() / dim > given_ids->size()) {
-        return ids_mismatch(xs.size() / dim);
-      }
-      if (absl::Status done = flush(false); !done.ok()) return done;
+      if (absl::Status added = batcher.Add(x); !added.ok()) return added;
     }
   }
-  if (given_ids != nullptr && xs.size() / dim != given_ids->size()) {
-    return ids_mismatch(xs.size() / dim);
-  }
-  if (absl::Status done = flush(true); !done.ok()) return done;
-  if (count == 0) {
+  if (absl::Status done = batcher.Finish(); !done.ok()) return done;
+  if (batcher.count() == 0) {
     return absl::InvalidArgumentError("no inputs to predict: give --x or rows in a file");
   }
   if (collect) {
-    JsonObject json;
-    json.AddString("tenant", id.tenant)
-        .AddString("model", id.model)
-        .AddUint("count", count)
-        .AddDoubles("predictions", all);
-    if (model->config.krls_tracker_kind()) json.AddDoubles("variances", all_variances);
-    if (options.remember.has_value()) json.AddRaw("event_ids", JsonStrings(all_ids));
-    std::fprintf(output.out, "%s\n", json.str().c_str());
+    PrintCollectedPredictions(id, model->config, options, batcher, output);
     return absl::OkStatus();
   }
-  if (absl::Status closed = sink->Close(); !closed.ok()) return closed;
-  if (sink->to_file()) {
-    if (output.json) {
-      JsonObject json;
-      json.AddString("tenant", id.tenant)
-          .AddString("model", id.model)
-          .AddUint("count", count)
-          .AddString("output", options.output_path);
-      std::fprintf(output.out, "%s\n", json.str().c_str());
-    } else {
-      std::fprintf(output.out, "%s predictions written to %s\n", WithThousands(count).c_str(),
-                   options.output_path.c_str());
-    }
-  }
-  return absl::OkStatus();
+  return CloseSink(*sink, id, options.output_path, batcher.count(), output);
 }
 
 absl::Status RunLabel(const Client& client, const ModelId& id, const LabelOptions& options,
@@ -499,10 +606,8 @@ absl::Status RunLabel(const Client& client, const ModelId& id, const LabelOption
   const uint64_t duplicate = counts[static_cast<int>(LabelOutcome::kDuplicate)];
   const uint64_t unknown = counts[static_cast<int>(LabelOutcome::kUnknown)];
   if (output.json) {
-    JsonObject json;
-    json.AddString("tenant", id.tenant)
-        .AddString("model", id.model)
-        .AddUint("count", sent)
+    JsonObject json = ModelJson(id);
+    json.AddUint("count", sent)
         .AddUint("applied", applied)
         .AddUint("duplicate", duplicate)
         .AddUint("unknown", unknown)
