@@ -507,15 +507,14 @@ ModelState SelectModel::ExportState() const {
   return state;
 }
 
-absl::StatusOr<std::unique_ptr<SelectModel>> SelectModel::FromState(const ModelState& state) {
-  const ModelConfig& config = state.config;
-  OKL_RETURN_IF_ERROR(ValidateConfig(config));
-  if (!config.select_kind()) {
-    return absl::InvalidArgumentError("SelectModel needs a config with select.enabled");
-  }
-  auto inconsistent = [](absl::string_view what) {
-    return absl::InvalidArgumentError(absl::StrCat("inconsistent model state: ", what));
-  };
+namespace {
+
+absl::Status Inconsistent(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("inconsistent model state: ", what));
+}
+
+// InvalidArgument if the state sets a field of another model kind.
+absl::Status CheckOnlySelectionFields(const ModelState& state) {
   // Nothing of the other kinds: the state without its selection fields and scalars is
   // an empty one.
   ModelState rest = state;
@@ -530,135 +529,173 @@ absl::StatusOr<std::unique_ptr<SelectModel>> SelectModel::FromState(const ModelS
   rest.offset = rest.margin = rest.cumulative_loss = 0.0;
   rest.steps = rest.mistakes = 0;
   if (!(rest == ModelState{})) {
-    return inconsistent("a selection's state sets fields of another model kind");
+    return Inconsistent("a selection's state sets fields of another model kind");
   }
+  return absl::OkStatus();
+}
+
+// InvalidArgument unless the record of candidate `name` is one a selection after `steps`
+// steps can hold.
+absl::Status CheckCandidateRecord(const CandidateRecord& record, const std::string& name,
+                                  uint64_t steps) {
+  for (const double value :
+       {record.cumulative_loss, record.weight, record.loss_sum, record.paired_weight,
+        record.difference_sum, record.difference_square_sum}) {
+    if (!std::isfinite(value)) return Inconsistent(name + " holds a non-finite sum");
+  }
+  if (record.weight < 0 || record.paired_weight < 0 || record.difference_square_sum < 0 ||
+      record.weight > kMaxWeight || record.paired_weight > kMaxWeight || record.steps > steps ||
+      record.started_at > steps) {
+    return Inconsistent(absl::StrCat(name, ": weights ", record.weight, " and ",
+                                     record.paired_weight, " (in [0, ", kMaxWeight,
+                                     "]), steps ", record.steps, " and start ",
+                                     record.started_at, " (at most the selection's)"));
+  }
+  if (record.status == CandidateStatus::kWaiting &&
+      !(record.steps == 0 && record.weight == 0 && record.paired_weight == 0)) {
+    return Inconsistent(name + " waits but has learned");
+  }
+  if (record.status != CandidateStatus::kLive && record.paired_weight != 0) {
+    return Inconsistent(name + " is not live but is compared with the champion");
+  }
+  if (record.paired_weight == 0 &&
+      (record.difference_sum != 0 || record.difference_square_sum != 0)) {
+    return Inconsistent(name + " has paired sums without weight");
+  }
+  return absl::OkStatus();
+}
+
+// The model of live candidate `name` (of `config`, with `record`) from its state.
+absl::StatusOr<std::unique_ptr<Model>> RestoreCandidate(const ModelState& candidate_state,
+                                                        const ModelConfig& config,
+                                                        const CandidateRecord& record,
+                                                        const std::string& name) {
+  if (!(candidate_state.config == config)) {
+    return Inconsistent(name + "'s state has another config than the candidate's");
+  }
+  if (candidate_state.steps != record.steps ||
+      candidate_state.cumulative_loss != record.cumulative_loss) {
+    return Inconsistent(absl::StrCat(name, "'s state has ", candidate_state.steps,
+                                     " steps and a loss sum of ",
+                                     candidate_state.cumulative_loss, ", its record ",
+                                     record.steps, " and ", record.cumulative_loss));
+  }
+  absl::StatusOr<std::unique_ptr<Model>> restored = ModelFromState(candidate_state);
+  if (!restored.ok()) {
+    return Inconsistent(absl::StrCat(name, ": ", restored.status().message()));
+  }
+  // A candidate's state is always in the current layout (a selection's snapshots are
+  // all format 4): one that a kind reads only as an older layout would not export as
+  // it was restored.
+  if (!((*restored)->ExportState() == candidate_state)) {
+    return Inconsistent(name + "'s state is not in the current layout");
+  }
+  return restored;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SelectModel>> SelectModel::FromState(const ModelState& state) {
+  const ModelConfig& config = state.config;
+  OKL_RETURN_IF_ERROR(ValidateConfig(config));
+  if (!config.select_kind()) {
+    return absl::InvalidArgumentError("SelectModel needs a config with select.enabled");
+  }
+  OKL_RETURN_IF_ERROR(CheckOnlySelectionFields(state));
   OKL_RETURN_IF_ERROR(ValidateStateScalars(state));
-  if (state.offset != 0.0) return inconsistent("a selection has no offset of its own");
+  if (state.offset != 0.0) return Inconsistent("a selection has no offset of its own");
   std::unique_ptr<SelectModel> model(new SelectModel(config));
   if (state.margin != model->margin_) {
-    return inconsistent(absl::StrCat("a selection's margin is its loss's, ", model->margin_,
+    return Inconsistent(absl::StrCat("a selection's margin is its loss's, ", model->margin_,
                                      ", not ", state.margin));
   }
   model->RestoreStateScalars(state);
-  const size_t dim = config.dim;
   const bool default_set = config.select.candidates.empty();
   const bool warming = default_set && state.input_scale == 0.0;
   if (warming) {
-    if (state.warmup_labels.size() != state.steps || state.steps >= kScaleExamples ||
-        state.warmup_inputs.size() != state.steps * dim) {
-      return inconsistent(absl::StrCat(
-          "a default set warming up keeps each of its first ", kScaleExamples,
-          " examples: after ", state.steps, " steps it holds ", state.warmup_labels.size(),
-          " labels and ", state.warmup_inputs.size(), " input values (dim ", dim, ")"));
-    }
-    if (!state.candidates.empty() || !state.candidate_states.empty() || state.champion != 0 ||
-        state.champion_changes != 0) {
-      return inconsistent("a default set warming up has no candidates yet");
-    }
-    for (size_t i = 0; i < state.warmup_labels.size(); ++i) {
-      OKL_RETURN_IF_ERROR(
-          model->ValidateExample(absl::MakeConstSpan(state.warmup_inputs).subspan(i * dim, dim),
-                                 state.warmup_labels[i]));
-    }
-    model->warmup_inputs_.reserve(kScaleExamples * dim);
-    model->warmup_labels_.reserve(kScaleExamples);
-    model->warmup_inputs_ = state.warmup_inputs;
-    model->warmup_labels_ = state.warmup_labels;
+    OKL_RETURN_IF_ERROR(model->RestoreWarmup(state));
     return model;
   }
   if (!state.warmup_inputs.empty() || !state.warmup_labels.empty()) {
-    return inconsistent("warm-up examples in a selection whose candidates are built");
+    return Inconsistent("warm-up examples in a selection whose candidates are built");
   }
   if (default_set ? !(std::isfinite(state.input_scale) && state.input_scale > 0)
                   : state.input_scale != 0.0) {
-    return inconsistent(
+    return Inconsistent(
         absl::StrCat("input_scale is ", state.input_scale,
                      default_set ? " (a default set's is positive and finite once it is built)"
                                  : " (0 for listed candidates)"));
   }
-  model->input_scale_ = state.input_scale;
-  model->configs_ = CandidateConfigs(config, state.input_scale);
-  const size_t n = model->configs_.size();
+  OKL_RETURN_IF_ERROR(model->RestoreCandidates(state));
+  return model;
+}
+
+absl::Status SelectModel::RestoreWarmup(const ModelState& state) {
+  const size_t dim = state.config.dim;
+  if (state.warmup_labels.size() != state.steps || state.steps >= kScaleExamples ||
+      state.warmup_inputs.size() != state.steps * dim) {
+    return Inconsistent(absl::StrCat(
+        "a default set warming up keeps each of its first ", kScaleExamples,
+        " examples: after ", state.steps, " steps it holds ", state.warmup_labels.size(),
+        " labels and ", state.warmup_inputs.size(), " input values (dim ", dim, ")"));
+  }
+  if (!state.candidates.empty() || !state.candidate_states.empty() || state.champion != 0 ||
+      state.champion_changes != 0) {
+    return Inconsistent("a default set warming up has no candidates yet");
+  }
+  for (size_t i = 0; i < state.warmup_labels.size(); ++i) {
+    OKL_RETURN_IF_ERROR(
+        ValidateExample(absl::MakeConstSpan(state.warmup_inputs).subspan(i * dim, dim),
+                        state.warmup_labels[i]));
+  }
+  warmup_inputs_.reserve(kScaleExamples * dim);
+  warmup_labels_.reserve(kScaleExamples);
+  warmup_inputs_ = state.warmup_inputs;
+  warmup_labels_ = state.warmup_labels;
+  return absl::OkStatus();
+}
+
+absl::Status SelectModel::RestoreCandidates(const ModelState& state) {
+  input_scale_ = state.input_scale;
+  configs_ = CandidateConfigs(state.config, state.input_scale);
+  const size_t n = configs_.size();
   if (state.candidates.size() != n) {
-    return inconsistent(
+    return Inconsistent(
         absl::StrCat("records for ", state.candidates.size(), " candidates, not ", n));
   }
-  model->records_ = state.candidates;
-  model->models_.resize(n);
-  model->observations_.assign(n, Observation{});
-  model->stepped_.assign(n, 0);
+  records_ = state.candidates;
+  models_.resize(n);
+  observations_.assign(n, Observation{});
+  stepped_.assign(n, 0);
   size_t live = 0;
   for (size_t i = 0; i < n; ++i) {
     const CandidateRecord& record = state.candidates[i];
     const std::string name = absl::StrCat("candidate ", i);
-    for (const double value :
-         {record.cumulative_loss, record.weight, record.loss_sum, record.paired_weight,
-          record.difference_sum, record.difference_square_sum}) {
-      if (!std::isfinite(value)) return inconsistent(name + " holds a non-finite sum");
-    }
-    if (record.weight < 0 || record.paired_weight < 0 || record.difference_square_sum < 0 ||
-        record.weight > kMaxWeight || record.paired_weight > kMaxWeight ||
-        record.steps > state.steps || record.started_at > state.steps) {
-      return inconsistent(absl::StrCat(name, ": weights ", record.weight, " and ",
-                                       record.paired_weight, " (in [0, ", kMaxWeight,
-                                       "]), steps ", record.steps, " and start ",
-                                       record.started_at, " (at most the selection's)"));
-    }
-    if (record.status == CandidateStatus::kWaiting &&
-        !(record.steps == 0 && record.weight == 0 && record.paired_weight == 0)) {
-      return inconsistent(name + " waits but has learned");
-    }
-    if (record.status != CandidateStatus::kLive && record.paired_weight != 0) {
-      return inconsistent(name + " is not live but is compared with the champion");
-    }
-    if (record.paired_weight == 0 &&
-        (record.difference_sum != 0 || record.difference_square_sum != 0)) {
-      return inconsistent(name + " has paired sums without weight");
-    }
+    OKL_RETURN_IF_ERROR(CheckCandidateRecord(record, name, state.steps));
     if (record.status != CandidateStatus::kLive) continue;
     if (live == state.candidate_states.size()) {
-      return inconsistent("fewer candidate states than live candidates");
+      return Inconsistent("fewer candidate states than live candidates");
     }
-    const ModelState& candidate_state = state.candidate_states[live++];
-    if (!(candidate_state.config == model->configs_[i])) {
-      return inconsistent(name + "'s state has another config than the candidate's");
-    }
-    if (candidate_state.steps != record.steps ||
-        candidate_state.cumulative_loss != record.cumulative_loss) {
-      return inconsistent(absl::StrCat(name, "'s state has ", candidate_state.steps,
-                                       " steps and a loss sum of ",
-                                       candidate_state.cumulative_loss, ", its record ",
-                                       record.steps, " and ", record.cumulative_loss));
-    }
-    absl::StatusOr<std::unique_ptr<Model>> restored = ModelFromState(candidate_state);
-    if (!restored.ok()) {
-      return inconsistent(absl::StrCat(name, ": ", restored.status().message()));
-    }
-    // A candidate's state is always in the current layout (a selection's snapshots are
-    // all format 4): one that a kind reads only as an older layout would not export as
-    // it was restored.
-    if (!((*restored)->ExportState() == candidate_state)) {
-      return inconsistent(name + "'s state is not in the current layout");
-    }
-    model->models_[i] = *std::move(restored);
+    OKL_ASSIGN_OR_RETURN(models_[i], RestoreCandidate(state.candidate_states[live++],
+                                                      configs_[i], record, name));
   }
   if (live != state.candidate_states.size()) {
-    return inconsistent(absl::StrCat(state.candidate_states.size(), " candidate states for ",
+    return Inconsistent(absl::StrCat(state.candidate_states.size(), " candidate states for ",
                                      live, " live candidates"));
   }
-  if (live == 0 || live > LiveCandidates(config)) {
-    return inconsistent(
-        absl::StrCat(live, " live candidates (1 to ", LiveCandidates(config), ")"));
+  if (live == 0 || live > LiveCandidates(state.config)) {
+    return Inconsistent(
+        absl::StrCat(live, " live candidates (1 to ", LiveCandidates(state.config), ")"));
   }
   if (state.champion >= n ||
       state.candidates[state.champion].status != CandidateStatus::kLive ||
       state.candidates[state.champion].paired_weight != 0) {
-    return inconsistent(
+    return Inconsistent(
         absl::StrCat("the champion, candidate ", state.champion, ", is not a live candidate"));
   }
-  model->champion_ = state.champion;
-  model->champion_changes_ = state.champion_changes;
-  return model;
+  champion_ = state.champion;
+  champion_changes_ = state.champion_changes;
+  return absl::OkStatus();
 }
 
 }  // namespace okl

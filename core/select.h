@@ -139,6 +139,10 @@ class SelectModel : public Model {
  private:
   explicit SelectModel(const ModelConfig& config);
 
+  // FromState's restoring of a default set warming up (its examples so far), and of
+  // built candidates (their configs, records and models, and the champion).
+  absl::Status RestoreWarmup(const ModelState& state);
+  absl::Status RestoreCandidates(const ModelState& state);
   // Builds the candidates (once their configs are known) and starts the first live ones.
   absl::Status Start(double input_scale);
   // The step of the live candidates on one example: progressive losses, learning, the
