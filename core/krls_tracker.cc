@@ -167,17 +167,11 @@ absl::StatusOr<Observation> KrlsTrackerModel::FirstStep(absl::Span<const double>
   return CommitStepScalars(step, x, y);
 }
 
-absl::StatusOr<Observation> KrlsTrackerModel::Step(absl::Span<const double> x, double y) {
-  OKL_RETURN_IF_ERROR(CheckStepCounter());
-  if (size_ == 0) return FirstStep(x, y);
+KrlsTrackerModel::StepPrediction KrlsTrackerModel::PredictForgotten(absl::Span<const double> x,
+                                                                    double root_lambda) {
   const size_t m = size_;
   const double lambda = forgetting_;
   const bool forget = keeps_kernel_matrix_;
-  const double root_lambda = forget ? std::sqrt(lambda) : 1.0;
-
-  // 1-2. Predict with the forgotten posterior, which is not written until the step is
-  // known to succeed: its mean is sqrt(lambda) mu and Sigma' q = lambda Sigma q +
-  // (1 - lambda) K q.
   KernelRow(x, k_.data());
   const double kxx = kernel_.Evaluate(x, x);
   const double kc = Dot(k_.data(), coefficients_.data(), m);
@@ -190,6 +184,52 @@ absl::StatusOr<Observation> KrlsTrackerModel::Step(absl::Span<const double> x, d
     for (size_t i = 0; i < m; ++i) h_[i] = lambda * h_[i] + (1 - lambda) * kq_[i];
   }
   const double function_variance = std::max(0.0, gamma2 + Dot(q_.data(), h_.data(), m));
+  return {.kxx = kxx,
+          .prediction = prediction,
+          .gamma2 = gamma2,
+          .function_variance = function_variance};
+}
+
+void KrlsTrackerModel::ConditionMean(size_t m, double root_lambda, double gain,
+                                     double prediction, double function_variance) {
+  for (size_t i = 0; i < m; ++i)
+    next_mean_[i] = root_lambda * posterior_mean_[i] + gain * h_[i];
+  next_mean_[m] = prediction + gain * function_variance;
+  MultiplySymmetric(inverse_kernel_, m, next_mean_.data(), q_next_mean_.data());
+}
+
+size_t KrlsTrackerModel::ChoosePruned(size_t m, double gamma2, double t, bool* reduced) const {
+  if (m + 1 <= config_.krls_tracker.max_basis) return kNoBasis;
+  size_t best = kNoBasis;
+  double best_error = 0.0;
+  for (size_t i = 0; i < m; ++i) {
+    const double diagonal = at(inverse_kernel_, i, i) + q_[i] * q_[i] / gamma2;
+    const double cost = std::abs(q_next_mean_[i] + q_[i] * t) / diagonal;
+    if (best == kNoBasis || cost < best_error) {
+      best = i;
+      best_error = cost;
+    }
+  }
+  const double new_cost = std::abs(t) * gamma2;
+  if (new_cost < best_error) {
+    *reduced = true;
+    return kNoBasis;
+  }
+  return best;
+}
+
+absl::StatusOr<Observation> KrlsTrackerModel::Step(absl::Span<const double> x, double y) {
+  OKL_RETURN_IF_ERROR(CheckStepCounter());
+  if (size_ == 0) return FirstStep(x, y);
+  const size_t m = size_;
+  const double lambda = forgetting_;
+  const bool forget = keeps_kernel_matrix_;
+  const double root_lambda = forget ? std::sqrt(lambda) : 1.0;
+
+  // 1-2. Predict with the forgotten posterior, which is not written until the step is
+  // known to succeed: its mean is sqrt(lambda) mu and Sigma' q = lambda Sigma q +
+  // (1 - lambda) K q.
+  const auto [kxx, prediction, gamma2, function_variance] = PredictForgotten(x, root_lambda);
   const double y_variance = noise_variance_ + function_variance;
   const StepScalars step = ComputeStepScalars(prediction, y);
   const double error = y - prediction;
@@ -197,37 +237,15 @@ absl::StatusOr<Observation> KrlsTrackerModel::Step(absl::Span<const double> x, d
   const double numerator = signal_power_numerator_ + lambda * error * error / y_variance;
 
   // 3. The posterior mean with y, over the dictionary and x.
-  for (size_t i = 0; i < m; ++i)
-    next_mean_[i] = root_lambda * posterior_mean_[i] + gain * h_[i];
-  next_mean_[m] = prediction + gain * function_variance;
-  MultiplySymmetric(inverse_kernel_, m, next_mean_.data(), q_next_mean_.data());
+  ConditionMean(m, root_lambda, gain, prediction, function_variance);
 
   // 4. Keep x, or not, and which basis to prune. With x kept, Q' = [Q 0; 0 0] + p p' /
   // gamma^2 for p = [q; -1], so Q' mu' = [Q mu'_B + q t; -t] with t = p' mu' / gamma^2,
   // and diag(Q') = [Q_ii + q_i^2 / gamma^2; 1 / gamma^2]: the criterion needs no Q'.
   bool reduced = gamma2 < jitter_;
-  const size_t none = std::numeric_limits<size_t>::max();
-  size_t pruned = none;
   const double t =
       reduced ? 0.0 : (Dot(q_.data(), next_mean_.data(), m) - next_mean_[m]) / gamma2;
-  if (!reduced && m + 1 > config_.krls_tracker.max_basis) {
-    size_t best = none;
-    double best_error = 0.0;
-    for (size_t i = 0; i < m; ++i) {
-      const double diagonal = at(inverse_kernel_, i, i) + q_[i] * q_[i] / gamma2;
-      const double cost = std::abs(q_next_mean_[i] + q_[i] * t) / diagonal;
-      if (best == none || cost < best_error) {
-        best = i;
-        best_error = cost;
-      }
-    }
-    const double new_cost = std::abs(t) * gamma2;
-    if (new_cost < best_error) {
-      reduced = true;
-    } else {
-      pruned = best;
-    }
-  }
+  const size_t pruned = reduced ? kNoBasis : ChoosePruned(m, gamma2, t, &reduced);
   const double inverse_y_variance = 1 / y_variance;
   const double inverse_gamma2 = 1 / gamma2;
   const bool update_valid =
@@ -256,7 +274,13 @@ absl::StatusOr<Observation> KrlsTrackerModel::Step(absl::Span<const double> x, d
     ++bases_pruned_;
     return CommitStepScalars(step, x, y);
   }
+  GrowInverseKernel(m, inverse_gamma2, pruned);
+  AppendBasis(x, kxx, function_variance, inverse_y_variance, t);
+  if (pruned != kNoBasis) PruneBasis(pruned);
+  return CommitStepScalars(step, x, y);
+}
 
+void KrlsTrackerModel::GrowInverseKernel(size_t m, double inverse_gamma2, size_t pruned) {
   const size_t n = m + 1;
   // Q' = [Q 0; 0 0] + p p' / gamma^2, p = [q; -1] (q_[m] is -1); and, pruning r,
   // Q' - a a' / a_r for a = Q'(:, r) (pruned_column_), in the same pass over Q.
@@ -265,7 +289,7 @@ absl::StatusOr<Observation> KrlsTrackerModel::Step(absl::Span<const double> x, d
     at(inverse_kernel_, m, i) = 0.0;
   }
   at(inverse_kernel_, m, m) = 0.0;
-  if (pruned == none) {
+  if (pruned == kNoBasis) {
     for (size_t j = 0; j < n; ++j) {
       double* column = &inverse_kernel_[j * stride_];
       const double qj = q_[j];
@@ -283,9 +307,16 @@ absl::StatusOr<Observation> KrlsTrackerModel::Step(absl::Span<const double> x, d
       }
     }
   }
+}
+
+void KrlsTrackerModel::AppendBasis(absl::Span<const double> x, double kxx,
+                                   double function_variance, double inverse_y_variance,
+                                   double t) {
+  const size_t m = size_;
+  const size_t n = m + 1;
   // Sigma' = [Sigma' h; h' sigma_f^2] - p p' / sigma_y^2, p = [h; sigma_f^2]: the old
-  // block is done above; the border is h_i - h_i sigma_f^2 / sigma_y^2, computed as
-  // h_i sigma_n^2 / sigma_y^2, which neither cancels nor overflows.
+  // block is done (ConditionOldCovariance); the border is h_i - h_i sigma_f^2 / sigma_y^2,
+  // computed as h_i sigma_n^2 / sigma_y^2, which neither cancels nor overflows.
   h_[m] = function_variance;
   const double noise_share = noise_variance_ * inverse_y_variance;
   for (size_t i = 0; i < n; ++i) {
@@ -293,7 +324,7 @@ absl::StatusOr<Observation> KrlsTrackerModel::Step(absl::Span<const double> x, d
     at(posterior_covariance_, i, m) = value;
     at(posterior_covariance_, m, i) = value;
   }
-  if (forget) {
+  if (keeps_kernel_matrix_) {
     for (size_t i = 0; i < m; ++i) {
       at(kernel_matrix_, i, m) = k_[i];
       at(kernel_matrix_, m, i) = k_[i];
@@ -305,20 +336,21 @@ absl::StatusOr<Observation> KrlsTrackerModel::Step(absl::Span<const double> x, d
   for (size_t i = 0; i < m; ++i) coefficients_[i] = q_next_mean_[i] + q_[i] * t;
   coefficients_[m] = -t;
   size_ = n;
-  if (pruned == none) return CommitStepScalars(step, x, y);
+}
 
-  // Prune basis r: Q of the rest is Q'_ss - Q'_sr Q'_rs / Q'_rr (done above), and the
-  // coefficients Q mu of the rest follow from those with r by the same identity.
-  const size_t r = pruned;
+void KrlsTrackerModel::PruneBasis(size_t r) {
+  const size_t n = size_;
+  // Prune basis r: Q of the rest is Q'_ss - Q'_sr Q'_rs / Q'_rr (GrowInverseKernel did
+  // it), and the coefficients Q mu of the rest follow from those with r by the same
+  // identity.
   const double inverse_pivot = 1 / pruned_column_[r];
   const double coefficient_r = coefficients_[r];
   for (size_t i = 0; i < n; ++i) {
     coefficients_[i] -= pruned_column_[i] * coefficient_r * inverse_pivot;
   }
   MoveLastBasisTo(r, n);
-  size_ = m;
+  size_ = n - 1;
   ++bases_pruned_;
-  return CommitStepScalars(step, x, y);
 }
 
 bool KrlsTrackerModel::ScaleForCovariance(size_t m, double inverse_y_variance) {
@@ -330,10 +362,9 @@ bool KrlsTrackerModel::ScaleForCovariance(size_t m, double inverse_y_variance) {
 bool KrlsTrackerModel::InverseStaysPositive(size_t m, double inverse_gamma2, size_t pruned) {
   // A positive-definite matrix's entries are bounded by its diagonal, so a finite,
   // positive new diagonal bounds the whole update.
-  const size_t none = std::numeric_limits<size_t>::max();
   q_[m] = -1.0;
   if (!(std::isfinite(inverse_gamma2) && inverse_gamma2 > 0)) return false;
-  if (pruned != none) {
+  if (pruned != kNoBasis) {
     const double qr = q_[pruned];
     for (size_t i = 0; i <= m; ++i) {
       pruned_column_[i] =
@@ -342,11 +373,11 @@ bool KrlsTrackerModel::InverseStaysPositive(size_t m, double inverse_gamma2, siz
     if (!AllFinite(pruned_column_.data(), m + 1) || !(pruned_column_[pruned] > 0)) return false;
   }
   // The new diagonal entries, computed exactly as Step computes them.
-  const double inverse_pivot = pruned != none ? 1 / pruned_column_[pruned] : 0.0;
+  const double inverse_pivot = pruned != kNoBasis ? 1 / pruned_column_[pruned] : 0.0;
   for (size_t i = 0; i <= m; ++i) {
     double diagonal =
         (i < m ? at(inverse_kernel_, i, i) : 0.0) + (q_[i] * q_[i]) * inverse_gamma2;
-    if (pruned != none) {
+    if (pruned != kNoBasis) {
       if (i == pruned) continue;
       diagonal = diagonal - (pruned_column_[i] * pruned_column_[i]) * inverse_pivot;
     }
@@ -379,8 +410,7 @@ bool KrlsTrackerModel::UpdateStaysFinite(size_t m, bool reduced, size_t pruned,
   const double q = std::max(1.0, MaxAbs(q_.data(), m));  // p = [q; -1]
   double inverse = MatrixMaxAbs(inverse_kernel_, m) + q * q * inverse_gamma2;
   double coefficients = MaxAbs(q_next_mean_.data(), m) + q * std::abs(t);
-  const size_t none = std::numeric_limits<size_t>::max();
-  if (pruned != none) {
+  if (pruned != kNoBasis) {
     const double a = MaxAbs(pruned_column_.data(), m + 1);
     const double inverse_pivot = 1 / pruned_column_[pruned];
     inverse += a * a * inverse_pivot;

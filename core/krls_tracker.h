@@ -51,6 +51,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -106,6 +107,9 @@ class KrlsTrackerModel : public Model {
   // same bits wherever the heap put them (a restored model continues bit-identically).
   using AlignedVector = std::vector<double, CacheAlignedAllocator<double>>;
 
+  // The index of no basis: a step's `pruned` when it prunes none.
+  static constexpr size_t kNoBasis = std::numeric_limits<size_t>::max();
+
   explicit KrlsTrackerModel(const ModelConfig& config);
 
   // Entry (i, j) of a matrix, column-major with leading dimension stride_.
@@ -122,6 +126,33 @@ class KrlsTrackerModel : public Model {
   void KernelRow(absl::Span<const double> x, double* out) const;
   // The first step: the dictionary becomes {x}.
   absl::StatusOr<Observation> FirstStep(absl::Span<const double> x, double y);
+  // What steps 1-2 find at x with the forgotten posterior.
+  struct StepPrediction {
+    double kxx;                // k(x, x)
+    double prediction;         // p = sqrt(lambda) k' Q mu, the prequential prediction
+    double gamma2;             // gamma^2 = k(x, x) + jitter - k' q
+    double function_variance;  // sigma_f^2 = gamma^2 + q' h
+  };
+  // Steps 1-2: k_, q_ = Q k and h_ = Sigma' q (and kq_ = K q when forgetting) for x, with
+  // what they predict. Writes none of the state, only the step's vectors.
+  StepPrediction PredictForgotten(absl::Span<const double> x, double root_lambda);
+  // Step 3: next_mean_, the posterior mean with y over the m bases and x, and
+  // q_next_mean_ = Q times its first m entries.
+  void ConditionMean(size_t m, double root_lambda, double gain, double prediction,
+                     double function_variance);
+  // Step 4 for an x the dictionary does not represent (gamma^2 >= jitter): the basis to
+  // prune, kNoBasis while the dictionary has room; or kNoBasis with *reduced set when
+  // dropping x costs less than any basis (then x is not kept).
+  size_t ChoosePruned(size_t m, double gamma2, double t, bool* reduced) const;
+  // Q' = [Q 0; 0 0] + p p' / gamma^2 for the new basis m, downdated by basis `pruned`
+  // unless it is kNoBasis (InverseStaysPositive left its column in pruned_column_).
+  void GrowInverseKernel(size_t m, double inverse_gamma2, size_t pruned);
+  // x joins the dictionary as basis m = size_: the covariance's and the kernel matrix's
+  // borders, the mean and the coefficients (t as in Step).
+  void AppendBasis(absl::Span<const double> x, double kxx, double function_variance,
+                   double inverse_y_variance, double t);
+  // Drops basis r from the size_ in the dictionary once GrowInverseKernel downdated Q.
+  void PruneBasis(size_t r);
   // scaled_h_ = h / sigma_y; false if it is not finite.
   bool ScaleForCovariance(size_t m, double inverse_y_variance);
   // True if Q's update keeps a finite, positive diagonal: [Q 0; 0 0] + p p' / gamma^2 and,
