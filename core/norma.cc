@@ -66,6 +66,10 @@ absl::Status ValidateSparseTerms(absl::string_view name, const SparseRows& rows,
   return absl::OkStatus();
 }
 
+absl::Status Inconsistent(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("inconsistent model state: ", what));
+}
+
 Expansion::Storage StorageOf(const ModelConfig& config) {
   return config.sparse_storage() ? Expansion::Storage::kSparse : Expansion::Storage::kDense;
 }
@@ -120,126 +124,23 @@ absl::StatusOr<std::unique_ptr<NormaModel>> NormaModel::Create(const ModelConfig
 absl::StatusOr<std::unique_ptr<NormaModel>> NormaModel::FromState(const ModelState& state) {
   const ModelConfig& config = state.config;
   OKL_RETURN_IF_ERROR(ValidateConfig(config));
-  const size_t n = state.coefficients.size();
-  auto inconsistent = [](absl::string_view what) {
-    return absl::InvalidArgumentError(absl::StrCat("inconsistent model state: ", what));
-  };
-  if (config.sparse_storage()) {
-    OKL_RETURN_IF_ERROR(ValidateSparseTerms("sparse_support", state.sparse_support, n, config));
-    OKL_RETURN_IF_ERROR(ValidateSparseTerms("retired_sparse_support",
-                                            state.retired_sparse_support,
-                                            state.retired_at.size(), config));
-    if (!state.support.empty() || !state.retired_support.empty()) {
-      return inconsistent("a sparse-storage model lists its terms in sparse_support only");
-    }
-  } else if (state.support.size() != n * config.dim) {
-    return inconsistent(absl::StrCat("support holds ", state.support.size(),
-                                     " values, expected ", n, " terms x dim ", config.dim));
-  } else if (!state.sparse_support.empty() || !state.retired_sparse_support.empty()) {
-    return inconsistent("a dense-storage model has no sparse_support");
-  }
-  if (state.added_at.size() != n) {
-    return inconsistent(absl::StrCat("added_at has ", state.added_at.size(),
-                                     " entries for ", n, " terms"));
-  }
-  const size_t average_terms = config.averaged ? n : 0;
-  if (state.average_base.size() != average_terms ||
-      state.average_mark.size() != average_terms) {
-    return inconsistent(absl::StrCat("averaged-hypothesis arrays have ",
-                                     state.average_base.size(), " and ",
-                                     state.average_mark.size(), " entries, expected ",
-                                     average_terms));
-  }
-  if (config.budget.max_terms > 0 && n > config.budget.max_terms) {
-    return inconsistent(absl::StrCat(n, " terms exceed budget.max_terms ",
-                                     config.budget.max_terms));
-  }
-  OKL_RETURN_IF_ERROR(CheckFiniteValues("support", state.support));
-  OKL_RETURN_IF_ERROR(CheckFiniteValues("coefficients", state.coefficients));
-  OKL_RETURN_IF_ERROR(CheckFiniteValues("average_base", state.average_base));
-  OKL_RETURN_IF_ERROR(CheckFiniteValues("average_mark", state.average_mark));
-  for (const auto& [name, value] :
-       {std::pair<absl::string_view, double>{"scale", state.scale},
-        {"average_sum", state.average_sum}}) {
-    if (!std::isfinite(value)) return inconsistent(absl::StrCat(name, " is ", value));
-  }
+  OKL_RETURN_IF_ERROR(ValidateTermLayout(state));
+  OKL_RETURN_IF_ERROR(CheckFiniteTerms(state));
   OKL_RETURN_IF_ERROR(ValidateStateScalars(state));
-  if (!(state.scale > 0 && state.scale <= 1)) {
-    return inconsistent(absl::StrCat("scale must be in (0, 1], got ", state.scale));
-  }
-  if (config.averaged) {
-    // Step keeps u in [0, kMaxAverageSum] (it folds above) and each mark in [0, u] (u when
-    // the term joined, 0 after a fold). Outside these the next fold, base += a (u - mark),
-    // can overflow (tests/fuzz/regressions/snapshot/average_mark_far_below_zero.snap).
-    if (!(state.average_sum >= 0 && state.average_sum <= kMaxAverageSum)) {
-      return inconsistent(absl::StrCat("average_sum must be in [0, ", kMaxAverageSum,
-                                       "], got ", state.average_sum));
-    }
-    for (size_t i = 0; i < n; ++i) {
-      if (!(state.average_mark[i] >= 0 && state.average_mark[i] <= state.average_sum)) {
-        return inconsistent(absl::StrCat("average_mark[", i, "] = ", state.average_mark[i],
-                                         " is outside [0, average_sum = ", state.average_sum,
-                                         "]"));
-      }
-    }
-  }
-  for (size_t i = 0; i < n; ++i) {
-    // An averaged model keeps a term whose coefficient underflowed: its past still counts
-    // in the average. Otherwise such terms are removed at once.
-    if (state.coefficients[i] == 0 && !config.averaged) {
-      return inconsistent(absl::StrCat("coefficients[", i, "] is zero"));
-    }
-    if (state.added_at[i] < 1 || state.added_at[i] > state.steps) {
-      return inconsistent(absl::StrCat("added_at[", i, "] = ", state.added_at[i],
-                                       " is outside [1, steps = ", state.steps, "]"));
-    }
-  }
+  OKL_RETURN_IF_ERROR(ValidateTermRanges(state));
   if (!state.weights.empty() || !state.weight_sums.empty()) {
-    return inconsistent("a kernel expansion has no random-feature weights");
+    return Inconsistent("a kernel expansion has no random-feature weights");
   }
   if (HasTrackerFields(state)) {
-    return inconsistent(
+    return Inconsistent(
         "a kernel expansion has no KRLS tracker posterior (posterior_mean, "
         "posterior_covariance, inverse_kernel, kernel_matrix, signal power)");
   }
   OKL_RETURN_IF_ERROR(ValidateAverageWindowState(state));
 
   std::unique_ptr<NormaModel> model(new NormaModel(config));
-  model->expansion_.Reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    const double mark = config.averaged ? state.average_mark[i] : 0.0;
-    if (config.sparse_storage()) {
-      model->expansion_.Append(state.sparse_support.Row(i), state.coefficients[i],
-                               state.added_at[i], mark);
-    } else {
-      model->expansion_.Append(
-          absl::MakeConstSpan(state.support).subspan(i * config.dim, config.dim),
-          state.coefficients[i], state.added_at[i], mark);
-    }
-  }
-  if (config.averaged) {
-    // A state written before averaging windows existed has no previous-block sums: 0.
-    for (size_t i = 0; i < n; ++i) {
-      model->expansion_.set_average_base(i, state.average_base[i]);
-      if (!state.average_previous.empty()) {
-        model->expansion_.set_average_previous(i, state.average_previous[i]);
-      }
-    }
-  }
-  const size_t retired = state.retired_at.size();  // 0 unless averaged (validated above)
-  if (retired > 0) model->retired_->Reserve(retired);
-  for (size_t i = 0; i < retired; ++i) {
-    if (config.sparse_storage()) {
-      model->retired_->Append(state.retired_sparse_support.Row(i), 0.0, state.retired_at[i],
-                              0.0);
-    } else {
-      model->retired_->Append(
-          absl::MakeConstSpan(state.retired_support).subspan(i * config.dim, config.dim),
-          0.0, state.retired_at[i], 0.0);
-    }
-    model->retired_->set_average_base(i, state.retired_sums[i]);
-    model->retired_->set_average_previous(i, state.retired_previous_sums[i]);
-  }
+  model->RestoreTerms(state);
+  model->RestoreRetiredTerms(state);
   model->average_block_start_ = state.average_block_start;
   model->average_previous_start_ = state.average_previous_start;
   model->average_previous_offset_sum_ = state.average_previous_offset_sum;
@@ -250,6 +151,131 @@ absl::StatusOr<std::unique_ptr<NormaModel>> NormaModel::FromState(const ModelSta
   model->terms_removed_ = state.terms_removed;
   model->min_abs_coefficient_bound_ = model->expansion_.MinAbsCoefficient();
   return model;
+}
+
+absl::Status NormaModel::ValidateTermLayout(const ModelState& state) {
+  const ModelConfig& config = state.config;
+  const size_t n = state.coefficients.size();
+  if (config.sparse_storage()) {
+    OKL_RETURN_IF_ERROR(ValidateSparseTerms("sparse_support", state.sparse_support, n, config));
+    OKL_RETURN_IF_ERROR(ValidateSparseTerms("retired_sparse_support",
+                                            state.retired_sparse_support,
+                                            state.retired_at.size(), config));
+    if (!state.support.empty() || !state.retired_support.empty()) {
+      return Inconsistent("a sparse-storage model lists its terms in sparse_support only");
+    }
+  } else if (state.support.size() != n * config.dim) {
+    return Inconsistent(absl::StrCat("support holds ", state.support.size(),
+                                     " values, expected ", n, " terms x dim ", config.dim));
+  } else if (!state.sparse_support.empty() || !state.retired_sparse_support.empty()) {
+    return Inconsistent("a dense-storage model has no sparse_support");
+  }
+  if (state.added_at.size() != n) {
+    return Inconsistent(
+        absl::StrCat("added_at has ", state.added_at.size(), " entries for ", n, " terms"));
+  }
+  const size_t average_terms = config.averaged ? n : 0;
+  if (state.average_base.size() != average_terms ||
+      state.average_mark.size() != average_terms) {
+    return Inconsistent(
+        absl::StrCat("averaged-hypothesis arrays have ", state.average_base.size(), " and ",
+                     state.average_mark.size(), " entries, expected ", average_terms));
+  }
+  if (config.budget.max_terms > 0 && n > config.budget.max_terms) {
+    return Inconsistent(
+        absl::StrCat(n, " terms exceed budget.max_terms ", config.budget.max_terms));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NormaModel::CheckFiniteTerms(const ModelState& state) {
+  OKL_RETURN_IF_ERROR(CheckFiniteValues("support", state.support));
+  OKL_RETURN_IF_ERROR(CheckFiniteValues("coefficients", state.coefficients));
+  OKL_RETURN_IF_ERROR(CheckFiniteValues("average_base", state.average_base));
+  OKL_RETURN_IF_ERROR(CheckFiniteValues("average_mark", state.average_mark));
+  for (const auto& [name, value] : {std::pair<absl::string_view, double>{"scale", state.scale},
+                                    {"average_sum", state.average_sum}}) {
+    if (!std::isfinite(value)) return Inconsistent(absl::StrCat(name, " is ", value));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NormaModel::ValidateTermRanges(const ModelState& state) {
+  const ModelConfig& config = state.config;
+  const size_t n = state.coefficients.size();
+  if (!(state.scale > 0 && state.scale <= 1)) {
+    return Inconsistent(absl::StrCat("scale must be in (0, 1], got ", state.scale));
+  }
+  if (config.averaged) {
+    // Step keeps u in [0, kMaxAverageSum] (it folds above) and each mark in [0, u] (u when
+    // the term joined, 0 after a fold). Outside these the next fold, base += a (u - mark),
+    // can overflow (tests/fuzz/regressions/snapshot/average_mark_far_below_zero.snap).
+    if (!(state.average_sum >= 0 && state.average_sum <= kMaxAverageSum)) {
+      return Inconsistent(absl::StrCat("average_sum must be in [0, ", kMaxAverageSum, "], got ",
+                                       state.average_sum));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (!(state.average_mark[i] >= 0 && state.average_mark[i] <= state.average_sum)) {
+        return Inconsistent(absl::StrCat("average_mark[", i, "] = ", state.average_mark[i],
+                                         " is outside [0, average_sum = ", state.average_sum,
+                                         "]"));
+      }
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    // An averaged model keeps a term whose coefficient underflowed: its past still counts
+    // in the average. Otherwise such terms are removed at once.
+    if (state.coefficients[i] == 0 && !config.averaged) {
+      return Inconsistent(absl::StrCat("coefficients[", i, "] is zero"));
+    }
+    if (state.added_at[i] < 1 || state.added_at[i] > state.steps) {
+      return Inconsistent(absl::StrCat("added_at[", i, "] = ", state.added_at[i],
+                                       " is outside [1, steps = ", state.steps, "]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void NormaModel::RestoreTerms(const ModelState& state) {
+  const ModelConfig& config = state.config;
+  const size_t n = state.coefficients.size();
+  expansion_.Reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const double mark = config.averaged ? state.average_mark[i] : 0.0;
+    if (config.sparse_storage()) {
+      expansion_.Append(state.sparse_support.Row(i), state.coefficients[i], state.added_at[i],
+                        mark);
+    } else {
+      expansion_.Append(absl::MakeConstSpan(state.support).subspan(i * config.dim, config.dim),
+                        state.coefficients[i], state.added_at[i], mark);
+    }
+  }
+  if (config.averaged) {
+    // A state written before averaging windows existed has no previous-block sums: 0.
+    for (size_t i = 0; i < n; ++i) {
+      expansion_.set_average_base(i, state.average_base[i]);
+      if (!state.average_previous.empty()) {
+        expansion_.set_average_previous(i, state.average_previous[i]);
+      }
+    }
+  }
+}
+
+void NormaModel::RestoreRetiredTerms(const ModelState& state) {
+  const ModelConfig& config = state.config;
+  const size_t retired = state.retired_at.size();  // 0 unless averaged (validated above)
+  if (retired > 0) retired_->Reserve(retired);
+  for (size_t i = 0; i < retired; ++i) {
+    if (config.sparse_storage()) {
+      retired_->Append(state.retired_sparse_support.Row(i), 0.0, state.retired_at[i], 0.0);
+    } else {
+      retired_->Append(
+          absl::MakeConstSpan(state.retired_support).subspan(i * config.dim, config.dim), 0.0,
+          state.retired_at[i], 0.0);
+    }
+    retired_->set_average_base(i, state.retired_sums[i]);
+    retired_->set_average_previous(i, state.retired_previous_sums[i]);
+  }
 }
 
 absl::Status NormaModel::ValidateAverageWindowState(const ModelState& state) {

@@ -106,8 +106,19 @@ class NormaModel : public Model {
 
  private:
   explicit NormaModel(const ModelConfig& config);
-  // InvalidArgument unless the state's averaging-window fields fit its config.
+  // FromState's checks, InvalidArgument unless: the term arrays' sizes fit each other,
+  // the storage and the budget (ValidateTermLayout); the terms' numbers, the scale and
+  // the scale sum are finite (CheckFiniteTerms); the scale, the averaged sums' marks, the
+  // coefficients and the steps the terms were added at are in range (ValidateTermRanges);
+  // the state's averaging-window fields fit its config (ValidateAverageWindowState).
+  static absl::Status ValidateTermLayout(const ModelState& state);
+  static absl::Status CheckFiniteTerms(const ModelState& state);
+  static absl::Status ValidateTermRanges(const ModelState& state);
   static absl::Status ValidateAverageWindowState(const ModelState& state);
+  // FromState's restoring of a validated state's terms into expansion_, and of the
+  // retired terms the averaged hypothesis keeps into retired_.
+  void RestoreTerms(const ModelState& state);
+  void RestoreRetiredTerms(const ModelState& state);
   // The step and the prediction on an input of the expansion's storage: a span (dense) or
   // a SparseVectorView (sparse).
   template <typename Input>
