@@ -239,9 +239,8 @@ bool TakeParsed(absl::StatusOr<T> parsed, T* out) {
   return true;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// Blocks the signals main waits for, SIGTERM, SIGINT and SIGHUP, and returns them.
+sigset_t BlockSignals() {
   // Before anything can start a thread. A shell without job control starts background
   // commands with SIGINT ignored, and an ignored signal is discarded even while blocked,
   // so the default disposition is restored first (blocked, it never runs).
@@ -254,28 +253,21 @@ int main(int argc, char** argv) {
   signal(SIGTERM, SIG_DFL);
   signal(SIGINT, SIG_DFL);
   signal(SIGHUP, SIG_DFL);
-  KeepFreedHeapMemory();
+  return stop_signals;
+}
 
-  absl::SetProgramUsageMessage(
-      "Serves okl.v1.OnlineKernelLearning (online kernel learning, NORMA) over gRPC.\n"
-      "Usage: okl_server [--listen=127.0.0.1:50051] [--auth_tokens_file=PATH] [--flags...]");
-  absl::ParseCommandLine(argc, argv);
-  // Before any thread: the mode is read on every lock acquisition.
-  if (!absl::GetFlag(FLAGS_mutex_deadlock_detection)) {
-    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  }
+// okl::Server::Options from the flags; false, after saying why, if one is invalid.
+bool ServerOptionsFromFlags(okl::Server::Options* options) {
+  options->listen_address = absl::GetFlag(FLAGS_listen);
+  options->tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  options->tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
+  options->tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  options->auth_tokens_file = absl::GetFlag(FLAGS_auth_tokens_file);
+  options->allow_unauthenticated = absl::GetFlag(FLAGS_allow_unauthenticated);
+  options->max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options->reflection = absl::GetFlag(FLAGS_reflection);
 
-  okl::Server::Options options;
-  options.listen_address = absl::GetFlag(FLAGS_listen);
-  options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
-  options.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
-  options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
-  options.auth_tokens_file = absl::GetFlag(FLAGS_auth_tokens_file);
-  options.allow_unauthenticated = absl::GetFlag(FLAGS_allow_unauthenticated);
-  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
-  options.reflection = absl::GetFlag(FLAGS_reflection);
-
-  okl::ModelHost::Options& host = options.host;
+  okl::ModelHost::Options& host = options->host;
   host.max_dim = absl::GetFlag(FLAGS_max_dim);
   host.max_sparse_dim = absl::GetFlag(FLAGS_max_sparse_dim);
   host.max_terms = absl::GetFlag(FLAGS_max_terms);
@@ -295,24 +287,85 @@ int main(int argc, char** argv) {
   host.events.max_pending = absl::GetFlag(FLAGS_max_pending_events);
   host.quotas.max_event_bytes_per_tenant = absl::GetFlag(FLAGS_max_event_bytes_per_tenant);
 
-  okl::OklService::Options& service = options.service;
+  okl::OklService::Options& service = options->service;
   service.max_batch = absl::GetFlag(FLAGS_max_batch);
   service.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   service.max_response_predictions = absl::GetFlag(FLAGS_max_response_predictions);
   service.max_concurrent_restores = absl::GetFlag(FLAGS_max_concurrent_restores);
   service.max_inline_work = absl::GetFlag(FLAGS_max_inline_work);
   service.offload_threads = absl::GetFlag(FLAGS_offload_threads);
-  options.rpc_threads = absl::GetFlag(FLAGS_rpc_threads);
+  options->rpc_threads = absl::GetFlag(FLAGS_rpc_threads);
 
-  options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
-  options.metrics.max_models = absl::GetFlag(FLAGS_metrics_max_models);
+  options->metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  options->metrics.max_models = absl::GetFlag(FLAGS_metrics_max_models);
   if (!TakeParsed(okl::ParseModelLabels(absl::GetFlag(FLAGS_metrics_model_labels)),
-                  &options.metrics.model_labels)) {
-    return 1;
+                  &options->metrics.model_labels)) {
+    return false;
   }
-  options.regret.every_steps = absl::GetFlag(FLAGS_regret_every_steps);
-  options.regret.threads = absl::GetFlag(FLAGS_regret_threads);
-  options.regret_refresh = absl::GetFlag(FLAGS_regret_refresh);
+  options->regret.every_steps = absl::GetFlag(FLAGS_regret_every_steps);
+  options->regret.threads = absl::GetFlag(FLAGS_regret_threads);
+  options->regret_refresh = absl::GetFlag(FLAGS_regret_refresh);
+  return true;
+}
+
+// Where the started server serves, on stderr.
+void PrintAddresses(const okl::Server::Options& options, const okl::Server& server) {
+  std::fprintf(stderr, "okl_server listening on %s\n",
+               BoundAddress(options.listen_address, server.port()).c_str());
+  if (server.metrics_port() != 0) {
+    std::fprintf(stderr, "okl_server metrics on http://%s/metrics\n",
+                 BoundAddress(options.metrics_address, server.metrics_port()).c_str());
+  }
+}
+
+// Writes --metrics_port_file and --port_file, those given; the first failure.
+absl::Status WritePortFiles(const okl::Server& server) {
+  for (const auto& [flag, port_file, port] :
+       // The metrics port first: a reader that sees the gRPC port file finds both.
+       {std::tuple<const char*, std::string, int>{"--metrics_port_file",
+                                                  absl::GetFlag(FLAGS_metrics_port_file),
+                                                  server.metrics_port()},
+        {"--port_file", absl::GetFlag(FLAGS_port_file), server.port()}}) {
+    if (port_file.empty()) continue;
+    if (absl::Status status = WritePortFile(port_file, port, flag); !status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+// Waits for SIGTERM or SIGINT and returns it; each SIGHUP meanwhile re-reads the tokens
+// file.
+int WaitForStopSignal(const sigset_t& stop_signals, okl::Server& server) {
+  int signal_number = 0;
+  while (true) {
+    if (sigwait(&stop_signals, &signal_number) != 0) continue;
+    if (signal_number != SIGHUP) return signal_number;
+    // Token rotation without a restart.
+    if (absl::Status status = server.ReloadAuthTokens(); status.ok()) {
+      std::fprintf(stderr, "okl_server: SIGHUP: re-read --auth_tokens_file\n");
+    } else {
+      std::fprintf(stderr, "okl_server: SIGHUP: %s; the previous tokens stay in force\n",
+                   std::string(status.message()).c_str());
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const sigset_t stop_signals = BlockSignals();
+  KeepFreedHeapMemory();
+
+  absl::SetProgramUsageMessage(
+      "Serves okl.v1.OnlineKernelLearning (online kernel learning, NORMA) over gRPC.\n"
+      "Usage: okl_server [--listen=127.0.0.1:50051] [--auth_tokens_file=PATH] [--flags...]");
+  absl::ParseCommandLine(argc, argv);
+  // Before any thread: the mode is read on every lock acquisition.
+  if (!absl::GetFlag(FLAGS_mutex_deadlock_detection)) {
+    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  }
+
+  okl::Server::Options options;
+  if (!ServerOptionsFromFlags(&options)) return 1;
   if (const std::string failpoint = absl::GetFlag(FLAGS_failpoint); !failpoint.empty()) {
     if (absl::Status status = okl::ArmFailpoint(failpoint); !status.ok()) {
       std::fprintf(stderr, "okl_server: %s\n", std::string(status.message()).c_str());
@@ -330,38 +383,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "okl_server: %s\n", std::string(status.message()).c_str());
     return 1;
   }
-  std::fprintf(stderr, "okl_server listening on %s\n",
-               BoundAddress(options.listen_address, server.port()).c_str());
-  if (server.metrics_port() != 0) {
-    std::fprintf(stderr, "okl_server metrics on http://%s/metrics\n",
-                 BoundAddress(options.metrics_address, server.metrics_port()).c_str());
-  }
-  for (const auto& [flag, port_file, port] :
-       // The metrics port first: a reader that sees the gRPC port file finds both.
-       {std::tuple<const char*, std::string, int>{"--metrics_port_file",
-                                                  absl::GetFlag(FLAGS_metrics_port_file),
-                                                  server.metrics_port()},
-        {"--port_file", absl::GetFlag(FLAGS_port_file), server.port()}}) {
-    if (port_file.empty()) continue;
-    if (absl::Status status = WritePortFile(port_file, port, flag); !status.ok()) {
-      std::fprintf(stderr, "okl_server: %s\n", std::string(status.message()).c_str());
-      server.Shutdown(absl::Now());
-      return 1;
-    }
+  PrintAddresses(options, server);
+  if (absl::Status status = WritePortFiles(server); !status.ok()) {
+    std::fprintf(stderr, "okl_server: %s\n", std::string(status.message()).c_str());
+    server.Shutdown(absl::Now());
+    return 1;
   }
 
-  int signal_number = 0;
-  while (true) {
-    if (sigwait(&stop_signals, &signal_number) != 0) continue;
-    if (signal_number != SIGHUP) break;
-    // Token rotation without a restart.
-    if (absl::Status status = server.ReloadAuthTokens(); status.ok()) {
-      std::fprintf(stderr, "okl_server: SIGHUP: re-read --auth_tokens_file\n");
-    } else {
-      std::fprintf(stderr, "okl_server: SIGHUP: %s; the previous tokens stay in force\n",
-                   std::string(status.message()).c_str());
-    }
-  }
+  const int signal_number = WaitForStopSignal(stop_signals, server);
   std::fprintf(stderr, "okl_server: %s, draining (up to %s)\n", strsignal(signal_number),
                absl::FormatDuration(grace).c_str());
   server.Shutdown(absl::Now() + grace);
