@@ -89,9 +89,15 @@ std::string CompilerName() {
 // event book (it remembered events: delayed feedback).
 struct ModelReading {
   const ModelSummary& summary;
-  const ModelStats& stats;
   const std::optional<EventCounts>& events;
 
+  const ModelStats& stats() const { return summary.stats; }
+  // The last regret computation's `read` as a sample; nothing before the first one.
+  std::optional<double> Regret(double (*read)(const RegretResult& regret,
+                                              const ModelStats& stats)) const {
+    if (!stats().regret.has_value()) return std::nullopt;
+    return read(*stats().regret, stats());
+  }
   // The event counter `field` as a sample; nothing for a model without an event book.
   template <typename T>
   std::optional<double> Events(T EventCounts::*field) const {
@@ -120,56 +126,56 @@ constexpr ModelSeries kModelSeries[] = {
      "Terms stored in the model's kernel expansion (a KRLS tracker's dictionary bases; a "
      "random-feature model's features).",
      MetricType::Gauge,
-     [](const ModelReading& m) -> std::optional<double> { return m.stats.expansion_size; }},
+     [](const ModelReading& m) -> std::optional<double> { return m.stats().expansion_size; }},
     {"okl_model_steps_total", "Labelled examples the model has observed.", MetricType::Counter,
      [](const ModelReading& m) -> std::optional<double> {
-       return static_cast<double>(m.stats.steps);
+       return static_cast<double>(m.stats().steps);
      }},
     {"okl_model_loss_total",
      "Cumulative prequential loss sum_t loss(y_t, p_t) of the model, in its loss's units.",
      MetricType::Counter,
-     [](const ModelReading& m) -> std::optional<double> { return m.stats.cumulative_loss; }},
+     [](const ModelReading& m) -> std::optional<double> { return m.stats().cumulative_loss; }},
     {"okl_model_mistakes_total",
      "Examples whose prequential prediction had the wrong sign (classification losses "
      "only).",
      MetricType::Counter,
      [](const ModelReading& m) -> std::optional<double> {
        if (!IsClassificationLoss(m.summary.config.loss.type)) return std::nullopt;
-       return static_cast<double>(m.stats.mistakes);
+       return static_cast<double>(m.stats().mistakes);
      }},
     // The regret series: models with regret tracking, once it was computed.
     {"okl_model_regret",
      "Windowed regret: online loss minus the batch comparator's loss over the last "
      "regret_window examples, in loss units; lags by okl_model_regret_staleness_steps.",
      MetricType::Gauge,
-     [](const ModelReading& m) -> std::optional<double> {
-       if (!m.stats.regret.has_value()) return std::nullopt;
-       return m.stats.regret->regret;
+     [](const ModelReading& m) {
+       return m.Regret([](const RegretResult& r, const ModelStats&) { return r.regret; });
      }},
     {"okl_model_regret_per_example",
      "Windowed regret divided by the examples in the window, in loss units.", MetricType::Gauge,
      [](const ModelReading& m) -> std::optional<double> {
-       if (!m.stats.regret.has_value() || m.stats.regret->window == 0) return std::nullopt;
-       return m.stats.regret->regret / static_cast<double>(m.stats.regret->window);
+       if (!m.stats().regret.has_value() || m.stats().regret->window == 0) return std::nullopt;
+       return m.stats().regret->regret / static_cast<double>(m.stats().regret->window);
      }},
     {"okl_model_regret_staleness_steps",
      "Examples observed since the newest example of the last regret computation.",
      MetricType::Gauge,
-     [](const ModelReading& m) -> std::optional<double> {
-       if (!m.stats.regret.has_value()) return std::nullopt;
-       const uint64_t last_step = m.stats.regret->last_step;
-       return m.stats.steps >= last_step ? static_cast<double>(m.stats.steps - last_step) : 0.0;
+     [](const ModelReading& m) {
+       return m.Regret([](const RegretResult& r, const ModelStats& stats) {
+         return stats.steps >= r.last_step ? static_cast<double>(stats.steps - r.last_step)
+                                           : 0.0;
+       });
      }},
     {"okl_model_regret_window_size", "Examples in the window of the last regret computation.",
      MetricType::Gauge,
-     [](const ModelReading& m) -> std::optional<double> {
-       if (!m.stats.regret.has_value()) return std::nullopt;
-       return static_cast<double>(m.stats.regret->window);
+     [](const ModelReading& m) {
+       return m.Regret(
+           [](const RegretResult& r, const ModelStats&) { return static_cast<double>(r.window); });
      }},
     {"okl_model_truncation_error_bound",
      "Bound on the RKHS-norm error of truncating the expansion to its budget (Kivinen, "
      "Smola and Williamson 2004).",
-     MetricType::Gauge, [](const ModelReading& m) { return m.stats.truncation_error_bound; }},
+     MetricType::Gauge, [](const ModelReading& m) { return m.stats().truncation_error_bound; }},
     {"okl_model_memory_bytes", "Memory held by the model's expansion, in bytes.",
      MetricType::Gauge,
      [](const ModelReading& m) -> std::optional<double> {
@@ -181,7 +187,7 @@ constexpr ModelSeries kModelSeries[] = {
      MetricType::Gauge,
      [](const ModelReading& m) -> std::optional<double> {
        if (!m.summary.config.krls_tracker_kind()) return std::nullopt;
-       return m.stats.noise_variance;
+       return m.stats().noise_variance;
      }},
     {"okl_model_champion_changes_total",
      "A selection's (config.select) champion changes: a challenger's loss significantly "
@@ -189,7 +195,7 @@ constexpr ModelSeries kModelSeries[] = {
      MetricType::Counter,
      [](const ModelReading& m) -> std::optional<double> {
        if (!m.summary.config.select_kind()) return std::nullopt;
-       return static_cast<double>(m.stats.champion_changes);
+       return static_cast<double>(m.stats().champion_changes);
      }},
     {.name = "okl_model_candidate_recent_loss",
      .help = "Each live candidate of a selection: its progressive loss averaged over ~1,000 "
@@ -197,8 +203,8 @@ constexpr ModelSeries kModelSeries[] = {
      .type = MetricType::Gauge,
      .candidate_value = [](const ModelReading& m, size_t i) -> std::optional<double> {
        if (!m.summary.config.select_kind()) return std::nullopt;
-       if (m.stats.candidates[i].status != CandidateStatus::kLive) return std::nullopt;
-       return m.stats.candidates[i].recent_loss;
+       if (m.stats().candidates[i].status != CandidateStatus::kLive) return std::nullopt;
+       return m.stats().candidates[i].recent_loss;
      }},
     // Delayed feedback: models that remembered events.
     {"okl_model_events_pending", "Remembered events awaiting their label.", MetricType::Gauge,
@@ -409,7 +415,7 @@ class ServerMetrics::Impl {
           book != nullptr) {
         events = book->counts();
       }
-      const ModelReading model = {*summary, summary->stats, events};
+      const ModelReading model = {*summary, events};
       const std::vector<ClientMetric::Label> labels = {{"tenant", Label(summary->tenant)},
                                                        {"model", Label(summary->model)}};
       for (size_t s = 0; s < per_model.size(); ++s) {
@@ -420,12 +426,12 @@ class ServerMetrics::Impl {
           }
           continue;
         }
-        for (size_t i = 0; i < model.stats.candidates.size(); ++i) {
+        for (size_t i = 0; i < model.stats().candidates.size(); ++i) {
           const std::optional<double> value = series.candidate_value(model, i);
           if (!value) continue;
           std::vector<ClientMetric::Label> candidate_labels = labels;
           candidate_labels.push_back({"candidate", absl::StrCat(i)});
-          candidate_labels.push_back({"champion", i == model.stats.champion ? "1" : "0"});
+          candidate_labels.push_back({"champion", i == model.stats().champion ? "1" : "0"});
           per_model[s].metric.push_back(Sample(series.type, *value, candidate_labels));
         }
       }
