@@ -10,8 +10,8 @@ Run by ctest with Debian's /usr/bin/python3 (python3-grpcio, python3-protobuf):
 Starts the cluster in a temporary directory (OKL_CLUSTER_DIR) and checks, through the
 router's gRPC port and each replica's own:
   - `start` prints "router ADDR" and one "replica ADDR metrics ADDR" per replica, at the
-    default addresses (router 127.0.0.1:50060, replica N on 50060 + N), and `status` the
-    same;
+    addresses asked for (router 127.0.0.1:20060, replica N on 20060 + N), and `status`
+    the same;
   - CreateModel through the router for 100 tenants puts each tenant on exactly one replica,
     and the replicas hold between 70% and 130% of an even share each;
   - ListModels on a replica shows only the tenants that replica holds;
@@ -45,9 +45,12 @@ import okl_system
 RPC_TIMEOUT_S = 10.0
 TENANTS = 100
 REPLICAS = 3
-# The cluster's default addresses (router on the port, replica N on port + N): the ring
-# hashes them, so these make the spread below the one every user of the defaults gets.
-CLUSTER_PORT = 50060
+# The router's port (replica N on it + N). Fixed, because the ring hashes the replicas'
+# addresses and the spread asserted below is these addresses' spread; below the kernel's
+# ephemeral range (32768-60999 on Debian), so no other test's port-0 server or outgoing
+# connection can take a replica's port while the cluster runs (an added replica binds
+# its port minutes after the start).
+CLUSTER_PORT = 20060
 
 ARGS = None
 grpc = pb = pb_grpc = None

@@ -7,8 +7,10 @@
 // replica twice while they write. Afterwards every model must equal, to the last bit, a
 // core model fed exactly the examples its writer had acknowledged: each once, in order.
 //
-// The cluster runs in the test's temporary directory on ports 50070-50073 (fixed: the
-// ring hashes the replicas' addresses; SystemClusterTest uses 50060-50063).
+// The cluster runs in the test's temporary directory on ports 20070-20073: fixed, because
+// the ring hashes the replicas' addresses, and below the kernel's ephemeral range
+// (32768-60999), so no port-0 server or outgoing connection of a concurrent test can take
+// one; SystemClusterTest uses 20060-20064.
 
 #include <sys/wait.h>
 
@@ -36,7 +38,7 @@
 namespace okl::testing {
 namespace {
 
-constexpr int kClusterPort = 50070;
+constexpr int kClusterPort = 20070;
 constexpr int kReplicas = 3;
 constexpr int kWriters = 4;
 constexpr size_t kExamplesPerWriter = 12000;
