@@ -242,8 +242,8 @@ constexpr ModelSeries kModelSeries[] = {
 
 class ServerMetrics::Impl {
  public:
-  Impl(const ModelRegistry* registry, const RegretScheduler* regret_scheduler, Options options)
-      : registry_(registry),
+  Impl(ModelSource models, const RegretScheduler* regret_scheduler, Options options)
+      : models_(std::move(models)),
         regret_scheduler_(regret_scheduler),
         options_(options),
         compiler_(CompilerName()),
@@ -398,8 +398,8 @@ class ServerMetrics::Impl {
     double terms = 0;
     double bytes = 0;
     size_t with_series = 0;
-    for (const std::shared_ptr<ModelEntry>& entry : registry_->List("")) {
-      absl::StatusOr<ModelSummary> summary = entry->Summary();
+    for (const MetricsModel& listed : models_()) {
+      absl::StatusOr<ModelSummary> summary = listed.entry->Summary();
       if (!summary.ok()) continue;  // deleted since List
       ++models;
       terms += summary->stats.expansion_size;
@@ -410,11 +410,7 @@ class ServerMetrics::Impl {
       }
       ++with_series;
       std::optional<EventCounts> events;
-      if (const std::shared_ptr<EventBook> book =
-              options_.host != nullptr ? options_.host->ExistingBook(*entry) : nullptr;
-          book != nullptr) {
-        events = book->counts();
-      }
+      if (listed.book != nullptr) events = listed.book->counts();
       const ModelReading model = {*summary, events};
       const std::vector<ClientMetric::Label> labels = {{"tenant", Label(summary->tenant)},
                                                        {"model", Label(summary->model)}};
@@ -539,7 +535,7 @@ class ServerMetrics::Impl {
     }
   }
 
-  const ModelRegistry* const registry_;
+  const ModelSource models_;
   const RegretScheduler* const regret_scheduler_;
   const Options options_;
   const std::string compiler_;
@@ -582,9 +578,29 @@ absl::StatusOr<ModelLabels> ParseModelLabels(absl::string_view text) {
       "--metrics_model_labels must be names, hashed or none, got \"", text, "\""));
 }
 
-ServerMetrics::ServerMetrics(const ModelRegistry* registry,
-                             const RegretScheduler* regret_scheduler, Options options)
-    : impl_(std::make_unique<Impl>(registry, regret_scheduler, options)) {}
+ModelSource ModelsOf(const ModelHost* host) {
+  return [host] {
+    std::vector<MetricsModel> models;
+    for (const std::shared_ptr<HostedModel>& model : host->List("")) {
+      models.push_back({model->shared_entry(), model->existing_book()});
+    }
+    return models;
+  };
+}
+
+ModelSource ModelsOf(const ModelRegistry* registry) {
+  return [registry] {
+    std::vector<MetricsModel> models;
+    for (std::shared_ptr<ModelEntry>& entry : registry->List("")) {
+      models.push_back({std::move(entry), nullptr});
+    }
+    return models;
+  };
+}
+
+ServerMetrics::ServerMetrics(ModelSource models, const RegretScheduler* regret_scheduler,
+                             Options options)
+    : impl_(std::make_unique<Impl>(std::move(models), regret_scheduler, options)) {}
 
 ServerMetrics::~ServerMetrics() = default;
 

@@ -3,9 +3,8 @@
 // ServerMetrics is okl_server's Prometheus instrumentation (prometheus-cpp), served as
 // text on http://<--metrics_address>/metrics. Three kinds of series:
 //   - per model (labels tenant, model: names or hashes of them, see ModelLabels), read
-//     from the ModelRegistry at scrape time, so
-//     that Observe and Predict pay nothing for them and a deleted model's series vanish
-//     with it; at most Options::max_models models get them (the first in (tenant, model)
+//     from the models (a ModelSource) at scrape time, so that Observe and Predict pay
+//     nothing for them and a deleted model's series vanish with it; at most Options::max_models models get them (the first in (tenant, model)
 //     order), the rest count only in the aggregates;
 //   - per RPC (labels service, method, code): counted by a gRPC server interceptor, one
 //     counter increment and one histogram observation per call, lock-free; calls to
@@ -20,7 +19,7 @@
 // interceptors write into it until the server's last call is destroyed).
 //
 // Example:
-//   okl::ServerMetrics metrics(&registry, &scheduler, {.max_models = 1000});
+//   okl::ServerMetrics metrics(okl::ModelsOf(&host), &scheduler, {.max_models = 1000});
 //   OKL_RETURN_IF_ERROR(metrics.StartExposer("0.0.0.0:9464"));
 //   builder.experimental().SetInterceptorCreators(metrics.InterceptorCreators());
 #ifndef OKL_SERVER_METRICS_H_
@@ -29,6 +28,7 @@
 #include <grpcpp/support/server_interceptor.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,7 +42,22 @@
 
 namespace okl {
 
+class EventBook;
 class ModelHost;
+
+// A model as the per-model series read it: its entry, and its event book (null if it
+// has none).
+struct MetricsModel {
+  std::shared_ptr<const ModelEntry> entry;
+  std::shared_ptr<const EventBook> book;
+};
+// The models to report at scrape time, sorted by (tenant, model).
+using ModelSource = std::function<std::vector<MetricsModel>()>;
+// The models of `host` (its HostedModels, with their books), or of a bare `registry`
+// (no books: an embedding without delayed feedback, or a test). Each must outlive the
+// ServerMetrics that reads it.
+ModelSource ModelsOf(const ModelHost* host);
+ModelSource ModelsOf(const ModelRegistry* registry);
 
 // How per-model series identify their model (--metrics_model_labels): by the tenant and
 // model names; by the first 16 hex digits of each name's SHA-256, so that /metrics
@@ -63,9 +78,8 @@ class ServerMetrics {
     const ModelHost* host = nullptr;
   };
 
-  // `registry` must outlive this object; `regret_scheduler` may be null.
-  ServerMetrics(const ModelRegistry* registry, const RegretScheduler* regret_scheduler,
-                Options options);
+  // `regret_scheduler` may be null.
+  ServerMetrics(ModelSource models, const RegretScheduler* regret_scheduler, Options options);
   ~ServerMetrics();
 
   // Serves /metrics on `address` ("host:port" with a numeric host, e.g. "0.0.0.0:9464";

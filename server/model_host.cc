@@ -4,6 +4,7 @@
 
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -39,7 +40,7 @@ absl::Status FencedError(absl::string_view tenant, bool dropped) {
 }  // namespace
 
 // Holds (tenant, model) for one mutation: mutations of one name run one at a time, in
-// the order they claimed it, so the store sees them in the registry's order.
+// the order they claimed it, so the store sees them in the index's order.
 class ModelHost::NameClaim {
  public:
   NameClaim(ModelHost* host, Key key) : host_(host), key_(std::move(key)) {
@@ -88,10 +89,7 @@ ModelHost::WriteTicket::~WriteTicket() {
 }
 
 ModelHost::ModelHost(Options options)
-    : options_(std::move(options)),
-      registry_({.max_models = options_.quotas.max_models,
-                 .regret_scheduler = options_.regret_scheduler}),
-      quotas_(options_.quotas) {}
+    : options_(std::move(options)), quotas_(options_.quotas) {}
 
 absl::Status ModelHost::Open() {
   if (options_.data_dir.empty()) return absl::OkStatus();
@@ -99,27 +97,24 @@ absl::Status ModelHost::Open() {
       store_, ModelStore::Open(options_.data_dir,
                                {.sync_writes = options_.sync_writes,
                                 .file_system = options_.store_file_system}));
+  auto install = [this](const ModelKey& id, std::unique_ptr<Model> learner,
+                        std::shared_ptr<ModelLog> log) -> absl::Status {
+    std::shared_ptr<HostedModel> model = MakeHosted(id, std::move(learner), std::move(log));
+    OKL_RETURN_IF_ERROR(Index(id, model, /*replace=*/false).status());
+    quotas_.Add(id.tenant(), WorstCaseMemoryBytes(model->entry().config()));
+    // A restored model has a window already: its regret need not wait for a batch.
+    model->entry().RefreshRegret();
+    OpenRememberedEvents(*model);
+    return absl::OkStatus();
+  };
   OKL_ASSIGN_OR_RETURN(
       RestoreStats stats,
       RestoreModels(
-          store_.get(), &registry_,
+          store_.get(),
           {.skip_damaged = options_.skip_damaged_models, .warn = [](absl::string_view line) {
              std::fprintf(stderr, "okl_server: %s\n", std::string(line).c_str());
-           }}));
-  for (const std::shared_ptr<ModelEntry>& entry : registry_.List("")) {
-    quotas_.Add(entry->tenant(), WorstCaseMemoryBytes(entry->config()));
-    // A model with remembered events gets its book now, so that their waits end on time
-    // without waiting for the model's next Predict or Label.
-    absl::StatusOr<std::optional<absl::Time>> next = LogOf(*entry)->NextExpiry();
-    if (next.ok() && !next->has_value()) continue;
-    absl::Status book = next.ok() ? BookFor(*entry).status() : next.status();
-    if (!book.ok()) {
-      // The model serves; its events wait for its next Predict or Label to try again.
-      std::fprintf(stderr, "okl_server: the remembered events of model %s/%s: %s\n",
-                   entry->tenant().c_str(), entry->model().c_str(),
-                   std::string(book.message()).c_str());
-    }
-  }
+           }},
+          install));
   std::fprintf(stderr,
                "okl_server: restored %zu model%s (%llu log batches, %llu examples replayed) "
                "in %.3f s\n",
@@ -128,6 +123,51 @@ absl::Status ModelHost::Open() {
                static_cast<unsigned long long>(stats.log_examples),
                absl::ToDoubleSeconds(stats.elapsed));
   return absl::OkStatus();
+}
+
+void ModelHost::OpenRememberedEvents(HostedModel& model) {
+  absl::StatusOr<std::optional<absl::Time>> next = model.log()->NextExpiry();
+  if (next.ok() && !next->has_value()) return;
+  absl::Status book = next.ok() ? model.Book().status() : next.status();
+  if (!book.ok()) {
+    // The model serves; its events wait for its next Predict or Label to try again.
+    std::fprintf(stderr, "okl_server: the remembered events of model %s/%s: %s\n",
+                 model.entry().tenant().c_str(), model.entry().model().c_str(),
+                 std::string(book.message()).c_str());
+  }
+}
+
+std::shared_ptr<HostedModel> ModelHost::MakeHosted(const ModelKey& id,
+                                                   std::unique_ptr<Model> learner,
+                                                   std::shared_ptr<ModelLog> log) {
+  auto entry = std::make_shared<ModelEntry>(id.tenant(), id.model(), std::move(learner), log,
+                                            options_.regret_scheduler);
+  return std::make_shared<HostedModel>(
+      std::move(entry), std::move(log),
+      HostedModel::EventSettings{.limits = options_.events, .quotas = &quotas_});
+}
+
+absl::StatusOr<std::shared_ptr<HostedModel>> ModelHost::Index(
+    const ModelKey& id, std::shared_ptr<HostedModel> model, bool replace) {
+  std::shared_ptr<HostedModel> replaced;
+  {
+    WriterLock lock(&models_mu_);
+    auto it = models_.find(KeyOf(id));
+    if (it != models_.end() && !replace) {
+      return absl::AlreadyExistsError(absl::StrCat(id.Describe(), " already exists"));
+    }
+    if (it == models_.end()) {
+      if (models_.size() >= options_.quotas.max_models) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("the server holds its maximum of ", options_.quotas.max_models,
+                         " models (--max_models); delete one first"));
+      }
+      models_.emplace(KeyOf(id), std::move(model));
+    } else {
+      replaced = std::exchange(it->second, std::move(model));
+    }
+  }
+  return replaced;
 }
 
 absl::Status ModelHost::CheckConfig(const ModelConfig& config) const {
@@ -206,38 +246,39 @@ absl::StatusOr<QuotaReservation> ModelHost::Reserve(const ModelKey& id,
     const WriteTicket ticket(this, tenant);
     OKL_RETURN_IF_ERROR(ticket.status());
   }
-  const bool exists = registry_.Find(id).ok();
+  const bool exists = Find(id).ok();
   return quotas_.Reserve(tenant, WorstCaseMemoryBytes(config), /*new_model=*/!exists);
 }
 
-absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Create(const ModelKey& id,
-                                                              const ModelConfig& config) {
+absl::StatusOr<std::shared_ptr<HostedModel>> ModelHost::Create(const ModelKey& id,
+                                                               const ModelConfig& config) {
   const std::string& tenant = id.tenant();
   OKL_RETURN_IF_ERROR(ValidateConfig(config));
   OKL_RETURN_IF_ERROR(CheckConfig(config));
+  OKL_ASSIGN_OR_RETURN(std::unique_ptr<Model> learner, CreateModel(config));
   const WriteTicket ticket(this, tenant);
   OKL_RETURN_IF_ERROR(ticket.status());
   NameClaim claim(this, KeyOf(id));
-  if (registry_.Find(id).ok()) {
+  if (Find(id).ok()) {
     return absl::AlreadyExistsError(absl::StrCat(id.Describe(), " already exists"));
   }
   OKL_ASSIGN_OR_RETURN(QuotaReservation reservation,
                        quotas_.Reserve(tenant, WorstCaseMemoryBytes(config)));
   std::shared_ptr<ModelLog> log;
   if (store_ != nullptr) {
-    // The config is durable before the model exists; no registry lock is held.
+    // The config is durable before the model exists; no index lock is held.
     OKL_ASSIGN_OR_RETURN(log, store_->CreateModel(tenant, id.model(), config));
   }
-  absl::StatusOr<std::shared_ptr<ModelEntry>> entry = registry_.Create(id, config, log);
-  if (!entry.ok()) {
+  std::shared_ptr<HostedModel> model = MakeHosted(id, std::move(learner), log);
+  if (absl::Status indexed = Index(id, model, /*replace=*/false).status(); !indexed.ok()) {
     if (log != nullptr) (void)store_->DeleteModel(log.get());  // what was just written
-    return entry.status();
+    return indexed;
   }
   reservation.Commit();
-  return entry;
+  return model;
 }
 
-absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Replace(const ModelKey& id,
+absl::StatusOr<std::shared_ptr<HostedModel>> ModelHost::Replace(const ModelKey& id,
                                                                const ModelState& state,
                                                                QuotaReservation reservation,
                                                                SnapshotEvents* events) {
@@ -251,11 +292,11 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Replace(const ModelKey& i
   const WriteTicket ticket(this, tenant);
   OKL_RETURN_IF_ERROR(ticket.status());
   NameClaim claim(this, KeyOf(id));
-  absl::StatusOr<std::shared_ptr<ModelEntry>> old = registry_.Find(id);
+  absl::StatusOr<std::shared_ptr<HostedModel>> old = Find(id);
   // The events' bytes over those of the model they replace are held against the tenant's
   // quota until the new model's book counts them (and the old one's gives its back).
   uint64_t event_bytes = events != nullptr ? events->counts.stored_bytes : 0;
-  if (old.ok()) event_bytes -= std::min(event_bytes, EventCountsOf(**old).stored_bytes);
+  if (old.ok()) event_bytes -= std::min(event_bytes, (*old)->event_counts().stored_bytes);
   OKL_RETURN_IF_ERROR(quotas_.ReserveEventBytes(tenant, event_bytes));
   const absl::Cleanup event_bytes_held = [&] {
     quotas_.ReleaseEventBytes(tenant, event_bytes);
@@ -265,20 +306,24 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Replace(const ModelKey& i
     // One atomic write replaces the old model's config, checkpoint and log (and closes
     // the old log, so batches still arriving for it are retried on the new model).
     OKL_ASSIGN_OR_RETURN(log, store_->ReplaceModel(tenant, id.model(), state,
-                                                   old.ok() ? LogOf(**old) : nullptr, events));
+                                                   old.ok() ? (*old)->log() : nullptr, events));
     Failpoint("restore.written");
   }
-  OKL_ASSIGN_OR_RETURN(std::shared_ptr<ModelEntry> entry,
-                       registry_.Put(id, *std::move(learner), log));
-  if (old.ok()) CloseBook(**old);
+  std::shared_ptr<HostedModel> model = MakeHosted(id, *std::move(learner), log);
+  OKL_ASSIGN_OR_RETURN(std::shared_ptr<HostedModel> replaced,
+                       Index(id, model, /*replace=*/true));
+  // Requests that found the old model see it as gone and are run again on this one.
+  if (replaced != nullptr) replaced->Close();
+  // A restored model has a window already: its regret need not wait for a batch.
+  model->entry().RefreshRegret();
   if (events != nullptr) {
     // Its book now, so that the waits end on time. (A label is sent for these events
     // only once the Restore has returned: before, they were the replaced model's.)
-    std::shared_ptr<EventStorage> storage;
+    std::shared_ptr<MemoryEvents> memory;
     if (log == nullptr) {
-      storage = std::make_shared<MemoryEvents>(std::move(events->events), events->counts);
+      memory = std::make_shared<MemoryEvents>(std::move(events->events), events->counts);
     }
-    absl::Status book = AddBook(*entry, std::move(storage)).status();
+    absl::Status book = model->Book(std::move(memory)).status();
     if (!book.ok()) {
       std::fprintf(stderr, "okl_server: the remembered events of model %s/%s: %s\n",
                    tenant.c_str(), id.model().c_str(), std::string(book.message()).c_str());
@@ -288,11 +333,11 @@ absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Replace(const ModelKey& i
   // counts is whether one was replaced now.
   const uint64_t reserved_models = reservation.models();
   reservation.Commit();
-  const uint64_t old_bytes = old.ok() ? WorstCaseMemoryBytes((*old)->config()) : 0;
+  const uint64_t old_bytes = old.ok() ? WorstCaseMemoryBytes((*old)->entry().config()) : 0;
   const uint64_t models_now = old.ok() ? 0 : 1;
   quotas_.Release(tenant, old_bytes, reserved_models > models_now ? 1 : 0);
   if (models_now > reserved_models) quotas_.Add(tenant, 0, 1);
-  return entry;
+  return model;
 }
 
 absl::Status ModelHost::Delete(const ModelKey& id) {
@@ -303,20 +348,26 @@ absl::Status ModelHost::Delete(const ModelKey& id) {
 
 absl::Status ModelHost::DeleteModel(const ModelKey& id) {
   NameClaim claim(this, KeyOf(id));
-  OKL_ASSIGN_OR_RETURN(std::shared_ptr<ModelEntry> entry, registry_.Find(id));
-  if (ModelLog* log = LogOf(*entry); log != nullptr) {
+  OKL_ASSIGN_OR_RETURN(std::shared_ptr<HostedModel> model, Find(id));
+  if (ModelLog* log = model->log(); log != nullptr) {
     OKL_RETURN_IF_ERROR(store_->DeleteModel(log));
   }
-  OKL_RETURN_IF_ERROR(registry_.Delete(id));
-  CloseBook(*entry);
-  quotas_.Release(id.tenant(), WorstCaseMemoryBytes(entry->config()));
+  {
+    WriterLock lock(&models_mu_);
+    models_.erase(KeyOf(id));  // the claim kept it there
+  }
+  model->Close();
+  quotas_.Release(id.tenant(), WorstCaseMemoryBytes(model->entry().config()));
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<ModelEntry>> ModelHost::Find(const ModelKey& id) const {
-  absl::StatusOr<std::shared_ptr<ModelEntry>> entry = registry_.Find(id);
-  if (!entry.ok()) return NotFoundUnlessMoved(id.tenant(), entry.status());
-  return entry;
+absl::StatusOr<std::shared_ptr<HostedModel>> ModelHost::Find(const ModelKey& id) const {
+  {
+    ReaderLock lock(&models_mu_);
+    if (auto it = models_.find(KeyOf(id)); it != models_.end()) return it->second;
+  }
+  return NotFoundUnlessMoved(id.tenant(), absl::NotFoundError(absl::StrCat(
+                                              id.Describe(), " does not exist")));
 }
 
 absl::Status ModelHost::NotFoundUnlessMoved(absl::string_view tenant, absl::Status status) const {
@@ -325,29 +376,29 @@ absl::Status ModelHost::NotFoundUnlessMoved(absl::string_view tenant, absl::Stat
   return status;
 }
 
-absl::Status ModelHost::WithModel(const ModelKey& id, std::shared_ptr<ModelEntry>* entry,
-                                  const std::function<absl::Status(ModelEntry&)>& work) {
+absl::Status ModelHost::WithModel(const ModelKey& id, std::shared_ptr<HostedModel>* model,
+                                  const std::function<absl::Status(HostedModel&)>& work) {
   absl::Status status;
   for (int lookup = 1; lookup <= kMaxLookups; ++lookup) {
-    if (*entry == nullptr) {
-      OKL_ASSIGN_OR_RETURN(*entry, Find(id));
+    if (*model == nullptr) {
+      OKL_ASSIGN_OR_RETURN(*model, Find(id));
     }
-    status = work(**entry);
+    status = work(**model);
     if (status.code() != absl::StatusCode::kNotFound) return status;
     // Deleted or replaced since it was found. A Restore closes the old log before it
-    // swaps the entry: wait for it to finish, then look again.
-    entry->reset();
+    // swaps the model: wait for it to finish, then look again.
+    model->reset();
     WaitUntilUnclaimed(KeyOf(id));
   }
   return NotFoundUnlessMoved(id.tenant(), status);
 }
 
 absl::Status ModelHost::WithModelForWrite(
-    const ModelKey& id, std::shared_ptr<ModelEntry>* entry,
-    const std::function<absl::Status(ModelEntry&)>& work) {
+    const ModelKey& id, std::shared_ptr<HostedModel>* model,
+    const std::function<absl::Status(HostedModel&)>& work) {
   const WriteTicket ticket(this, id.tenant());
   OKL_RETURN_IF_ERROR(ticket.status());
-  return WithModel(id, entry, work);
+  return WithModel(id, model, work);
 }
 
 absl::Status ModelHost::FenceWrites(absl::string_view tenant, absl::Time deadline) {
@@ -395,15 +446,16 @@ absl::StatusOr<std::vector<std::string>> ModelHost::DropTenant(absl::string_view
                                                                absl::Time deadline) {
   OKL_RETURN_IF_ERROR(FenceWrites(tenant, deadline));
   std::vector<std::string> dropped;
-  for (const std::shared_ptr<ModelEntry>& entry : registry_.List(tenant)) {
-    OKL_ASSIGN_OR_RETURN(const ModelKey id, ModelKey::Make(tenant, entry->model()));
+  for (const std::shared_ptr<HostedModel>& model : List(tenant)) {
+    const std::string& name = model->entry().model();
+    OKL_ASSIGN_OR_RETURN(const ModelKey id, ModelKey::Make(tenant, name));
     absl::Status deleted = DeleteModel(id);
     if (!deleted.ok() && deleted.code() != absl::StatusCode::kNotFound) {
       return absl::Status(deleted.code(),
-                          absl::StrCat("deleting model \"", entry->model(), "\" after ",
+                          absl::StrCat("deleting model \"", name, "\" after ",
                                        dropped.size(), " other(s): ", deleted.message()));
     }
-    dropped.push_back(entry->model());
+    dropped.push_back(name);
   }
   PlainLock lock(&writes_mu_);
   if (auto it = tenant_writes_.find(tenant); it != tenant_writes_.end() && it->second.fenced) {
@@ -424,12 +476,33 @@ void ModelHost::WaitUntilUnclaimed(const Key& key) {
   while (claimed_.contains(key)) claim_released_.Wait(&claims_mu_);
 }
 
-std::vector<std::shared_ptr<ModelEntry>> ModelHost::List(absl::string_view tenant) const {
-  return registry_.List(tenant);
+std::vector<std::shared_ptr<HostedModel>> ModelHost::List(absl::string_view tenant) const {
+  std::vector<std::pair<Key, std::shared_ptr<HostedModel>>> found;
+  {
+    ReaderLock lock(&models_mu_);
+    for (const auto& [key, model] : models_) {
+      if (tenant.empty() || key.first == tenant) found.emplace_back(key, model);
+    }
+  }
+  std::sort(found.begin(), found.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::shared_ptr<HostedModel>> models;
+  models.reserve(found.size());
+  for (auto& [key, model] : found) models.push_back(std::move(model));
+  return models;
 }
 
-ModelLog* ModelHost::LogOf(const ModelEntry& entry) {
-  return static_cast<ModelLog*>(entry.journal().get());
+std::vector<std::shared_ptr<HostedModel>> ModelHost::AllModels() const {
+  std::vector<std::shared_ptr<HostedModel>> models;
+  ReaderLock lock(&models_mu_);
+  models.reserve(models_.size());
+  for (const auto& [key, model] : models_) models.push_back(model);
+  return models;
+}
+
+size_t ModelHost::size() const {
+  ReaderLock lock(&models_mu_);
+  return models_.size();
 }
 
 size_t ModelHost::CheckpointModels(bool all) {
@@ -437,13 +510,14 @@ size_t ModelHost::CheckpointModels(bool all) {
   if (store_ == nullptr || !store_->health().writable) return 0;
   size_t written = 0;
   const absl::Time now = absl::Now();
-  for (const std::shared_ptr<ModelEntry>& entry : registry_.List("")) {
-    ModelLog* log = LogOf(*entry);
+  for (const std::shared_ptr<HostedModel>& model : AllModels()) {
+    ModelLog* log = model->log();
     if (log == nullptr) continue;
     if (!all && !log->CheckpointDue(options_.checkpoint_every_examples,
                                     options_.checkpoint_every, now)) {
       continue;
     }
+    const ModelEntry* entry = &model->entry();
     absl::StatusOr<bool> done = CheckpointEntry(*entry, log);
     if (!done.ok()) {
       // The log keeps every record until a checkpoint succeeds, so nothing is lost; the
@@ -488,88 +562,21 @@ StoreHealth ModelHost::MaintainStore(absl::Time now, absl::Duration retry_every)
 
 size_t ModelHost::models_failing_checkpoints() const {
   size_t failing = 0;
-  for (const std::shared_ptr<ModelEntry>& entry : registry_.List("")) {
-    if (ModelLog* log = LogOf(*entry); log != nullptr && log->checkpoint_failing()) ++failing;
+  for (const std::shared_ptr<HostedModel>& model : AllModels()) {
+    if (ModelLog* log = model->log(); log != nullptr && log->checkpoint_failing()) ++failing;
   }
   return failing;
 }
 
 // --- Delayed feedback -------------------------------------------------------------------
 
-absl::StatusOr<std::shared_ptr<EventBook>> ModelHost::BookFor(ModelEntry& entry) {
-  if (std::shared_ptr<EventBook> book = ExistingBook(entry); book != nullptr) return book;
-  return AddBook(entry, nullptr);
-}
-
-std::shared_ptr<EventBook> ModelHost::ExistingBook(const ModelEntry& entry) const {
-  PlainLock lock(&books_mu_);
-  auto it = books_.find(&entry);
-  if (it == books_.end() || it->second.entry.lock().get() != &entry) return nullptr;
-  return it->second.book;
-}
-
-absl::StatusOr<std::shared_ptr<EventBook>> ModelHost::AddBook(
-    ModelEntry& entry, std::shared_ptr<EventStorage> storage) {
-  if (storage == nullptr && entry.journal() != nullptr) {
-    // Every journal in this host's registry is a ModelLog of its store (LogOf).
-    storage = std::static_pointer_cast<ModelLog>(entry.journal());
-  } else if (storage == nullptr) {
-    storage = std::make_shared<MemoryEvents>();
-  }
-  auto book = std::make_shared<EventBook>(
-      storage, entry.config().loss, options_.events,
-      EventQuotaAccount{.quotas = &quotas_, .tenant = entry.tenant()});
-  OKL_RETURN_IF_ERROR(book->Open());  // the stored counts: a read, outside books_mu_
-  std::shared_ptr<EventBook> kept, stale;
-  {
-    PlainLock lock(&books_mu_);
-    BookSlot& slot = books_[&entry];
-    // Another caller may have made one meanwhile: the first one stays. A slot of a model
-    // gone whose entry's address was reused is replaced.
-    if (slot.entry.lock().get() != &entry) {
-      stale = std::exchange(slot.book, book);
-      slot.entry = entry.weak_from_this();
-    }
-    kept = slot.book;
-  }
-  if (stale != nullptr) stale->Close();
-  if (kept != book) book->Close();  // so that its events are counted once
-  return kept;
-}
-
-void ModelHost::CloseBook(const ModelEntry& entry) {
-  if (std::shared_ptr<EventBook> book = ExistingBook(entry); book != nullptr) book->Close();
-}
-
-EventCounts ModelHost::EventCountsOf(const ModelEntry& entry) const {
-  std::shared_ptr<EventBook> book = ExistingBook(entry);
-  return book == nullptr ? EventCounts{} : book->counts();
-}
-
 size_t ModelHost::ExpireEvents(absl::Time now, size_t max_per_model) {
-  std::vector<std::pair<std::shared_ptr<ModelEntry>, std::shared_ptr<EventBook>>> books;
-  std::vector<std::shared_ptr<EventBook>> closed;
-  {
-    PlainLock lock(&books_mu_);
-    for (auto it = books_.begin(); it != books_.end();) {
-      std::shared_ptr<ModelEntry> entry = it->second.entry.lock();
-      if (entry == nullptr) {
-        // The model was deleted or replaced: its events went with it. (Closed already,
-        // unless the book was made after; Close is idempotent.)
-        closed.push_back(std::move(it->second.book));
-        books_.erase(it++);
-        continue;
-      }
-      books.emplace_back(std::move(entry), it->second.book);
-      ++it;
-    }
-  }
-  for (const std::shared_ptr<EventBook>& book : closed) book->Close();  // outside books_mu_
   size_t ended = 0;
-  for (auto& [entry, book] : books) {
-    absl::StatusOr<ModelKey> id = ModelKey::Make(entry->tenant(), entry->model());
-    if (!id.ok()) continue;
-    const WriteTicket ticket(this, id->tenant());
+  for (const std::shared_ptr<HostedModel>& model : AllModels()) {
+    const std::shared_ptr<EventBook> book = model->existing_book();
+    if (book == nullptr) continue;
+    ModelEntry* entry = &model->entry();
+    const WriteTicket ticket(this, entry->tenant());
     if (!ticket.status().ok()) continue;  // fenced: the events wait for the fence
     absl::StatusOr<size_t> done = book->Expire(*entry, now, max_per_model);
     if (done.ok()) {

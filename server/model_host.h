@@ -1,18 +1,19 @@
 // server/model_host.h
 //
-// ModelHost is the one class that wires core's ModelRegistry to the durable ModelStore
-// and to the server's limits and quotas. It creates, replaces (Restore), deletes and
-// finds models, checkpoints them in the background, and restores them all at start-up;
-// the RPC handlers call it with plain values ("convert in, call, convert out") and never
-// see journals, logs, quotas' bookkeeping or retries.
+// ModelHost holds the server's models: one HostedModel (server/hosted_model.h: core's
+// model entry, its log in the durable ModelStore, its event book) per (tenant, model),
+// found by one lookup, under the server's limits and quotas. It creates, replaces
+// (Restore), deletes and finds models, checkpoints them in the background, and restores
+// them all at start-up; the RPC handlers call it with plain values ("convert in, call,
+// convert out") and never see journals, quotas' bookkeeping or retries.
 //
 // Locking, so that one tenant's large request never stalls another tenant:
-//   - the registry's lock covers lookups and pointer swaps only;
+//   - the index's lock covers lookups and pointer swaps only;
 //   - a mutation (create, replace, delete) first claims the model's name, then does its
-//     store I/O and encoding with no lock held, then swaps the entry in the registry.
+//     store I/O and encoding with no lock held, then swaps the model in the index.
 //     Only mutations and retried requests of that same name wait for a claim.
 //   - a request whose model was deleted or replaced after it found it (its log closed,
-//     or the entry marked deleted) waits for the mutation to finish and looks again
+//     or the HostedModel closed) waits for the mutation to finish and looks again
 //     (WithModel); at most three times.
 //
 // Tenant moves (okl move): a tenant's writes can be fenced. Every write (Create, Replace,
@@ -33,10 +34,10 @@
 //   okl::ModelHost host({.data_dir = "./okl-data"});
 //   OKL_RETURN_IF_ERROR(host.Open());  // the stored models, before serving
 //   OKL_ASSIGN_OR_RETURN(okl::ModelKey key, okl::ModelKey::Make("acme", "churn"));
-//   OKL_ASSIGN_OR_RETURN(auto entry, host.Create(key, config));
-//   std::shared_ptr<okl::ModelEntry> found;
-//   OKL_RETURN_IF_ERROR(host.WithModel(key, &found, [&](okl::ModelEntry& e) {
-//     return e.ObserveBatch(xs, ys, &observations);
+//   OKL_ASSIGN_OR_RETURN(auto model, host.Create(key, config));
+//   std::shared_ptr<okl::HostedModel> found;
+//   OKL_RETURN_IF_ERROR(host.WithModel(key, &found, [&](okl::HostedModel& m) {
+//     return m.entry().ObserveBatch(xs, ys, &observations);
 //   }));
 #ifndef OKL_SERVER_MODEL_HOST_H_
 #define OKL_SERVER_MODEL_HOST_H_
@@ -64,6 +65,7 @@
 #include "core/runtime/mutex.h"
 #include "core/runtime/regret_scheduler.h"
 #include "server/event_book.h"
+#include "server/hosted_model.h"
 #include "server/model_store.h"
 #include "server/quotas.h"
 
@@ -108,7 +110,7 @@ class ModelHost {
   ModelHost& operator=(const ModelHost&) = delete;
 
   // With a data_dir: opens the store and restores every stored model (checkpoint plus
-  // replayed log) into the registry, counting them against the quotas. Call once, before
+  // replayed log), counting them against the quotas. Call once, before
   // serving. FailedPrecondition for an unusable data_dir, DataLoss naming a damaged model.
   absl::Status Open();
 
@@ -123,40 +125,45 @@ class ModelHost {
 
   // A new model: AlreadyExists if present, ResourceExhausted over a quota,
   // InvalidArgument for a bad config; durable before it is visible.
-  absl::StatusOr<std::shared_ptr<ModelEntry>> Create(const ModelKey& id,
-                                                     const ModelConfig& config);
+  absl::StatusOr<std::shared_ptr<HostedModel>> Create(const ModelKey& id,
+                                                      const ModelConfig& config);
 
   // Installs a model continuing from `state` under `id`, replacing one there
   // (Restore), with the quota `reservation` from Reserve(). DataLoss if the state is
-  // inconsistent. The store holds the new model before it is visible. `events`, if
-  // given (a snapshot's, from DecodeEventPages), become the new model's remembered
-  // events, stored in the same write; else it has none.
-  absl::StatusOr<std::shared_ptr<ModelEntry>> Replace(const ModelKey& id,
-                                                      const ModelState& state,
-                                                      QuotaReservation reservation,
-                                                      SnapshotEvents* events = nullptr);
+  // inconsistent. The store holds the new model before it is visible; the model replaced
+  // is closed (server/hosted_model.h). `events`, if given (a snapshot's, from
+  // DecodeEventPages), become the new model's remembered events, stored in the same
+  // write; else it has none.
+  absl::StatusOr<std::shared_ptr<HostedModel>> Replace(const ModelKey& id,
+                                                       const ModelState& state,
+                                                       QuotaReservation reservation,
+                                                       SnapshotEvents* events = nullptr);
 
-  // NotFound if absent.
+  // NotFound if absent. The model is closed: calls still holding it get NotFound.
   absl::Status Delete(const ModelKey& id);
 
   // NotFound if absent (Unavailable if its tenant moved away: CheckNotMoved).
-  absl::StatusOr<std::shared_ptr<ModelEntry>> Find(const ModelKey& id) const;
+  absl::StatusOr<std::shared_ptr<HostedModel>> Find(const ModelKey& id) const
+      ABSL_LOCKS_EXCLUDED(models_mu_);
 
-  // Runs `work` on the model's entry: `*entry` if set (a stream's model, found before),
-  // else the one found now (stored in `*entry`). If `work` fails with NotFound because
-  // the entry was deleted or replaced meanwhile, waits for that mutation to finish and
-  // runs it on the entry then found, at most three times in all. `work` must change
-  // nothing when it returns NotFound (ModelEntry's methods do not).
-  absl::Status WithModel(const ModelKey& id, std::shared_ptr<ModelEntry>* entry,
-                         const std::function<absl::Status(ModelEntry&)>& work);
+  // Runs `work` on the model: `*model` if set (a stream's model, found before), else the
+  // one found now (stored in `*model`). If `work` fails with NotFound because the model
+  // was deleted or replaced meanwhile, waits for that mutation to finish and runs it on
+  // the model then found, at most three times in all. `work` must change nothing when it
+  // returns NotFound (ModelEntry's, EventBook's and HostedModel's methods do not).
+  absl::Status WithModel(const ModelKey& id, std::shared_ptr<HostedModel>* model,
+                         const std::function<absl::Status(HostedModel&)>& work);
 
   // WithModel for a write (an Observe's batch): under a write ticket of the tenant, so
   // Unavailable, with nothing run, while the tenant is fenced.
-  absl::Status WithModelForWrite(const ModelKey& id, std::shared_ptr<ModelEntry>* entry,
-                                 const std::function<absl::Status(ModelEntry&)>& work);
+  absl::Status WithModelForWrite(const ModelKey& id, std::shared_ptr<HostedModel>* model,
+                                 const std::function<absl::Status(HostedModel&)>& work);
 
   // The models of `tenant` (all if empty), sorted by (tenant, model).
-  std::vector<std::shared_ptr<ModelEntry>> List(absl::string_view tenant) const;
+  std::vector<std::shared_ptr<HostedModel>> List(absl::string_view tenant) const
+      ABSL_LOCKS_EXCLUDED(models_mu_);
+  // How many models are hosted.
+  size_t size() const ABSL_LOCKS_EXCLUDED(models_mu_);
 
   // --- Tenant moves ---------------------------------------------------------------------
 
@@ -211,26 +218,14 @@ class ModelHost {
 
   // --- Delayed feedback (server/event_book.h, docs/delayed-feedback.md) -----------------
 
-  // The event book of `entry`'s model, made on first use: over its log in the store, or
-  // in memory for a model without one. A model replaced or deleted takes its events
-  // along (they are under its incarnation), and its book is dropped by ExpireEvents.
-  absl::StatusOr<std::shared_ptr<EventBook>> BookFor(ModelEntry& entry)
-      ABSL_LOCKS_EXCLUDED(books_mu_);
-  // Ends the waits that have ended by `now`, at most `max_per_model` events per model,
-  // under each tenant's write ticket (a fenced tenant's wait until its fence lifts).
-  // Returns how many events it ended; a model's failure is logged, and tried again next
-  // time.
-  size_t ExpireEvents(absl::Time now, size_t max_per_model) ABSL_LOCKS_EXCLUDED(books_mu_);
-  // The counts of `entry`'s events; zeros if it has no book yet.
-  EventCounts EventCountsOf(const ModelEntry& entry) const ABSL_LOCKS_EXCLUDED(books_mu_);
-  // `entry`'s book if it has one (a model that never remembered an event has none).
-  std::shared_ptr<EventBook> ExistingBook(const ModelEntry& entry) const
-      ABSL_LOCKS_EXCLUDED(books_mu_);
+  // Ends the waits that have ended by `now`, at most `max_per_model` events per model
+  // with a book, under each tenant's write ticket (a fenced tenant's wait until its fence
+  // lifts). Returns how many events it ended; a model's failure is logged, and tried
+  // again next time.
+  size_t ExpireEvents(absl::Time now, size_t max_per_model);
 
   bool has_store() const { return store_ != nullptr; }
   const EventBook::Limits& event_limits() const { return options_.events; }
-  ModelRegistry& registry() { return registry_; }
-  const ModelRegistry& registry() const { return registry_; }
   ResourceQuotas& quotas() { return quotas_; }
   const ResourceQuotas& quotas() const { return quotas_; }
   // Checkpoints that failed since start.
@@ -256,13 +251,30 @@ class ModelHost {
 
   // Waits until no mutation holds (tenant, model).
   void WaitUntilUnclaimed(const Key& key) ABSL_LOCKS_EXCLUDED(claims_mu_);
-  // The entry's log (null without a store). Every journal in this host's registry is a
-  // ModelLog of its store: the host makes them all.
-  static ModelLog* LogOf(const ModelEntry& entry);
+
+  // A HostedModel of `learner` under `id` with `log` (null without a store) as its
+  // journal.
+  std::shared_ptr<HostedModel> MakeHosted(const ModelKey& id, std::unique_ptr<Model> learner,
+                                          std::shared_ptr<ModelLog> log);
+  // Puts `model` in the index under `id`, returning the one it replaces (null if none),
+  // which the caller closes. ResourceExhausted, nothing changed, if the name is new and
+  // the server holds quotas.max_models models; AlreadyExists if `replace` is false and
+  // the name is taken. The caller holds the name's claim.
+  absl::StatusOr<std::shared_ptr<HostedModel>> Index(const ModelKey& id,
+                                                     std::shared_ptr<HostedModel> model,
+                                                     bool replace)
+      ABSL_LOCKS_EXCLUDED(models_mu_);
+  // Every model, in no order: for the background rounds (checkpoints, expiries).
+  std::vector<std::shared_ptr<HostedModel>> AllModels() const ABSL_LOCKS_EXCLUDED(models_mu_);
+  // Opens the book of a restored model with remembered events, so that their waits end
+  // on time without waiting for its next Predict or Label.
+  void OpenRememberedEvents(HostedModel& model);
 
   const Options options_;
-  ModelRegistry registry_;
   ResourceQuotas quotas_;
+  // The models, by (tenant, model): the one index of this host.
+  mutable Mutex models_mu_;
+  absl::flat_hash_map<Key, std::shared_ptr<HostedModel>> models_ ABSL_GUARDED_BY(models_mu_);
   // Set once by Open() before serving; then fixed.
   std::unique_ptr<ModelStore> store_;
 
@@ -273,23 +285,6 @@ class ModelHost {
   std::atomic<uint64_t> checkpoint_failures_{0};
   // When MaintainStore last asked the store to resume (Unix nanoseconds).
   std::atomic<int64_t> last_resume_attempt_ns_{0};
-
-  // The event books, by model entry (the weak pointer tells a reused address apart).
-  // Makes `entry`'s book over `storage` (null: its log, or a new MemoryEvents) and keeps
-  // it, unless another caller kept one first (that one is returned).
-  absl::StatusOr<std::shared_ptr<EventBook>> AddBook(ModelEntry& entry,
-                                                     std::shared_ptr<EventStorage> storage)
-      ABSL_LOCKS_EXCLUDED(books_mu_);
-  // Closes `entry`'s book, if it has one (its model was deleted or replaced), returning
-  // its events' bytes to the tenant's quota.
-  void CloseBook(const ModelEntry& entry) ABSL_LOCKS_EXCLUDED(books_mu_);
-
-  struct BookSlot {
-    std::weak_ptr<ModelEntry> entry;
-    std::shared_ptr<EventBook> book;
-  };
-  mutable PlainMutex books_mu_;
-  absl::flat_hash_map<const ModelEntry*, BookSlot> books_ ABSL_GUARDED_BY(books_mu_);
 
   // Tenants with write tickets held or a fence up (others have no entry).
   mutable PlainMutex writes_mu_;

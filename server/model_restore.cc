@@ -1,7 +1,7 @@
 // server/model_restore.cc
 //
-// RestoreModels and CheckpointEntry (model_store.h): the store's models back into a
-// registry at start-up, and one model's checkpoint.
+// RestoreModels and CheckpointEntry (model_store.h): the store's models back at start-up,
+// and one model's checkpoint.
 
 #include <memory>
 #include <string>
@@ -21,6 +21,15 @@ namespace okl {
 
 absl::StatusOr<RestoreStats> RestoreModels(ModelStore* store, ModelRegistry* registry,
                                            const RestoreOptions& options) {
+  return RestoreModels(store, options,
+                       [registry](const ModelKey& id, std::unique_ptr<Model> learner,
+                                  std::shared_ptr<ModelLog> log) {
+                         return registry->Put(id, std::move(learner), std::move(log)).status();
+                       });
+}
+
+absl::StatusOr<RestoreStats> RestoreModels(ModelStore* store, const RestoreOptions& options,
+                                           const RestoredModelSink& install) {
   const absl::Time start = absl::Now();
   RestoreStats stats;
   auto damaged = [&](absl::string_view tenant, absl::string_view model,
@@ -64,13 +73,10 @@ absl::StatusOr<RestoreStats> RestoreModels(ModelStore* store, ModelRegistry* reg
       ++stats.log_batches;
       stats.log_examples += batch.ys.size();
     }
-    std::shared_ptr<ModelLog> log = store->OpenLog(model);
-    absl::StatusOr<std::shared_ptr<ModelEntry>> entry =
-        registry->Put(*key, *std::move(learner), log);
-    if (!entry.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat("cannot restore model ", model.tenant,
-                                                        "/", model.model, ": ",
-                                                        entry.status().message()));
+    if (absl::Status installed = install(*key, *std::move(learner), store->OpenLog(model));
+        !installed.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot restore model ", model.tenant, "/", model.model, ": ", installed.message()));
     }
     ++stats.models;
     return absl::OkStatus();

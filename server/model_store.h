@@ -4,8 +4,8 @@
 // config, its latest checkpoint (the exported state after log record S) and the logged
 // batches after S. ModelLog is one model's write-ahead log, the core::ModelJournal that a
 // ModelEntry appends each validated batch to before applying it. RestoreModels() is what
-// the server does before SERVING: every stored model, checkpoint plus replayed log, into
-// a ModelRegistry. No gRPC here; RocksDB is visible only in model_store.cc.
+// the server does before SERVING: every stored model, checkpoint plus replayed log, handed
+// to the ModelHost (or into a ModelRegistry). No gRPC here; RocksDB is visible only in model_store.cc.
 //
 // Layout (one column family; names are [A-Za-z0-9._-], so '/' separates safely):
 //   "v"                      the format marker, "okl-store 1"
@@ -303,11 +303,21 @@ struct RestoreOptions {
   std::function<void(absl::string_view)> warn;
 };
 
-// Loads every model of `store` into `registry` with its log attached: checkpoint (or the
+// Where RestoreModels puts each model it restored: under `id`, the model and its log
+// (whose journal it must become). An error stops the restore.
+using RestoredModelSink = std::function<absl::Status(
+    const ModelKey& id, std::unique_ptr<Model> learner, std::shared_ptr<ModelLog> log)>;
+
+// Loads every model of `store` and hands it to `install` with its log: checkpoint (or the
 // empty model) plus the logged batches replayed through NormaModel::ObserveBatch with
 // their boundaries, so a batch that diverged (FailedPrecondition) when live diverges
 // identically. DataLoss "model TENANT/MODEL is damaged: ..." for the first damaged model
-// unless options.skip_damaged; FailedPrecondition if the registry cannot hold them all.
+// unless options.skip_damaged; FailedPrecondition "cannot restore model TENANT/MODEL"
+// with `install`'s error (e.g. a server full of models).
+absl::StatusOr<RestoreStats> RestoreModels(ModelStore* store, const RestoreOptions& options,
+                                           const RestoredModelSink& install);
+// The same into `registry` (each entry's journal its log), for tools and tests; the
+// server's ModelHost installs its own.
 absl::StatusOr<RestoreStats> RestoreModels(ModelStore* store, ModelRegistry* registry,
                                            const RestoreOptions& options);
 

@@ -14,13 +14,13 @@ RememberWriter::RememberWriter(ModelHost* host, int threads)
     : host_(host), pool_(threads, "okl-remember") {}
 
 absl::StatusOr<RememberWriter::Pending> RememberWriter::Check(
-    ModelEntry& model, const InputBatch& inputs, absl::Span<const double> predictions,
+    HostedModel& model, const InputBatch& inputs, absl::Span<const double> predictions,
     const EventBook::RememberOptions& options) {
   Pending pending;
-  pending.tenant_ = model.tenant();
-  OKL_ASSIGN_OR_RETURN(pending.book_, host_->BookFor(model));
-  OKL_ASSIGN_OR_RETURN(pending.checked_,
-                       pending.book_->Check(model, inputs, predictions, options, absl::Now()));
+  pending.tenant_ = model.entry().tenant();
+  OKL_ASSIGN_OR_RETURN(pending.book_, model.Book());
+  OKL_ASSIGN_OR_RETURN(pending.checked_, pending.book_->Check(model.entry(), inputs, predictions,
+                                                              options, absl::Now()));
   return pending;
 }
 

@@ -29,6 +29,7 @@
 #include "core/input_batch.h"
 #include "core/runtime/model_registry.h"
 #include "server/event_book.h"
+#include "server/hosted_model.h"
 #include "server/model_host.h"
 #include "server/work_pool.h"
 
@@ -52,7 +53,7 @@ class RememberWriter {
   };
   // Checks what `model` is asked to remember of `inputs` (with the predictions answered,
   // one per input) and copies it: EventBook::Check's errors, with nothing remembered.
-  absl::StatusOr<Pending> Check(ModelEntry& model, const InputBatch& inputs,
+  absl::StatusOr<Pending> Check(HostedModel& model, const InputBatch& inputs,
                                 absl::Span<const double> predictions,
                                 const EventBook::RememberOptions& options);
 

@@ -208,7 +208,7 @@ Server::Server(Options options)
                          .every_steps = std::max<uint64_t>(options_.regret.every_steps, 1),
                          .niceness = options_.regret.niceness}),
       host_(HostOptions(options_, &regret_scheduler_)),
-      metrics_(&host_.registry(), &regret_scheduler_, MetricsOptions(options_, &host_)) {}
+      metrics_(ModelsOf(&host_), &regret_scheduler_, MetricsOptions(options_, &host_)) {}
 
 Server::~Server() {
   Shutdown(absl::Now());
@@ -229,8 +229,8 @@ void Server::RunBackgroundWork() {
     if (options_.regret_refresh > absl::ZeroDuration() &&
         absl::Now() - last_regret_refresh >= options_.regret_refresh) {
       last_regret_refresh = absl::Now();
-      for (const std::shared_ptr<ModelEntry>& entry : host_.List("")) {
-        entry->RefreshRegret();
+      for (const std::shared_ptr<HostedModel>& model : host_.List("")) {
+        model->entry().RefreshRegret();
       }
     }
     lock.lock();

@@ -1,7 +1,7 @@
 // server/server.h
 //
 // okl::Server is okl_server without its command line: a gRPC server on one listening
-// address that serves okl.v1.OnlineKernelLearning (OklService over a ModelRegistry),
+// address that serves okl.v1.OnlineKernelLearning (OklService over a ModelHost),
 // grpc.health.v1.Health and, unless turned off, server reflection. Tests run it
 // in-process; okl_server_main.cc maps its flags onto Options.
 //
@@ -150,7 +150,6 @@ class Server {
   std::shared_ptr<grpc::Channel> InProcessChannel() ABSL_LOCKS_EXCLUDED(mu_);
 
   // The models served. Thread-safe.
-  ModelRegistry& registry() { return host_.registry(); }
   ModelHost& host() { return host_; }
   // The background regret computations. Thread-safe.
   RegretScheduler& regret_scheduler() { return regret_scheduler_; }

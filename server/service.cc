@@ -328,8 +328,8 @@ absl::Status OklService::AdmitFenceTenant(const ActiveCall& call,
 absl::Status OklService::AdmitGetModel(const ActiveCall& call, const v1::ModelRef& request,
                                        Admission* admission) {
   OKL_ASSIGN_OR_RETURN(admission->id, AdmitModelCall(call, request, Role::kRead, "GetModel"));
-  OKL_ASSIGN_OR_RETURN(admission->entry, host_->Find(*admission->id));
-  admission->run_inline = !admission->entry->writing();
+  OKL_ASSIGN_OR_RETURN(admission->model, host_->Find(*admission->id));
+  admission->run_inline = !admission->model->entry().writing();
   return absl::OkStatus();
 }
 
@@ -343,8 +343,8 @@ absl::Status OklService::AdmitPredict(const ActiveCall& call, const v1::PredictR
   OKL_ASSIGN_OR_RETURN(
       admission->id,
       AdmitModelCall(call, request.ref(), remember ? Role::kWrite : Role::kRead, "Predict"));
-  OKL_ASSIGN_OR_RETURN(admission->entry, host_->Find(*admission->id));
-  admission->run_inline = PredictWork(*admission->entry, request.inputs_size()) <=
+  OKL_ASSIGN_OR_RETURN(admission->model, host_->Find(*admission->id));
+  admission->run_inline = PredictWork(admission->model->entry(), request.inputs_size()) <=
                           static_cast<double>(options_.max_inline_work);
   return absl::OkStatus();
 }
@@ -355,8 +355,8 @@ absl::Status OklService::CreateModel(const ActiveCall&, Admission& admission,
                                      const v1::CreateModelRequest& request,
                                      v1::ModelInfo* response) {
   OKL_ASSIGN_OR_RETURN(ModelConfig config, FromProto(request.config()));
-  OKL_ASSIGN_OR_RETURN(std::shared_ptr<ModelEntry> entry, host_->Create(*admission.id, config));
-  OKL_ASSIGN_OR_RETURN(ModelSummary summary, entry->Summary());
+  OKL_ASSIGN_OR_RETURN(std::shared_ptr<HostedModel> model, host_->Create(*admission.id, config));
+  OKL_ASSIGN_OR_RETURN(ModelSummary summary, model->entry().Summary());
   *response = ToProto(summary);
   return absl::OkStatus();
 }
@@ -365,25 +365,25 @@ absl::Status OklService::GetModel(const ActiveCall&, Admission& admission, const
                                   v1::ModelInfo* response) {
   // WithModel: the model found may have been replaced (Restore) since.
   absl::StatusOr<ModelSummary> summary;
-  OKL_RETURN_IF_ERROR(host_->WithModel(*admission.id, &admission.entry, [&](ModelEntry& entry) {
-    summary = entry.Summary();
+  OKL_RETURN_IF_ERROR(host_->WithModel(*admission.id, &admission.model, [&](HostedModel& model) {
+    summary = model.entry().Summary();
     return summary.status();
   }));
   *response = ToProto(*summary);
-  AddEventCounts(host_->EventCountsOf(*admission.entry), response->mutable_stats());
+  AddEventCounts(admission.model->event_counts(), response->mutable_stats());
   return absl::OkStatus();
 }
 
 absl::Status OklService::ListModels(const ActiveCall& call, Admission&,
                                     const v1::ListModelsRequest& request,
                                     v1::ListModelsResponse* response) {
-  for (const std::shared_ptr<ModelEntry>& entry : host_->List(request.tenant())) {
-    if (!call.CanRead(entry->tenant())) continue;  // another tenant's
-    absl::StatusOr<ModelSummary> summary = entry->Summary();
+  for (const std::shared_ptr<HostedModel>& model : host_->List(request.tenant())) {
+    if (!call.CanRead(model->entry().tenant())) continue;  // another tenant's
+    absl::StatusOr<ModelSummary> summary = model->entry().Summary();
     if (!summary.ok()) continue;  // deleted since it was listed
     v1::ModelInfo* info = response->add_models();
     *info = ToProto(*summary);
-    AddEventCounts(host_->EventCountsOf(*entry), info->mutable_stats());
+    AddEventCounts(model->event_counts(), info->mutable_stats());
   }
   return absl::OkStatus();
 }
@@ -412,8 +412,8 @@ absl::Status OklService::FenceTenant(const ActiveCall&, Admission& admission,
     return absl::OkStatus();
   }
   OKL_RETURN_IF_ERROR(host_->FenceWrites(request.tenant(), deadline));
-  for (const std::shared_ptr<ModelEntry>& entry : host_->List(request.tenant())) {
-    response->add_models(entry->model());
+  for (const std::shared_ptr<HostedModel>& model : host_->List(request.tenant())) {
+    response->add_models(model->entry().model());
   }
   return absl::OkStatus();
 }
@@ -425,10 +425,11 @@ absl::Status OklService::Predict(const ActiveCall&, Admission& admission,
   // Decoded with the config of the model found, before its lock is taken.
   DecodedRequest decoded;
   OKL_RETURN_IF_ERROR(
-      decoded.Decode(request, admission.entry->config(), options_.max_request_bytes));
+      decoded.Decode(request, admission.model->entry().config(), options_.max_request_bytes));
   BatchPrediction answer;
-  OKL_RETURN_IF_ERROR(
-      host_->WithModel(*admission.id, &admission.entry, [&](ModelEntry& model) -> absl::Status {
+  OKL_RETURN_IF_ERROR(host_->WithModel(
+      *admission.id, &admission.model, [&](HostedModel& hosted) -> absl::Status {
+        const ModelEntry& model = hosted.entry();
         // Run again on a model that replaced the one found: decoded again if its layout
         // differs.
         if (!decoded.Fits(model.config())) {

@@ -133,7 +133,7 @@ class OklService final : public RawAsyncService {
   struct Admission {
     grpc::ServerContext* context = nullptr;
     std::optional<ModelKey> id;         // the model the call names, if it names one
-    std::shared_ptr<ModelEntry> entry;  // that model, if admission found it
+    std::shared_ptr<HostedModel> model;  // that model, if admission found it
     bool run_inline = false;            // else the handler runs on offload_pool_
     // The deferred reply, set by a handler whose answer comes from later work (a
     // remembering Predict's write): once the handler has returned OK, ServeUnary calls
@@ -235,7 +235,7 @@ class OklService final : public RawAsyncService {
     std::optional<EventBook::Captured> events;
   };
   absl::StatusOr<ModelSnapshotParts> EncodeModelSnapshot(const ModelKey& id,
-                                                         std::shared_ptr<ModelEntry>* entry);
+                                                         std::shared_ptr<HostedModel>* model);
 
   ModelHost* const host_;
   const Authenticator* const authenticator_;

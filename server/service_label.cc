@@ -62,7 +62,7 @@ absl::Status OklService::RememberPredicted(Admission& admission,
   // The model that answered (Predict's WithModel may have found a newer one).
   OKL_ASSIGN_OR_RETURN(
       RememberWriter::Pending pending,
-      remember_writer_.Check(*admission.entry, inputs,
+      remember_writer_.Check(*admission.model, inputs,
                              absl::MakeConstSpan(response->predictions().data(),
                                                  response->predictions_size()),
                              RememberOptionsOf(request.remember())));
@@ -86,7 +86,7 @@ absl::Status OklService::AdmitLabel(const ActiveCall& call, const v1::LabelReque
   OKL_RETURN_IF_ERROR(CheckBatchSize(request.labels_size(), "labels"));
   OKL_ASSIGN_OR_RETURN(admission->id,
                        AdmitModelCall(call, request.ref(), Role::kWrite, "Label"));
-  OKL_ASSIGN_OR_RETURN(admission->entry, host_->Find(*admission->id));
+  OKL_ASSIGN_OR_RETURN(admission->model, host_->Find(*admission->id));
   return absl::OkStatus();
 }
 
@@ -100,8 +100,9 @@ absl::Status OklService::Label(const ActiveCall&, Admission& admission,
   EventBook::Labelled labelled;
   uint64_t steps = 0;
   OKL_RETURN_IF_ERROR(host_->WithModelForWrite(
-      *admission.id, &admission.entry, [&](ModelEntry& model) -> absl::Status {
-        OKL_ASSIGN_OR_RETURN(std::shared_ptr<EventBook> book, host_->BookFor(model));
+      *admission.id, &admission.model, [&](HostedModel& hosted) -> absl::Status {
+        ModelEntry& model = hosted.entry();
+        OKL_ASSIGN_OR_RETURN(std::shared_ptr<EventBook> book, hosted.Book());
         OKL_ASSIGN_OR_RETURN(labelled, book->Label(model, labels, absl::Now()));
         OKL_ASSIGN_OR_RETURN(ModelSummary summary, model.Summary());
         steps = summary.stats.steps;

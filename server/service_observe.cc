@@ -56,10 +56,10 @@ class OklService::ObserveSession {
   }
 
   // Binds a unary call to the model its admission found (it admitted its one message).
-  void Bind(ModelKey id, std::shared_ptr<ModelEntry> entry) {
+  void Bind(ModelKey id, std::shared_ptr<HostedModel> model) {
     ++messages_;
     id_ = std::move(id);
-    entry_ = std::move(entry);
+    model_ = std::move(model);
   }
 
   // Applies the admitted message's batch, and accounts it in the response.
@@ -112,14 +112,14 @@ class OklService::ObserveSession {
 
   absl::Status ApplyBatch(const v1::ObserveRequest& request) {
     OKL_RETURN_IF_ERROR(CheckNotCancelled(context_, "before applying the batch"));
-    if (entry_ == nullptr) {
-      OKL_ASSIGN_OR_RETURN(entry_, service_->host_->Find(*id_));
+    if (model_ == nullptr) {
+      OKL_ASSIGN_OR_RETURN(model_, service_->host_->Find(*id_));
     }
     // Decoded with the config of the model found, before its lock is taken.
     OKL_RETURN_IF_ERROR(
-        decoded_.Decode(request, entry_->config(), service_->options_.max_request_bytes));
+        decoded_.Decode(request, model_->entry().config(), service_->options_.max_request_bytes));
     OKL_RETURN_IF_ERROR(service_->host_->WithModelForWrite(
-        *id_, &entry_, [&](ModelEntry& entry) { return ApplyTo(entry, request); }));
+        *id_, &model_, [&](HostedModel& model) { return ApplyTo(model.entry(), request); }));
     // A unary Observe is bounded by --max_batch; a stream's response by this.
     const uint64_t cap = stream_ ? service_->options_.max_response_predictions : UINT64_MAX;
     const size_t room = cap - std::min<uint64_t>(response_->predictions_size(), cap);
@@ -182,7 +182,7 @@ class OklService::ObserveSession {
   size_t messages_ = 0;
   size_t applied_ = 0;                 // messages applied in full
   std::optional<ModelKey> id_;         // the model the call is bound to
-  std::shared_ptr<ModelEntry> entry_;  // and its entry, once found
+  std::shared_ptr<HostedModel> model_;  // and that model, once found
   DecodedRequest decoded_;
   std::vector<Observation> observations_;
   ModelStats stats_after_;  // the model's, right after this call's latest batch
@@ -200,7 +200,7 @@ absl::Status OklService::AdmitObserve(const ActiveCall& call, const v1::ObserveR
   // It writes to the store: offloaded.
   OKL_ASSIGN_OR_RETURN(admission->id, IdOf(request.ref()));
   OKL_RETURN_IF_ERROR(AdmitObserveBatch(call, *admission->id, request, "Observe"));
-  OKL_ASSIGN_OR_RETURN(admission->entry, host_->Find(*admission->id));
+  OKL_ASSIGN_OR_RETURN(admission->model, host_->Find(*admission->id));
   return absl::OkStatus();
 }
 
@@ -208,7 +208,7 @@ absl::Status OklService::Observe(const ActiveCall&, Admission& admission,
                                  const v1::ObserveRequest& request,
                                  v1::ObserveResponse* response) {
   ObserveSession session(this, admission.context, /*stream=*/false, response);
-  session.Bind(*std::move(admission.id), std::move(admission.entry));
+  session.Bind(*std::move(admission.id), std::move(admission.model));
   // A refusal at admission got Refusal's trailer; this is the one after it.
   absl::Status status = session.Apply(request);
   session.AddAppliedTrailer(status);

@@ -40,16 +40,16 @@ constexpr size_t kMaxRestorePrefixBytes = 64 << 10;
 }  // namespace
 
 absl::StatusOr<OklService::ModelSnapshotParts> OklService::EncodeModelSnapshot(
-    const ModelKey& id, std::shared_ptr<ModelEntry>* entry) {
+    const ModelKey& id, std::shared_ptr<HostedModel>* found) {
   // WithModel: the model found may have been replaced (Restore) since.
   absl::StatusOr<ModelState> state;
   ModelSnapshotParts parts;
-  OKL_RETURN_IF_ERROR(host_->WithModel(id, entry, [&](ModelEntry& model) -> absl::Status {
+  OKL_RETURN_IF_ERROR(host_->WithModel(id, found, [&](HostedModel& model) -> absl::Status {
     auto export_model = [&] {
-      state = model.ExportState();
+      state = model.entry().ExportState();
       return state.status();
     };
-    std::shared_ptr<EventBook> book = host_->ExistingBook(model);
+    std::shared_ptr<EventBook> book = model.existing_book();
     if (book == nullptr) return export_model();
     OKL_ASSIGN_OR_RETURN(parts.events, book->Capture(export_model));
     return absl::OkStatus();
@@ -72,7 +72,7 @@ class OklService::SnapshotCall final : public StreamCall {
       return;
     }
     service_->offload_pool_.Schedule([this] {
-      absl::StatusOr<ModelSnapshotParts> parts = service_->EncodeModelSnapshot(*id_, &entry_);
+      absl::StatusOr<ModelSnapshotParts> parts = service_->EncodeModelSnapshot(*id_, &model_);
       if (!parts.ok()) {
         Finish(ToGrpcStatus(parts.status()));
         return;
@@ -95,7 +95,7 @@ class OklService::SnapshotCall final : public StreamCall {
     OKL_RETURN_IF_ERROR(TakeRequest(ok, &request_));
     OKL_ASSIGN_OR_RETURN(id_,
                          service_->AdmitModelCall(call(), request_, Role::kRead, "Snapshot"));
-    OKL_ASSIGN_OR_RETURN(entry_, service_->host_->Find(*id_));
+    OKL_ASSIGN_OR_RETURN(model_, service_->host_->Find(*id_));
     return absl::OkStatus();
   }
 
@@ -133,7 +133,7 @@ class OklService::SnapshotCall final : public StreamCall {
 
   v1::ModelRef request_;
   std::optional<ModelKey> id_;         // admitted
-  std::shared_ptr<ModelEntry> entry_;  // found at admission
+  std::shared_ptr<HostedModel> model_;  // found at admission
   std::string bytes_;                  // the model's section
   size_t offset_ = 0;                  // of the next chunk in bytes_
   std::optional<EventBook::Captured> events_;  // to page after it
@@ -288,11 +288,11 @@ class OklService::RestoreSession {
       }
     }
     bytes_ = std::string();
-    OKL_ASSIGN_OR_RETURN(std::shared_ptr<ModelEntry> entry,
+    OKL_ASSIGN_OR_RETURN(std::shared_ptr<HostedModel> model,
                          service_->host_->Replace(*id_, state, std::move(reservation_),
                                                   events.has_value() ? &*events : nullptr));
     Failpoint("restore.installed");
-    OKL_ASSIGN_OR_RETURN(ModelSummary summary, entry->Summary());
+    OKL_ASSIGN_OR_RETURN(ModelSummary summary, model->entry().Summary());
     *response = ToProto(summary);
     return absl::OkStatus();
   }

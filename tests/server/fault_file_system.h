@@ -4,6 +4,9 @@
 // it fails chosen writes with a chosen error, as a full disk or a failing device would.
 // Give it to ModelStore::Options::file_system (ModelHost::Options::store_file_system).
 //
+// Armed with `hold`, the chosen writes wait until Disarm() instead, as a slow device's
+// would, and then succeed.
+//
 // Example: the next append to a write-ahead log file fails as on a full disk.
 //   auto fs = std::make_shared<FaultInjectingFileSystem>();
 //   fs->Arm({.op = FaultInjectingFileSystem::Op::kAppend, .file_suffix = ".log",
@@ -11,6 +14,7 @@
 #ifndef OKL_TESTS_SERVER_FAULT_FILE_SYSTEM_H_
 #define OKL_TESTS_SERVER_FAULT_FILE_SYSTEM_H_
 
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -30,6 +34,8 @@ class FaultInjectingFileSystem final : public rocksdb::FileSystemWrapper {
     rocksdb::IOStatus error = rocksdb::IOStatus::IOError("injected");
     // Fail every matching operation until Disarm(), not only the next one.
     bool sticky = false;
+    // Instead of failing, wait until Disarm() and then do the operation.
+    bool hold = false;
   };
 
   FaultInjectingFileSystem() : FileSystemWrapper(rocksdb::FileSystem::Default()) {}
@@ -41,8 +47,16 @@ class FaultInjectingFileSystem final : public rocksdb::FileSystemWrapper {
     armed_ = true;
   }
   void Disarm() {
-    std::lock_guard<std::mutex> lock(mu_);
-    armed_ = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      armed_ = false;
+    }
+    changed_.notify_all();
+  }
+  // Waits until an operation is held (Fault::hold).
+  void WaitHeld() {
+    std::unique_lock<std::mutex> lock(mu_);
+    changed_.wait(lock, [this] { return held_ > 0; });
   }
   // Operations failed so far.
   int injected() const {
@@ -117,10 +131,17 @@ class FaultInjectingFileSystem final : public rocksdb::FileSystemWrapper {
 
   // The error to return instead of doing `op` on file `name`, or OK.
   rocksdb::IOStatus Check(Op op, const std::string& name) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     const std::string& suffix = fault_.file_suffix;
     if (!armed_ || op != fault_.op || name.size() < suffix.size() ||
         name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      return rocksdb::IOStatus::OK();
+    }
+    if (fault_.hold) {
+      ++held_;
+      changed_.notify_all();
+      changed_.wait(lock, [this] { return !armed_; });
+      --held_;
       return rocksdb::IOStatus::OK();
     }
     if (!fault_.sticky) armed_ = false;
@@ -129,9 +150,11 @@ class FaultInjectingFileSystem final : public rocksdb::FileSystemWrapper {
   }
 
   mutable std::mutex mu_;
+  std::condition_variable changed_;  // armed_ or held_ changed
   Fault fault_;
   bool armed_ = false;
   int injected_ = 0;
+  int held_ = 0;  // operations waiting in Check
 };
 
 }  // namespace okl::testing

@@ -1,7 +1,7 @@
 // tests/server/metrics_test.cc
 //
-// ServerMetrics against real objects only: a ModelRegistry holding real NORMA models, an
-// in-process gRPC server (OklService and okl's HealthService) built with the
+// ServerMetrics against real objects only: ModelHosts and ModelRegistries of real NORMA
+// models, an in-process gRPC server (OklService and okl's HealthService) built with the
 // metrics interceptor on a loopback port, and the prometheus-cpp exposer on another, read
 // over HTTP by the small socket-level client below. Debian's promtool (OKL_PROMTOOL)
 // checks the exposition.
@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -35,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
@@ -59,11 +61,13 @@
 #include "prometheus/text_serializer.h"
 #include "proto/bearer_token.h"
 #include "server/health_service.h"
+#include "server/hosted_model.h"
 #include "server/model_events.h"
 #include "server/model_host.h"
 #include "server/service.h"
 #include "tests/core/test_model_key.h"
 #include "tests/server/e2e_test_util.h"
+#include "tests/server/fault_file_system.h"
 #include "tests/server/server_process.h"
 
 namespace okl {
@@ -209,15 +213,37 @@ void Feed(ModelEntry& entry, size_t n, uint32_t seed) {
   ASSERT_TRUE(entry.ObserveBatch(xs, ys, &out).ok());
 }
 
-std::shared_ptr<ModelEntry> AddModel(ModelRegistry& registry, absl::string_view tenant,
-                                     absl::string_view model, const ModelConfig& config,
-                                     size_t examples, uint32_t seed) {
-  absl::StatusOr<std::shared_ptr<ModelEntry>> entry =
-      registry.Create(TestKey(tenant, model), config);
+// `entry`, fed `examples` examples; null (with a failure) if it was not made.
+std::shared_ptr<ModelEntry> Fed(absl::StatusOr<std::shared_ptr<ModelEntry>> entry,
+                                size_t examples, uint32_t seed) {
   EXPECT_TRUE(entry.ok()) << entry.status();
   if (!entry.ok()) return nullptr;
   if (examples > 0) Feed(**entry, examples, seed);
   return *entry;
+}
+
+std::shared_ptr<ModelEntry> AddModel(ModelRegistry& registry, absl::string_view tenant,
+                                     absl::string_view model, const ModelConfig& config,
+                                     size_t examples, uint32_t seed) {
+  return Fed(registry.Create(TestKey(tenant, model), config), examples, seed);
+}
+
+// The same through `host`, as CreateModel would: the model's entry.
+std::shared_ptr<ModelEntry> AddModel(ModelHost& host, absl::string_view tenant,
+                                     absl::string_view model, const ModelConfig& config,
+                                     size_t examples, uint32_t seed) {
+  absl::StatusOr<std::shared_ptr<HostedModel>> hosted =
+      host.Create(TestKey(tenant, model), config);
+  if (!hosted.ok()) return Fed(hosted.status(), examples, seed);
+  return Fed((*hosted)->shared_entry(), examples, seed);
+}
+
+// The events of `entry`'s model in `host`, if it has a book.
+std::optional<EventCounts> EventsOf(const ModelHost& host, const ModelEntry& entry) {
+  absl::StatusOr<std::shared_ptr<HostedModel>> hosted =
+      host.Find(TestKey(entry.tenant(), entry.model()));
+  if (!hosted.ok() || (*hosted)->existing_book() == nullptr) return std::nullopt;
+  return (*hosted)->event_counts();
 }
 
 ModelSummary SummaryOf(const ModelEntry& entry) {
@@ -352,12 +378,11 @@ void ExpectDurationHistogram(const Exposition& exposition, absl::string_view ser
 TEST(ServerMetricsTest, PromtoolAcceptsTheExposition) {
   RegretScheduler scheduler({.threads = 1, .every_steps = 50});
   ModelHost host(InMemoryHostOptions(/*max_models=*/100, &scheduler));
-  ModelRegistry& registry = host.registry();
-  AddModel(registry, "acme", "hinge", Config(LossType::kHinge, 8, 32), 60, 1);
-  AddModel(registry, "acme", "squared", Config(LossType::kSquared, 64, 16), 40, 2);
-  AddModel(registry, "beta", "logistic", Config(LossType::kLogistic), 30, 3);
+  AddModel(host, "acme", "hinge", Config(LossType::kHinge, 8, 32), 60, 1);
+  AddModel(host, "acme", "squared", Config(LossType::kSquared, 64, 16), 40, 2);
+  AddModel(host, "beta", "logistic", Config(LossType::kLogistic), 30, 3);
   scheduler.WaitIdle();
-  ServerMetrics metrics(&registry, &scheduler, {});
+  ServerMetrics metrics(ModelsOf(&host), &scheduler, {});
   metrics.RecordObserved(130, 42.5);
   metrics.RecordPredicted(7);
   TestServer server(&host, &metrics);
@@ -436,7 +461,7 @@ TEST(ServerMetricsTest, PerModelSeriesEqualTheModelSummaries) {
       AddModel(registry, "zeta", "tracker", tracker_config, 40, 15);
   ASSERT_TRUE(hinge->ComputeRegret().ok());
   Feed(*hinge, 7, 14);  // the regret now lags by 7 steps
-  ServerMetrics metrics(&registry, nullptr, {});
+  ServerMetrics metrics(ModelsOf(&registry), nullptr, {});
 
   const Exposition exposition = Parse(metrics.Scrape());
   double terms = 0;
@@ -691,18 +716,17 @@ std::string ModelSection(const std::string& text) {
 // label modes that name models, and a model beyond --metrics_max_models.
 TEST(ServerMetricsTest, PerModelSectionIsExactlyEachModelsSeriesInOrder) {
   ModelHost host(InMemoryHostOptions(/*max_models=*/10));
-  ModelRegistry& registry = host.registry();
   // In (tenant, model) order. NORMA hinge: mistakes, a truncation error bound, regret
   // (published by a synchronous ComputeRegret, lagging by 7 steps). Squared: none of them.
   std::shared_ptr<ModelEntry> hinge =
-      AddModel(registry, "acme", "hinge", Config(LossType::kHinge, 8, 32), 50, 61);
+      AddModel(host, "acme", "hinge", Config(LossType::kHinge, 8, 32), 50, 61);
   ASSERT_TRUE(hinge->ComputeRegret().ok());
   Feed(*hinge, 7, 62);
   std::shared_ptr<ModelEntry> squared =
-      AddModel(registry, "acme", "squared", Config(LossType::kSquared, 64), 25, 63);
+      AddModel(host, "acme", "squared", Config(LossType::kSquared, 64), 25, 63);
   // Remembered events: pending, labelled, labelled twice and expired.
   std::shared_ptr<ModelEntry> feedback =
-      AddModel(registry, "feedback", "ads", Config(LossType::kSquared), 20, 64);
+      AddModel(host, "feedback", "ads", Config(LossType::kSquared), 20, 64);
   // A selection of the default set, two candidates live at once (the others wait).
   ModelConfig select_config;
   select_config.dim = 3;
@@ -710,22 +734,22 @@ TEST(ServerMetricsTest, PerModelSectionIsExactlyEachModelsSeriesInOrder) {
   select_config.select.enabled = true;
   select_config.select.live = 2;
   std::shared_ptr<ModelEntry> select =
-      AddModel(registry, "zeta", "select", select_config, 300, 65);
+      AddModel(host, "zeta", "select", select_config, 300, 65);
   ModelConfig tracker_config = Config(LossType::kSquared);
   tracker_config.learning_rate = {};
   tracker_config.lambda = 0;
   tracker_config.budget = {};
   tracker_config.krls_tracker = {.max_basis = 10, .noise_variance = 0.01};
   std::shared_ptr<ModelEntry> tracker =
-      AddModel(registry, "zeta", "tracker", tracker_config, 40, 66);
+      AddModel(host, "zeta", "tracker", tracker_config, 40, 66);
   // Beyond max_models: aggregates only.
   std::shared_ptr<ModelEntry> late =
-      AddModel(registry, "zz", "late", Config(LossType::kLogistic), 10, 67);
+      AddModel(host, "zz", "late", Config(LossType::kLogistic), 10, 67);
   const std::vector<std::shared_ptr<ModelEntry>> with_series = {hinge, squared, feedback,
                                                                 select, tracker};
 
   {
-    ServerMetrics metrics(&registry, nullptr, {});
+    ServerMetrics metrics(ModelsOf(&host), nullptr, {});
     TestServer server(&host, &metrics);
     const v1::ModelRef ref = Ref("feedback", "ads");
     const std::vector<v1::Vector> inputs = testing::MakeProbes(3, 5, 68);
@@ -745,7 +769,7 @@ TEST(ServerMetricsTest, PerModelSectionIsExactlyEachModelsSeriesInOrder) {
 
   for (const ModelLabels model_labels : {ModelLabels::kNames, ModelLabels::kHashed}) {
     SCOPED_TRACE(ModelLabelsName(model_labels));
-    ServerMetrics metrics(&registry, nullptr,
+    ServerMetrics metrics(ModelsOf(&host), nullptr,
                           {.max_models = 5, .model_labels = model_labels, .host = &host});
     ExpectedModelSection expected;
     double terms = 0;
@@ -757,8 +781,7 @@ TEST(ServerMetricsTest, PerModelSectionIsExactlyEachModelsSeriesInOrder) {
       auto label = [model_labels](const std::string& name) {
         return model_labels == ModelLabels::kNames ? name : Sha256Hex(name).substr(0, 16);
       };
-      std::optional<EventCounts> events;
-      if (host.ExistingBook(*entry) != nullptr) events = host.EventCountsOf(*entry);
+      const std::optional<EventCounts> events = EventsOf(host, *entry);
       expected.AddModel(summary, events,
                         {{"tenant", label(summary.tenant)}, {"model", label(summary.model)}});
     }
@@ -775,7 +798,7 @@ TEST(ServerMetricsTest, PerModelSectionIsExactlyEachModelsSeriesInOrder) {
   EXPECT_GT(hinge_stats.regret->window, 0u);
   EXPECT_GT(hinge_stats.truncation_error_bound.value_or(0), 0.0);
   EXPECT_GT(hinge_stats.mistakes, 0u);
-  const EventCounts events = host.EventCountsOf(*feedback);
+  const EventCounts events = EventsOf(host, *feedback).value_or(EventCounts{});
   EXPECT_EQ(events.pending, 2u);
   EXPECT_EQ(events.applied, 1u);
   EXPECT_EQ(events.duplicates, 1u);
@@ -797,7 +820,7 @@ TEST(ServerMetricsTest, DeletedModelsSeriesVanish) {
   ModelRegistry registry({.max_models = 100});
   AddModel(registry, "acme", "kept", Config(LossType::kHinge), 20, 21);
   AddModel(registry, "acme", "gone", Config(LossType::kHinge), 20, 22);
-  ServerMetrics metrics(&registry, nullptr, {});
+  ServerMetrics metrics(ModelsOf(&registry), nullptr, {});
   const Exposition before = Parse(metrics.Scrape());
   EXPECT_THAT(before.KeysContaining("model=\"gone\""), Not(IsEmpty()));
   EXPECT_EQ(before.Value("okl_models"), 2);
@@ -818,7 +841,7 @@ TEST(ServerMetricsTest, MaxModelsCapsPerModelSeriesButNotTheAggregates) {
       AddModel(registry, "a", "x", Config(LossType::kSquared), 10, 32);
   std::shared_ptr<ModelEntry> b =
       AddModel(registry, "a", "y", Config(LossType::kSquared), 20, 33);
-  ServerMetrics metrics(&registry, nullptr, {.max_models = 2});
+  ServerMetrics metrics(ModelsOf(&registry), nullptr, {.max_models = 2});
 
   const Exposition exposition = Parse(metrics.Scrape());
   EXPECT_TRUE(exposition.Has(Key("okl_model_steps_total", {{"tenant", "a"}, {"model", "x"}})));
@@ -846,7 +869,7 @@ TEST(ServerMetricsTest, RegretSchedulerStatsAreExported) {
       AddModel(registry, "acme", "hinge", Config(LossType::kHinge, 64, 16), 30, 41);
   Feed(*entry, 30, 42);
   scheduler.WaitIdle();
-  ServerMetrics metrics(&registry, &scheduler, {});
+  ServerMetrics metrics(ModelsOf(&registry), &scheduler, {});
 
   const Exposition exposition = Parse(metrics.Scrape());
   const RegretScheduler::Stats stats = scheduler.stats();
@@ -862,7 +885,7 @@ TEST(ServerMetricsTest, RegretSchedulerStatsAreExported) {
 
 TEST(ServerMetricsTest, RecordObservedAndPredictedAccumulate) {
   ModelRegistry registry({.max_models = 10});
-  ServerMetrics metrics(&registry, nullptr, {});
+  ServerMetrics metrics(ModelsOf(&registry), nullptr, {});
   Exposition exposition = Parse(metrics.Scrape());
   EXPECT_EQ(exposition.Value("okl_examples_observed_total"), 0);
   EXPECT_EQ(exposition.Value("okl_examples_loss_total"), 0);
@@ -882,7 +905,7 @@ TEST(ServerMetricsTest, RecordObservedAndPredictedAccumulate) {
 
 TEST(ServerMetricsTest, BuildInfoAndProcessSeriesDescribeThisProcess) {
   ModelRegistry registry({.max_models = 10});
-  ServerMetrics metrics(&registry, nullptr, {});
+  ServerMetrics metrics(ModelsOf(&registry), nullptr, {});
   const Exposition exposition = Parse(metrics.Scrape());
 
   const std::vector<std::string> build = exposition.KeysContaining("okl_build_info{");
@@ -909,8 +932,7 @@ TEST(ServerMetricsTest, BuildInfoAndProcessSeriesDescribeThisProcess) {
 
 TEST(ServerMetricsRpcTest, CountsEveryCallByMethodAndCode) {
   ModelHost host(InMemoryHostOptions(/*max_models=*/10));
-  ModelRegistry& registry = host.registry();
-  ServerMetrics metrics(&registry, nullptr, {});
+  ServerMetrics metrics(ModelsOf(&host), nullptr, {});
   TestServer server(&host, &metrics);
   const v1::ModelConfig config = SmallWireConfig();
   ASSERT_TRUE(IsOk(testing::CreateModel(server.stub(), Ref("t", "m"), config)));
@@ -950,7 +972,7 @@ TEST(ServerMetricsRpcTest, CountsEveryCallByMethodAndCode) {
 // errors as inline, and counts in okl_offloaded_calls_total.
 TEST(ServerMetricsRpcTest, PredictsOverMaxInlineWorkAreOffloadedCountedAndAnswerTheSame) {
   ModelHost host(InMemoryHostOptions(/*max_models=*/10));
-  ServerMetrics metrics(&host.registry(), nullptr, {});
+  ServerMetrics metrics(ModelsOf(&host), nullptr, {});
   const v1::ModelConfig config = SmallWireConfig();  // 200 multiply-adds an input at most
   TestServer inline_server(&host, &metrics, {.max_inline_work = 1000});
   TestServer offloading(&host, &metrics, {.max_inline_work = 1000, .offload_threads = 1});
@@ -988,46 +1010,42 @@ TEST(ServerMetricsRpcTest, PredictsOverMaxInlineWorkAreOffloadedCountedAndAnswer
   EXPECT_EQ(info.stats().steps(), 40u);
 }
 
-// A journal whose Append blocks until released: an ObserveBatch held with the model's
-// writer lock, as a slow store write would hold it.
-class BlockingJournal final : public ModelJournal {
- public:
-  absl::Status Append(const InputBatch&, absl::Span<const double>,
-                      const JournalNote*) override {
-    entered_.Notify();
-    released_.WaitForNotification();
-    return absl::OkStatus();
-  }
-  void WaitEntered() { entered_.WaitForNotification(); }
-  void Release() { released_.Notify(); }
-
- private:
-  absl::Notification entered_, released_;
-};
-
 // A GetModel or Predict that would wait for a batch being applied to its model runs on
 // the offload threads (gRPC's threads carry other tenants' calls), and answers once the
 // batch is applied, with the model after it.
 TEST(ServerMetricsRpcTest, ReadsThatWouldWaitForAWriterAreOffloadedAndSeeItsBatch) {
-  ModelHost host(InMemoryHostOptions(/*max_models=*/10));
+  // A store whose log appends can be held, as a slow disk would hold them: a batch then
+  // waits in its log write with the model's writer lock held.
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/okl_metrics_busy_", getpid());
+  std::filesystem::remove_all(dir);
+  const absl::Cleanup remove_dir = [&] { std::filesystem::remove_all(dir); };
+  auto file_system = std::make_shared<testing::FaultInjectingFileSystem>();
+  ModelHost::Options options = InMemoryHostOptions(/*max_models=*/10);
+  options.data_dir = dir;
+  options.store_file_system = file_system;
+  ModelHost host(options);
+  ASSERT_TRUE(host.Open().ok());
   // Over a registry of its own: a scrape reads every model, and would wait for the writer.
   ModelRegistry no_models({});
-  ServerMetrics metrics(&no_models, nullptr, {});
+  ServerMetrics metrics(ModelsOf(&no_models), nullptr, {});
   TestServer server(&host, &metrics);
-  absl::StatusOr<std::unique_ptr<Model>> learner = CreateModel(Config(LossType::kSquared));
-  ASSERT_TRUE(learner.ok()) << learner.status();
-  auto journal = std::make_shared<BlockingJournal>();
-  absl::StatusOr<std::shared_ptr<ModelEntry>> entry =
-      host.registry().Put(TestKey("t", "busy"), *std::move(learner), journal);
-  ASSERT_TRUE(entry.ok()) << entry.status();
-  EXPECT_FALSE((*entry)->writing());
+  absl::StatusOr<std::shared_ptr<HostedModel>> busy =
+      host.Create(TestKey("t", "busy"), Config(LossType::kSquared));
+  ASSERT_TRUE(busy.ok()) << busy.status();
+  ModelEntry* const entry = &(*busy)->entry();
+  EXPECT_FALSE(entry->writing());
+  // Another model, which a held write would hold too: made before the hold.
+  AddModel(host, "u", "idle", Config(LossType::kSquared), 5, 9);
 
+  file_system->Arm({.op = testing::FaultInjectingFileSystem::Op::kAppend,
+                    .file_suffix = ".log",
+                    .hold = true});
   std::thread writer([&] {
     std::vector<Observation> out;
-    EXPECT_TRUE((*entry)->ObserveBatch(std::vector<double>{0.1, 0.2, 0.3}, {1.0}, &out).ok());
+    EXPECT_TRUE(entry->ObserveBatch(std::vector<double>{0.1, 0.2, 0.3}, {1.0}, &out).ok());
   });
-  journal->WaitEntered();
-  EXPECT_TRUE((*entry)->writing());
+  file_system->WaitHeld();
+  EXPECT_TRUE(entry->writing());
   v1::ModelInfo info;
   std::vector<double> predictions;
   grpc::Status get_status, predict_status;
@@ -1045,15 +1063,14 @@ TEST(ServerMetricsRpcTest, ReadsThatWouldWaitForAWriterAreOffloadedAndSeeItsBatc
   }
   EXPECT_EQ(Parse(metrics.Scrape()).Value("okl_offloaded_calls_total"), 1);
   // Meanwhile another model's calls run inline.
-  AddModel(host.registry(), "u", "idle", Config(LossType::kSquared), 5, 9);
   v1::ModelInfo idle;
   EXPECT_TRUE(IsOk(testing::GetModel(server.stub(), Ref("u", "idle"), &idle)));
   EXPECT_EQ(Parse(metrics.Scrape()).Value("okl_offloaded_calls_total"), 1);
 
-  journal->Release();
+  file_system->Disarm();
   writer.join();
   reader.join();
-  EXPECT_FALSE((*entry)->writing());
+  EXPECT_FALSE(entry->writing());
   ASSERT_TRUE(IsOk(get_status)) << get_status.error_message();
   EXPECT_EQ(info.stats().steps(), 1u) << "the GetModel did not wait for the batch";
   ASSERT_TRUE(IsOk(predict_status)) << predict_status.error_message();
@@ -1063,8 +1080,7 @@ TEST(ServerMetricsRpcTest, ReadsThatWouldWaitForAWriterAreOffloadedAndSeeItsBatc
 // A stream is one call: one count and one duration.
 TEST(StreamCountTest, AStreamCountsOnce) {
   ModelHost host(InMemoryHostOptions(/*max_models=*/10));
-  ModelRegistry& registry = host.registry();
-  ServerMetrics metrics(&registry, nullptr, {});
+  ServerMetrics metrics(ModelsOf(&host), nullptr, {});
   TestServer server(&host, &metrics);
   const v1::ModelConfig config = testing::ParseConfig(R"pb(
     dim: 2
@@ -1094,8 +1110,7 @@ TEST(StreamCountTest, AStreamCountsOnce) {
 
 TEST(ServerMetricsRpcTest, ACancelledStreamCountsOnceAndTheServerShutsDownCleanly) {
   ModelHost host(InMemoryHostOptions(/*max_models=*/10));
-  ModelRegistry& registry = host.registry();
-  ServerMetrics metrics(&registry, nullptr, {});
+  ServerMetrics metrics(ModelsOf(&host), nullptr, {});
   TestServer server(&host, &metrics);
   {
     testing::HealthWatch watch(server.channel(), "", absl::Seconds(10));
@@ -1124,8 +1139,7 @@ TEST(ServerMetricsRpcTest, ACancelledStreamCountsOnceAndTheServerShutsDownCleanl
 // instead of making new ones.
 TEST(ServerMetricsRpcTest, UnknownMethodsCountUnderOther) {
   ModelHost host(InMemoryHostOptions(/*max_models=*/10));
-  ModelRegistry& registry = host.registry();
-  ServerMetrics metrics(&registry, nullptr, {});
+  ServerMetrics metrics(ModelsOf(&host), nullptr, {});
   TestServer server(&host, &metrics);
   for (const char* method : {"/okl.v1.OnlineKernelLearning/NoSuchMethod", "/no.Such/Service",
                              "/not-a-method", "/no.Such/Service"}) {
@@ -1149,8 +1163,7 @@ TEST(ServerMetricsRpcTest, UnknownMethodsCountUnderOther) {
 
 TEST(ServerMetricsRpcTest, ConcurrentCallsAndScrapesCountExactly) {
   ModelHost host(InMemoryHostOptions(/*max_models=*/10));
-  ModelRegistry& registry = host.registry();
-  ServerMetrics metrics(&registry, nullptr, {});
+  ServerMetrics metrics(ModelsOf(&host), nullptr, {});
   TestServer server(&host, &metrics);
   constexpr int kThreads = 4;
   constexpr int kCallsPerThread = 50;
@@ -1213,10 +1226,9 @@ class BusyPort {
 
 TEST(ServerMetricsExposerTest, ServesWhatScrapeReturns) {
   ModelHost host(InMemoryHostOptions(/*max_models=*/10));
-  ModelRegistry& registry = host.registry();
-  AddModel(registry, "acme", "hinge", Config(LossType::kHinge, 8), 30, 51);
-  AddModel(registry, "acme", "squared", Config(LossType::kSquared), 20, 52);
-  ServerMetrics metrics(&registry, nullptr, {});
+  AddModel(host, "acme", "hinge", Config(LossType::kHinge, 8), 30, 51);
+  AddModel(host, "acme", "squared", Config(LossType::kSquared), 20, 52);
+  ServerMetrics metrics(ModelsOf(&host), nullptr, {});
   TestServer server(&host, &metrics);
   v1::ModelInfo info;
   ASSERT_TRUE(IsOk(testing::GetModel(server.stub(), Ref("acme", "hinge"), &info)));
@@ -1280,7 +1292,7 @@ TEST(ServerMetricsExposerTest, AnAddressInUseIsUnavailableAndNamesTheFlag) {
   ModelRegistry registry({.max_models = 10});
   BusyPort busy;
   const std::string address = absl::StrCat("127.0.0.1:", busy.port());
-  ServerMetrics metrics(&registry, nullptr, {});
+  ServerMetrics metrics(ModelsOf(&registry), nullptr, {});
   const absl::Status status = metrics.StartExposer(address);
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
   EXPECT_THAT(status.message(), HasSubstr("--metrics_address"));
@@ -1298,7 +1310,7 @@ TEST(ServerMetricsExposerTest, DestructionStopsTheExposerPromptly) {
   ModelRegistry registry({.max_models = 10});
   for (const char* address : {"127.0.0.1:0", "0.0.0.0:0"}) {
     auto metrics =
-        std::make_unique<ServerMetrics>(&registry, nullptr, ServerMetrics::Options{});
+        std::make_unique<ServerMetrics>(ModelsOf(&registry), nullptr, ServerMetrics::Options{});
     ASSERT_TRUE(metrics->StartExposer(address).ok()) << address;
     const int port = metrics->exposer_port();
     ASSERT_TRUE(HttpGet(port, "/metrics").ok()) << address;

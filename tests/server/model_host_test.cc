@@ -24,6 +24,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/convert.h"
+#include "server/event_book.h"
+#include "server/hosted_model.h"
 #include "server/quotas.h"
 #include "tests/core/test_model_key.h"
 #include "tests/server/fault_file_system.h"
@@ -86,22 +88,22 @@ TEST_F(ModelHostTest, CreateReplaceDeleteAreDurableAndVisible) {
     auto host = OpenHost();
     auto a = host->Create(TestKey("acme", "a"), SmallConfig());
     ASSERT_TRUE(a.ok()) << a.status();
-    Feed(**a, 20, 1);
+    Feed((*a)->entry(), 20, 1);
     auto b = host->Create(TestKey("acme", "b"), SmallConfig());
     ASSERT_TRUE(b.ok()) << b.status();
     EXPECT_EQ(host->Create(TestKey("acme", "a"), SmallConfig()).status().code(),
               absl::StatusCode::kAlreadyExists);
     // Replace b with a's state: b now predicts as a does.
-    absl::StatusOr<ModelState> state = (*a)->ExportState();
+    absl::StatusOr<ModelState> state = (*a)->entry().ExportState();
     ASSERT_TRUE(state.ok());
     auto reservation = host->Reserve(TestKey("acme", "b"), state->config);
     ASSERT_TRUE(reservation.ok()) << reservation.status();
     auto b2 = host->Replace(TestKey("acme", "b"), *state, *std::move(reservation));
     ASSERT_TRUE(b2.ok()) << b2.status();
-    EXPECT_EQ(PredictAt(**b2), PredictAt(**a));
-    replaced_predictions = PredictAt(**b2);
+    EXPECT_EQ(PredictAt((*b2)->entry()), PredictAt((*a)->entry()));
+    replaced_predictions = PredictAt((*b2)->entry());
     // The old entry refuses work: requests that found it look again.
-    EXPECT_EQ((*b)->Summary().status().code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ((*b)->entry().Summary().status().code(), absl::StatusCode::kNotFound);
     ASSERT_TRUE(host->Create(TestKey("other", "c"), SmallConfig()).ok());
     ASSERT_TRUE(host->Delete(TestKey("other", "c")).ok());
     EXPECT_EQ(host->Delete(TestKey("other", "c")).code(), absl::StatusCode::kNotFound);
@@ -112,7 +114,7 @@ TEST_F(ModelHostTest, CreateReplaceDeleteAreDurableAndVisible) {
   EXPECT_EQ(host->Find(TestKey("other", "c")).status().code(), absl::StatusCode::kNotFound);
   auto b = host->Find(TestKey("acme", "b"));
   ASSERT_TRUE(b.ok());
-  EXPECT_EQ(PredictAt(**b), replaced_predictions);
+  EXPECT_EQ(PredictAt((*b)->entry()), replaced_predictions);
   // Restored models count against the quotas.
   EXPECT_EQ(host->quotas().TenantUsage("acme").first, 2u);
   EXPECT_EQ(host->quotas().TenantUsage("acme").second,
@@ -123,16 +125,16 @@ TEST_F(ModelHostTest, WithModelRetriesOnTheEntryThatReplacedTheOneFound) {
   auto host = OpenHost();
   auto first = host->Create(TestKey("t", "m"), SmallConfig());
   ASSERT_TRUE(first.ok());
-  std::shared_ptr<ModelEntry> cached = *first;  // a stream found it earlier
-  absl::StatusOr<ModelState> state = (*first)->ExportState();
+  std::shared_ptr<HostedModel> cached = *first;  // a stream found it earlier
+  absl::StatusOr<ModelState> state = (*first)->entry().ExportState();
   auto reservation = host->Reserve(TestKey("t", "m"), state->config);
   ASSERT_TRUE(reservation.ok());
   auto second = host->Replace(TestKey("t", "m"), *state, *std::move(reservation));
   ASSERT_TRUE(second.ok());
-  std::vector<const ModelEntry*> ran_on;
-  absl::Status status = host->WithModel(TestKey("t", "m"), &cached, [&](ModelEntry& entry) {
-    ran_on.push_back(&entry);
-    return entry.Summary().status();
+  std::vector<const HostedModel*> ran_on;
+  absl::Status status = host->WithModel(TestKey("t", "m"), &cached, [&](HostedModel& model) {
+    ran_on.push_back(&model);
+    return model.entry().Summary().status();
   });
   EXPECT_TRUE(status.ok()) << status;
   ASSERT_EQ(ran_on.size(), 2u);
@@ -142,12 +144,46 @@ TEST_F(ModelHostTest, WithModelRetriesOnTheEntryThatReplacedTheOneFound) {
   // A deleted model: NotFound after one more look.
   ASSERT_TRUE(host->Delete(TestKey("t", "m")).ok());
   int runs = 0;
-  status = host->WithModel(TestKey("t", "m"), &cached, [&](ModelEntry& entry) {
+  status = host->WithModel(TestKey("t", "m"), &cached, [&](HostedModel& model) {
     ++runs;
-    return entry.Summary().status();
+    return model.entry().Summary().status();
   });
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(runs, 1);
+}
+
+// One record per model: a Restore installs a new one and closes the old, book and all; a
+// Delete closes it. Holders of a closed one get NotFound, which WithModel retries on.
+TEST_F(ModelHostTest, AReplacedOrDeletedModelIsClosedWithItsBook) {
+  auto host = OpenHost();
+  auto first = host->Create(TestKey("t", "m"), SmallConfig());
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ((*first)->existing_book(), nullptr);  // made on first use
+  absl::StatusOr<std::shared_ptr<EventBook>> book = (*first)->Book();
+  ASSERT_TRUE(book.ok()) << book.status();
+  EXPECT_EQ((*first)->existing_book(), *book);
+  EXPECT_EQ(*(*first)->Book(), *book);  // the same book each time
+  EXPECT_NE((*first)->log(), nullptr);
+  EXPECT_EQ((*first)->log(), (*first)->entry().journal().get());
+
+  absl::StatusOr<ModelState> state = (*first)->entry().ExportState();
+  ASSERT_TRUE(state.ok());
+  auto reservation = host->Reserve(TestKey("t", "m"), state->config);
+  ASSERT_TRUE(reservation.ok());
+  auto second = host->Replace(TestKey("t", "m"), *state, *std::move(reservation));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ((*first)->Book().status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*first)->entry().Summary().status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(*host->Find(TestKey("t", "m")), *second);
+  EXPECT_EQ((*second)->existing_book(), nullptr);  // the snapshot had no events
+  EXPECT_NE((*second)->log(), (*first)->log());
+  ASSERT_TRUE((*second)->Book().ok());
+
+  ASSERT_TRUE(host->Delete(TestKey("t", "m")).ok());
+  EXPECT_EQ((*second)->Book().status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*second)->entry().Summary().status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(host->Find(TestKey("t", "m")).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(host->size(), 0u);
 }
 
 TEST_F(ModelHostTest, CheckConfigNamesTheLimit) {
@@ -241,14 +277,15 @@ TEST_F(ModelHostTest, MutationsOfOneNameRaceBatchesWithoutLosingOrder) {
   std::vector<std::thread> writers;
   for (int w = 0; w < 3; ++w) {
     writers.emplace_back([&, w] {
-      std::shared_ptr<ModelEntry> entry;
+      std::shared_ptr<HostedModel> entry;
       std::vector<Observation> out;
       std::mt19937 rng(w);
       std::normal_distribution<double> normal;
       while (!stop.load()) {
         const std::vector<double> xs = {normal(rng), normal(rng)};
         const std::vector<double> ys = {normal(rng)};
-        absl::Status status = host->WithModel(TestKey("t", "m"), &entry, [&](ModelEntry& e) {
+        absl::Status status = host->WithModel(TestKey("t", "m"), &entry, [&](HostedModel& model) {
+          ModelEntry& e = model.entry();
           out.clear();
           return e.ObserveBatch(xs, ys, &out);
         });
@@ -265,7 +302,7 @@ TEST_F(ModelHostTest, MutationsOfOneNameRaceBatchesWithoutLosingOrder) {
     while (applied.load() < target && absl::Now() < give_up) absl::SleepFor(absl::Microseconds(100));
     auto entry = host->Find(TestKey("t", "m"));
     if (entry.ok()) {
-      absl::StatusOr<ModelState> state = (*entry)->ExportState();
+      absl::StatusOr<ModelState> state = (*entry)->entry().ExportState();
       if (state.ok()) {
         auto reservation = host->Reserve(TestKey("t", "m"), state->config);
         ASSERT_TRUE(reservation.ok());
@@ -285,14 +322,14 @@ TEST_F(ModelHostTest, MutationsOfOneNameRaceBatchesWithoutLosingOrder) {
   // What the store holds is what the registry holds.
   auto live = host->Find(TestKey("t", "m"));
   ASSERT_TRUE(live.ok());
-  const std::vector<double> expected = PredictAt(**live);
-  const uint64_t steps = (*live)->Summary()->stats.steps;
+  const std::vector<double> expected = PredictAt((*live)->entry());
+  const uint64_t steps = (*live)->entry().Summary()->stats.steps;
   host.reset();
   host = OpenHost();
   auto restored = host->Find(TestKey("t", "m"));
   ASSERT_TRUE(restored.ok());
-  EXPECT_EQ((*restored)->Summary()->stats.steps, steps);
-  EXPECT_EQ(PredictAt(**restored), expected);
+  EXPECT_EQ((*restored)->entry().Summary()->stats.steps, steps);
+  EXPECT_EQ(PredictAt((*restored)->entry()), expected);
 }
 
 // A tenant's fence (tenant moves): every write of the tenant is refused with
@@ -302,18 +339,19 @@ TEST_F(ModelHostTest, AFenceRefusesEveryWriteOfItsTenantOnlyAndChangesNothing) {
   auto host = OpenHost();
   auto model = host->Create(TestKey("moving", "m"), SmallConfig());
   ASSERT_TRUE(model.ok());
-  Feed(**model, 10, 1);
+  Feed((*model)->entry(), 10, 1);
   ASSERT_TRUE(host->Create(TestKey("staying", "m"), SmallConfig()).ok());
   ASSERT_TRUE(host->FenceWrites("moving", absl::InfiniteFuture()).ok());
 
-  const std::vector<double> before = PredictAt(**model);
+  const std::vector<double> before = PredictAt((*model)->entry());
   const std::vector<double> xs = {0.5, 0.5};
   const std::vector<double> ys = {1.0};
   std::vector<Observation> out;
-  std::shared_ptr<ModelEntry> entry;
+  std::shared_ptr<HostedModel> entry;
   bool ran = false;
   absl::Status write =
-      host->WithModelForWrite(TestKey("moving", "m"), &entry, [&](ModelEntry& e) {
+      host->WithModelForWrite(TestKey("moving", "m"), &entry, [&](HostedModel& model) {
+          ModelEntry& e = model.entry();
         ran = true;
         return e.ObserveBatch(xs, ys, &out);
       });
@@ -324,31 +362,33 @@ TEST_F(ModelHostTest, AFenceRefusesEveryWriteOfItsTenantOnlyAndChangesNothing) {
   EXPECT_EQ(host->Create(TestKey("moving", "n"), SmallConfig()).status().code(),
             absl::StatusCode::kUnavailable);
   EXPECT_EQ(host->Delete(TestKey("moving", "m")).code(), absl::StatusCode::kUnavailable);
-  absl::StatusOr<ModelState> state = (*model)->ExportState();
+  absl::StatusOr<ModelState> state = (*model)->entry().ExportState();
   ASSERT_TRUE(state.ok());
   EXPECT_EQ(host->Reserve(TestKey("moving", "m"), state->config).status().code(),
             absl::StatusCode::kUnavailable);
   EXPECT_EQ(host->Replace(TestKey("moving", "m"), *state, QuotaReservation()).status().code(),
             absl::StatusCode::kUnavailable);
   // Nothing changed, and reads are served.
-  EXPECT_EQ((*model)->Summary()->stats.steps, 10u);
-  EXPECT_EQ(PredictAt(**host->Find(TestKey("moving", "m"))), before);
+  EXPECT_EQ((*model)->entry().Summary()->stats.steps, 10u);
+  EXPECT_EQ(PredictAt((*host->Find(TestKey("moving", "m")))->entry()), before);
   EXPECT_EQ(host->List("moving").size(), 1u);
   EXPECT_TRUE(host->CheckNotMoved("moving").ok());
   // Another tenant writes on.
   entry.reset();
   EXPECT_TRUE(
       host->WithModelForWrite(TestKey("staying", "m"), &entry,
-                              [&](ModelEntry& e) { return e.ObserveBatch(xs, ys, &out); })
+                              [&](HostedModel& model) {
+          ModelEntry& e = model.entry(); return e.ObserveBatch(xs, ys, &out); })
           .ok());
 
   host->LiftFence("moving");
   entry.reset();
   EXPECT_TRUE(
       host->WithModelForWrite(TestKey("moving", "m"), &entry,
-                              [&](ModelEntry& e) { return e.ObserveBatch(xs, ys, &out); })
+                              [&](HostedModel& model) {
+          ModelEntry& e = model.entry(); return e.ObserveBatch(xs, ys, &out); })
           .ok());
-  EXPECT_EQ((*model)->Summary()->stats.steps, 11u);
+  EXPECT_EQ((*model)->entry().Summary()->stats.steps, 11u);
   EXPECT_TRUE(host->Create(TestKey("moving", "n"), SmallConfig()).ok());
 }
 
@@ -362,12 +402,13 @@ TEST_F(ModelHostTest, AFenceWaitsForTheWritesAlreadyRunning) {
   bool inside = false;
   bool release = false;
   std::thread writer([&] {
-    std::shared_ptr<ModelEntry> entry;
+    std::shared_ptr<HostedModel> entry;
     std::vector<Observation> out;
     const std::vector<double> xs = {0.5, 0.5};
     const std::vector<double> ys = {1.0};
     absl::Status status =
-        host->WithModelForWrite(TestKey("t", "m"), &entry, [&](ModelEntry& e) {
+        host->WithModelForWrite(TestKey("t", "m"), &entry, [&](HostedModel& model) {
+          ModelEntry& e = model.entry();
           {
             PlainLock lock(&mu);
             inside = true;
@@ -396,7 +437,7 @@ TEST_F(ModelHostTest, AFenceWaitsForTheWritesAlreadyRunning) {
     cv.SignalAll();
   });
   EXPECT_TRUE(host->FenceWrites("t", absl::Now() + absl::Seconds(30)).ok());
-  EXPECT_EQ((*host->Find(TestKey("t", "m")))->Summary()->stats.steps, 1u);
+  EXPECT_EQ((*host->Find(TestKey("t", "m")))->entry().Summary()->stats.steps, 1u);
   releaser.join();
   writer.join();
 }
@@ -417,9 +458,9 @@ TEST_F(ModelHostTest, DroppingAMovedTenantLeavesItsRequestsUnavailable) {
   absl::Status found = host->Find(TestKey("gone", "a")).status();
   EXPECT_EQ(found.code(), absl::StatusCode::kUnavailable) << found;
   EXPECT_THAT(found.message(), HasSubstr("has moved to another replica"));
-  std::shared_ptr<ModelEntry> entry;
+  std::shared_ptr<HostedModel> entry;
   EXPECT_EQ(host->WithModel(TestKey("gone", "a"), &entry,
-                            [](ModelEntry&) { return absl::OkStatus(); })
+                            [](HostedModel&) { return absl::OkStatus(); })
                 .code(),
             absl::StatusCode::kUnavailable);
   EXPECT_EQ(host->CheckNotMoved("gone").code(), absl::StatusCode::kUnavailable);
@@ -470,7 +511,7 @@ TEST_F(ModelHostTest, AnIoErrorDuringACheckpointLosesNothingAndTheNextStartIsExa
       auto host = OpenHost({}, fs, c.sync_writes);
       auto a = host->Create(TestKey("acme", "a"), SmallConfig());
       ASSERT_TRUE(a.ok()) << a.status();
-      for (uint32_t i = 0; i < 5; ++i) Feed(**a, 10, 100 + i);
+      for (uint32_t i = 0; i < 5; ++i) Feed((*a)->entry(), 10, 100 + i);
       fs->Arm(c.fault);
       EXPECT_EQ(host->CheckpointModels(/*all=*/true), 0u);
       EXPECT_EQ(fs->injected(), 1);
@@ -481,14 +522,14 @@ TEST_F(ModelHostTest, AnIoErrorDuringACheckpointLosesNothingAndTheNextStartIsExa
       EXPECT_EQ(host->CheckpointModels(/*all=*/true), 0u);
       EXPECT_EQ(host->checkpoint_failures(), 1u);
       // Batches are refused and change nothing.
-      const std::vector<double> before = PredictAt(**a);
+      const std::vector<double> before = PredictAt((*a)->entry());
       std::vector<Observation> out;
-      absl::Status refused = (*a)->ObserveBatch(std::vector<double>{0.5, 0.5}, {1.0}, &out);
+      absl::Status refused = (*a)->entry().ObserveBatch(std::vector<double>{0.5, 0.5}, {1.0}, &out);
       EXPECT_EQ(refused.code(), full_disk ? absl::StatusCode::kResourceExhausted
                                           : absl::StatusCode::kUnavailable)
           << refused;
-      EXPECT_EQ(PredictAt(**a), before);
-      absl::StatusOr<ModelState> state = (*a)->ExportState();
+      EXPECT_EQ(PredictAt((*a)->entry()), before);
+      absl::StatusOr<ModelState> state = (*a)->entry().ExportState();
       ASSERT_TRUE(state.ok());
       acknowledged = *std::move(state);
       if (full_disk) {
@@ -497,10 +538,10 @@ TEST_F(ModelHostTest, AnIoErrorDuringACheckpointLosesNothingAndTheNextStartIsExa
         fs->Disarm();
         EXPECT_TRUE(host->MaintainStore(absl::Now()).writable);
         EXPECT_EQ(host->store_health().resumptions, 1u);
-        Feed(**a, 10, 200);
+        Feed((*a)->entry(), 10, 200);
         EXPECT_EQ(host->CheckpointModels(/*all=*/true), 1u);
         EXPECT_EQ(host->models_failing_checkpoints(), 0u);
-        state = (*a)->ExportState();
+        state = (*a)->entry().ExportState();
         ASSERT_TRUE(state.ok());
         acknowledged = *std::move(state);
       } else {
@@ -511,7 +552,7 @@ TEST_F(ModelHostTest, AnIoErrorDuringACheckpointLosesNothingAndTheNextStartIsExa
     auto host = OpenHost();
     auto a = host->Find(TestKey("acme", "a"));
     ASSERT_TRUE(a.ok()) << a.status();
-    absl::StatusOr<ModelState> restored = (*a)->ExportState();
+    absl::StatusOr<ModelState> restored = (*a)->entry().ExportState();
     ASSERT_TRUE(restored.ok());
     EXPECT_TRUE(*restored == acknowledged);
     EXPECT_TRUE(host->store_health().writable);
@@ -529,7 +570,7 @@ TEST_F(ModelHostTest, MaintainStoreRetriesAFullDiskAtMostOncePerInterval) {
            .error = rocksdb::IOStatus::NoSpace("injected"),
            .sticky = true});
   std::vector<Observation> out;
-  EXPECT_EQ((*a)->ObserveBatch(std::vector<double>{0.5, 0.5}, {1.0}, &out).code(),
+  EXPECT_EQ((*a)->entry().ObserveBatch(std::vector<double>{0.5, 0.5}, {1.0}, &out).code(),
             absl::StatusCode::kResourceExhausted);
   const int failed_writes = fs->injected();
   const absl::Time t0 = absl::Now();
@@ -540,7 +581,7 @@ TEST_F(ModelHostTest, MaintainStoreRetriesAFullDiskAtMostOncePerInterval) {
   EXPECT_EQ(fs->injected(), after_first);  // too soon: not tried
   fs->Disarm();
   EXPECT_TRUE(host->MaintainStore(t0 + absl::Milliseconds(1100)).writable);
-  EXPECT_TRUE((*a)->ObserveBatch(std::vector<double>{0.5, 0.5}, {1.0}, &out).ok());
+  EXPECT_TRUE((*a)->entry().ObserveBatch(std::vector<double>{0.5, 0.5}, {1.0}, &out).ok());
 }
 
 }  // namespace
