@@ -17,7 +17,7 @@
 //
 // Delayed feedback at scale (docs/delayed-feedback.md): --pending_events=N adds one model,
 // bench/events (dense, d = --dim, empty), and N pending events of it, written as okl_server
-// writes a remembering Predict's (ModelLog::Remember with server-made ids, 4,096 a write),
+// writes a remembering Predict's (EventLog::Remember with server-made ids, 4,096 a write),
 // each awaiting its label for 7 days, so none expires during the run. Then:
 //  - bytes an event on disk: (S1 - S0) / N, where S0 and S1 are the sums of the store
 //    directory's file sizes, each taken with the store closed right after
@@ -75,6 +75,7 @@
 #include "core/runtime/model_registry.h"
 #include "core/status_macros.h"
 #include "proto/label_outcome.h"
+#include "server/event_log.h"
 #include "server/model_events.h"
 #include "server/model_store.h"
 
@@ -193,6 +194,7 @@ absl::StatusOr<std::string> WritePendingEvents(const std::string& dir, int64_t c
     return absl::NotFoundError(absl::StrCat("the store at \"", dir, "\" holds no model ",
                                             kEventsTenant, "/", kEventsModel));
   }
+  okl::EventLog event_log(log);
   // Ids as the server makes them (EventBook::MakeId): the expiry, 16 hex digits drawn
   // once, then a counter; so no id can be known, as the server's kNoneCanBe says.
   const uint64_t id_prefix = rng();
@@ -219,7 +221,8 @@ absl::StatusOr<std::string> WritePendingEvents(const std::string& dir, int64_t c
       probe_id = events[count / 2 - written].id;
     }
     counts.pending += n;
-    OKL_RETURN_IF_ERROR(log->Remember(events, counts, okl::EventStorage::KnownIds::kNoneCanBe));
+    OKL_RETURN_IF_ERROR(
+        event_log.Remember(events, counts, okl::EventStorage::KnownIds::kNoneCanBe));
     written += n;
   }
   OKL_RETURN_IF_ERROR(store->Flush());

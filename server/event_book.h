@@ -6,7 +6,7 @@
 // event's label to the model exactly once, as Observe(x_e, y) at that moment; at expiry
 // it applies an event's default label or drops it, once.
 //
-// The events live in an EventStorage: the model store (ModelLog, durable: a label's log
+// The events live in an EventStorage: the model store (EventLog, durable: a label's log
 // record and its event's new state are one write) or memory (a model without a store).
 // The book's lock orders everything done to its events (the model's event lock); it is
 // taken before the model's writer lock, and held across the storage's reads and writes,
@@ -50,8 +50,8 @@ class EventCursor {
   virtual absl::StatusOr<std::vector<StoredEvent>> Next(size_t max) = 0;
 };
 
-// Where a book keeps its events. ModelLog implements it over the model store; MemoryEvents
-// below in memory.
+// Where a book keeps its events. EventLog (server/event_log.h) implements it over the
+// model store; MemoryEvents below in memory.
 class EventStorage {
  public:
   virtual ~EventStorage() = default;
@@ -145,7 +145,7 @@ class EventBook : public std::enable_shared_from_this<EventBook> {
     std::vector<absl::Duration> delays;
   };
 
-  // `storage` holds the model's events (its ModelLog, or a MemoryEvents); `loss` is the
+  // `storage` holds the model's events (its EventLog, or a MemoryEvents); `loss` is the
   // model's, for the served loss.
   EventBook(std::shared_ptr<EventStorage> storage, LossConfig loss, Limits limits,
             EventQuotaAccount account = {});

@@ -12,7 +12,10 @@ namespace okl {
 
 HostedModel::HostedModel(std::shared_ptr<ModelEntry> entry, std::shared_ptr<ModelLog> log,
                          EventSettings events)
-    : entry_(std::move(entry)), log_(std::move(log)), events_(std::move(events)) {}
+    : entry_(std::move(entry)),
+      log_(std::move(log)),
+      event_log_(log_ != nullptr ? std::make_shared<EventLog>(log_) : nullptr),
+      events_(std::move(events)) {}
 
 absl::StatusOr<std::shared_ptr<EventBook>> HostedModel::Book(
     std::shared_ptr<MemoryEvents> memory_events) {
@@ -21,7 +24,7 @@ absl::StatusOr<std::shared_ptr<EventBook>> HostedModel::Book(
     if (closed_) return absl::NotFoundError("the model was deleted or replaced");
     if (book_ != nullptr) return book_;
   }
-  std::shared_ptr<EventStorage> storage = log_;
+  std::shared_ptr<EventStorage> storage = event_log_;
   if (storage == nullptr) {
     storage = memory_events != nullptr ? std::move(memory_events)
                                        : std::make_shared<MemoryEvents>();

@@ -1,8 +1,8 @@
 // server/hosted_model.h
 //
 // HostedModel is one model as this server hosts it: its entry (core's model under its
-// locks, core/runtime/model_registry.h), its log in the store (none for a server without
-// one), and its event book, made on first use. ModelHost keeps one per (tenant, model)
+// locks, core/runtime/model_registry.h), its log and its stored events in the store (none
+// for a server without one), and its event book, made on first use. ModelHost keeps one per (tenant, model)
 // and finds it with one lookup; a handler that has it needs nothing else to observe,
 // predict, remember or label.
 //
@@ -34,6 +34,7 @@
 #include "core/runtime/model_registry.h"
 #include "core/runtime/mutex.h"
 #include "server/event_book.h"
+#include "server/event_log.h"
 #include "server/model_store.h"
 #include "server/quotas.h"
 
@@ -60,6 +61,8 @@ class HostedModel {
   const std::shared_ptr<ModelEntry>& shared_entry() const { return entry_; }
   // The model's log in the store; null without one.
   ModelLog* log() const { return log_.get(); }
+  // The model's remembered events in the store (its book's storage); null without one.
+  EventLog* event_log() const { return event_log_.get(); }
 
   // The model's event book, made on first use: over its log, or in memory for a model
   // without one (`memory_events`, if given, are what that book starts with: a
@@ -79,6 +82,7 @@ class HostedModel {
  private:
   const std::shared_ptr<ModelEntry> entry_;
   const std::shared_ptr<ModelLog> log_;
+  const std::shared_ptr<EventLog> event_log_;  // over log_; null without it
   const EventSettings events_;
   mutable PlainMutex mu_;
   std::shared_ptr<EventBook> book_ ABSL_GUARDED_BY(mu_);

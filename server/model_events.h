@@ -3,8 +3,9 @@
 // Remembered events, for delayed feedback (docs/delayed-feedback.md): a Predict with
 // `remember` keeps each input and the prediction served for it under an event id, until
 // a label arrives or the wait ends. This file holds the event's value type, its record in
-// the model store, and the JournalNote through which a batch of labels changes its events
-// in the same atomic write as the batch's log record (ModelLog, server/model_store.h).
+// the model store (read and written by EventLog, server/event_log.h), and the JournalNote
+// through which a batch of labels changes its events in the same atomic write as the
+// batch's log record (ModelLog, server/model_store.h).
 //
 // Store keys, under the model's incarnation (so deleting or replacing a model removes its
 // events with the rest of the incarnation):
@@ -36,6 +37,10 @@ class WriteBatch;
 }  // namespace rocksdb
 
 namespace okl {
+
+// "i/<inc>/": how every key of incarnation `inc` begins in the model store (its
+// checkpoint and log, server/model_store.h, and its events), <inc> in 16 hex digits.
+std::string IncarnationPrefix(uint64_t inc);
 
 // Longest event id, in bytes.
 inline constexpr size_t kMaxEventIdBytes = 128;
@@ -138,6 +143,16 @@ absl::StatusOr<EventCounts> DecodeEventCounts(absl::string_view value);
 // The expiry index of an incarnation lies in [EventExpiryBegin, EventExpiryKey(inc, t, ""))
 // for the events that expire before t.
 std::string EventExpiryBegin(uint64_t incarnation);
+// An expiry index key, "<begin><expiry, 16 hex>/<id>", taken apart; `id` points into the
+// key.
+struct ExpiryIndexKey {
+  absl::Time expires;
+  absl::string_view id;
+};
+// DataLoss if `key`, an index key under `begin` (EventExpiryBegin, or "" for a key with
+// that prefix removed), is not of that form.
+absl::StatusOr<ExpiryIndexKey> ParseExpiryIndexKey(absl::string_view key,
+                                                   absl::string_view begin);
 
 // Record: state (u8), expires (i64 µs since the epoch), has default (u8), default label,
 // prediction (raw doubles), sparse (u8), n (u32), then n indices (u32, sparse only) and

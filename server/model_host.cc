@@ -126,7 +126,7 @@ absl::Status ModelHost::Open() {
 }
 
 void ModelHost::OpenRememberedEvents(HostedModel& model) {
-  absl::StatusOr<std::optional<absl::Time>> next = model.log()->NextExpiry();
+  absl::StatusOr<std::optional<absl::Time>> next = model.event_log()->NextExpiry();
   if (next.ok() && !next->has_value()) return;
   absl::Status book = next.ok() ? model.Book().status() : next.status();
   if (!book.ok()) {

@@ -66,13 +66,7 @@ constexpr char kIncarnationPrefix[] = "i/";
 
 std::string Hex16(uint64_t value) { return absl::StrFormat("%016x", value); }
 
-}  // namespace
 
-std::string IncarnationPrefix(uint64_t inc) {
-  return absl::StrCat(kIncarnationPrefix, Hex16(inc), "/");
-}
-
-namespace {
 
 std::string ModelRecordKey(absl::string_view tenant, absl::string_view model) {
   return absl::StrCat(kModelPrefix, tenant, "/", model);
@@ -714,6 +708,12 @@ absl::Status ModelLog::Write(rocksdb::WriteBatch* batch) const {
   write.sync = store_->options_.sync_writes;
   rocksdb::Status status = store_->db_->Write(write, batch);
   return status.ok() ? absl::OkStatus() : store_->WriteError(status);
+}
+
+absl::Status ModelLog::WriteIfOpen(rocksdb::WriteBatch* batch) const {
+  ReaderLock lock(&mu_);
+  OKL_RETURN_IF_ERROR(CheckOpen());
+  return Write(batch);
 }
 
 absl::Status ModelLog::Append(const InputBatch& xs, absl::Span<const double> ys,

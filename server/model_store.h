@@ -48,7 +48,6 @@
 #include "core/model.h"
 #include "core/runtime/model_registry.h"
 #include "core/runtime/mutex.h"
-#include "server/event_book.h"
 #include "server/event_snapshot.h"
 #include "server/model_events.h"
 
@@ -63,10 +62,6 @@ class FileSystem;
 namespace okl {
 
 class ModelLog;
-
-// "i/<inc>/": how every key of incarnation `inc` begins (its checkpoint, log and events,
-// model_events.h), <inc> in 16 hex digits.
-std::string IncarnationPrefix(uint64_t inc);
 
 // One stored model as LoadModels reads it.
 struct StoredModel {
@@ -178,6 +173,7 @@ class ModelStore {
 
  private:
   friend class ModelLog;
+  friend class EventLog;
   ModelStore(std::string path, Options options, std::unique_ptr<rocksdb::Env> env,
              std::shared_ptr<WriteHealth> write_health, std::unique_ptr<rocksdb::DB> db);
 
@@ -196,9 +192,10 @@ class ModelStore {
 };
 
 // One model's write-ahead log and checkpoint position: core's ModelJournal for its
-// ModelEntry. Thread-safe; its lock is taken inside the entry's writer lock (Append) or
-// alone, never the other way around.
-class ModelLog final : public ModelJournal, public EventStorage {
+// ModelEntry. Its remembered events are an EventLog's (server/event_log.h). Thread-safe;
+// its lock is taken inside the entry's writer lock (Append) or alone, never the other
+// way around.
+class ModelLog final : public ModelJournal {
  public:
   ModelLog(ModelStore* store, std::string tenant, std::string model, uint64_t incarnation,
            uint64_t next_seq, uint64_t checkpoint_seq);
@@ -237,22 +234,8 @@ class ModelLog final : public ModelJournal, public EventStorage {
   // True if the latest checkpoint attempt failed.
   bool checkpoint_failing() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // --- Remembered events (server/model_events.h, docs/delayed-feedback.md) ------------
-  // Append's `note`, if an EventNote, changes its events in the same atomic write as the
-  // record.
-
-  // EventStorage over the store: each change (with the counts) is one atomic write.
-  absl::Status Remember(absl::Span<const RememberedEvent> events, const EventCounts& counts,
-                        KnownIds known = KnownIds::kLookUp) override ABSL_LOCKS_EXCLUDED(mu_);
-  absl::StatusOr<std::optional<StoredEvent>> FindEvent(absl::string_view id) const override;
-  absl::StatusOr<std::vector<StoredEvent>> DueEvents(absl::Time now, size_t max) const override;
-  absl::Status ForgetEvents(absl::Span<const StoredEvent> events,
-                            const EventCounts& counts) override ABSL_LOCKS_EXCLUDED(mu_);
-  absl::StatusOr<EventCounts> LoadCounts() const override;
-  absl::StatusOr<std::optional<absl::Time>> NextExpiry() const override;
-  void NoteApplied(const EventNote&) override {}  // written with the batch's record
-  // Over a RocksDB snapshot of the store.
-  absl::StatusOr<std::unique_ptr<EventCursor>> CaptureEvents() const override;
+  // Append's `note`, if an EventNote (server/model_events.h), changes its events in the
+  // same atomic write as the record.
 
   // Writes `state`, which is the model at `at` (after record at.seq), as the checkpoint,
   // and removes the records up to at.seq, in one atomic write. A no-op if a checkpoint at
@@ -261,22 +244,22 @@ class ModelLog final : public ModelJournal, public EventStorage {
 
  private:
   friend class ModelStore;
+  friend class EventLog;  // writes under this log's incarnation, reads the store
 
   // NotFound if the log is closed (the model deleted or replaced).
   absl::Status CheckOpen() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Writes `batch` (sync if the store says so); the store's error if RocksDB refuses.
   absl::Status Write(rocksdb::WriteBatch* batch) const;
-  // The value at `key`, a key of event `id`; nullopt if none.
-  absl::StatusOr<std::optional<std::string>> ReadEventKey(absl::string_view id,
-                                                          const std::string& key) const;
+  // Write, under mu_ (shared) and only while the log is open, so that a Delete or
+  // Restore of the model, which closes the log under mu_, cannot leave the batch's keys
+  // behind under the incarnation it removed.
+  absl::Status WriteIfOpen(rocksdb::WriteBatch* batch) const ABSL_LOCKS_EXCLUDED(mu_);
 
   ModelStore* const store_;
   const std::string tenant_;
   const std::string model_;
   const uint64_t incarnation_;
   mutable Mutex mu_;
-  // Orders Remember's check that its ids are new before its write; taken before mu_.
-  Mutex remember_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_);
   uint64_t checkpoint_seq_ ABSL_GUARDED_BY(mu_);
   uint64_t examples_ ABSL_GUARDED_BY(mu_) = 0;  // appended by this process

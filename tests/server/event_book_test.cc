@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/snapshot_codec.h"
+#include "server/event_log.h"
 #include "server/event_snapshot.h"
 #include "server/model_store.h"
 #include "server/work_pool.h"
@@ -72,7 +73,7 @@ class EventBookTest : public ::testing::TestWithParam<bool> {
       dir_ = ScratchDirForTest("okl_event_book_test");
       store_ = *ModelStore::Open(dir_.string(), {});
       log_ = *store_->CreateModel("acme", "ads", config);
-      storage = log_;
+      storage = std::make_shared<EventLog>(log_);
     } else {
       storage = std::make_shared<MemoryEvents>();
     }
@@ -291,7 +292,7 @@ TEST_P(EventBookTest, AtExpiryADefaultLabelIsAppliedOnceAndAnEventWithoutOneIsDr
   EXPECT_EQ(*book_->Expire(*entry_, kT0 + absl::Minutes(2), 100), 1u);
   EXPECT_EQ(book_->counts().expired, 4u);
   if (log_ != nullptr) {
-    EXPECT_EQ(log_->LoadCounts().value_or(EventCounts{}), book_->counts());
+    EXPECT_EQ(EventLog(log_).LoadCounts().value_or(EventCounts{}), book_->counts());
   }
 }
 
@@ -311,7 +312,7 @@ TEST_P(EventBookTest, StoredBytesFollowTheEventsAndTheTenantsQuotaBoundsThem) {
   Start(SmallConfig(), {}, &quotas);
   auto stored = [&] {
     if (log_ != nullptr) {
-      EXPECT_EQ(log_->LoadCounts().value_or(EventCounts{}), book_->counts());
+      EXPECT_EQ(EventLog(log_).LoadCounts().value_or(EventCounts{}), book_->counts());
     }
     EXPECT_EQ(quotas.TenantEventBytes("acme"), book_->counts().stored_bytes);
     return book_->counts().stored_bytes;
@@ -669,7 +670,7 @@ TEST(EventBookStoreTest, EventsAndCountsSurviveAReopen) {
     auto store = *ModelStore::Open(dir.string(), {});
     std::shared_ptr<ModelLog> log = *store->CreateModel("acme", "ads", SmallConfig());
     auto entry = NewEntry(SmallConfig(), log);
-    EventBook book(log, SmallConfig().loss, {});
+    EventBook book(std::make_shared<EventLog>(log), SmallConfig().loss, {});
     ASSERT_TRUE(book.Open().ok());
     const std::vector<double> xs = Inputs(1, 3);
     ids = *book.Remember(*entry, InputBatch::Dense(xs, 2), {0.1, 0.2, 0.3}, {}, kT0);
@@ -691,7 +692,7 @@ TEST(EventBookStoreTest, EventsAndCountsSurviveAReopen) {
   ASSERT_EQ(models[0].log.size(), 1u);  // the label's record, to replay
   EXPECT_EQ(models[0].log[0].xs, Inputs(2, 1));
   std::shared_ptr<ModelLog> log = store->OpenLog(models[0]);
-  EventBook book(log, SmallConfig().loss, {});
+  EventBook book(std::make_shared<EventLog>(log), SmallConfig().loss, {});
   ASSERT_TRUE(book.Open().ok());
   EXPECT_EQ(book.counts().pending, 2u);
   EXPECT_EQ(book.counts().applied, 1u);

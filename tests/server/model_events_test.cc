@@ -1,7 +1,7 @@
 // tests/server/model_events_test.cc
 //
-// Remembered events in the model store (server/model_events.h) against a real RocksDB in
-// a temporary directory: the record's round trip, id validation, Remember's all-or-nothing
+// Remembered events in the model store (server/model_events.h, server/event_log.h)
+// against a real RocksDB in a temporary directory: the record's round trip, id validation, Remember's all-or-nothing
 // write, a label batch's note written atomically with its log record (through a real
 // ModelEntry), the expiry index's order, and events going with their model.
 
@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/event_log.h"
 #include "server/model_store.h"
 #include "tests/server/store_test_util.h"
 
@@ -184,8 +185,13 @@ class ModelEventsTest : public ::testing::Test {
     return models.empty() ? nullptr : store_->OpenLog(models[0]);
   }
 
-  std::optional<StoredEvent> Find(ModelLog& log, absl::string_view id) {
-    absl::StatusOr<std::optional<StoredEvent>> found = log.FindEvent(id);
+  // The remembered events of `log`'s model.
+  static std::unique_ptr<EventLog> Events(std::shared_ptr<ModelLog> log) {
+    return std::make_unique<EventLog>(std::move(log));
+  }
+
+  std::optional<StoredEvent> Find(const std::shared_ptr<ModelLog>& log, absl::string_view id) {
+    absl::StatusOr<std::optional<StoredEvent>> found = Events(log)->FindEvent(id);
     EXPECT_TRUE(found.ok()) << found.status();
     return found.ok() ? *found : std::nullopt;
   }
@@ -199,32 +205,32 @@ TEST_F(ModelEventsTest, RememberedEventsSurviveAReopenBesideTheModelsLog) {
   ASSERT_TRUE(log->Append(InputBatch::Dense({1, 2}, 2), {0.5}, nullptr).ok());
   const std::vector<RememberedEvent> events = {DenseEvent("a", kT0, 1, 2),
                                                DenseEvent("b", kT0, 3, 4)};
-  ASSERT_TRUE(log->Remember(events, EventCounts{.pending = 2}).ok());
+  ASSERT_TRUE(Events(log)->Remember(events, EventCounts{.pending = 2}).ok());
   log = Reopen();  // LoadModels reads the model as before, its events beside it
   ASSERT_NE(log, nullptr);
   EXPECT_EQ(log->position().seq, 1u);
   for (const RememberedEvent& event : events) {
-    std::optional<StoredEvent> found = Find(*log, event.id);
+    std::optional<StoredEvent> found = Find(log, event.id);
     ASSERT_TRUE(found.has_value()) << event.id;
     EXPECT_EQ(found->state, EventState::kPending);
     EXPECT_EQ(found->event, event);
   }
-  EXPECT_FALSE(Find(*log, "c").has_value());
-  EXPECT_EQ(log->LoadCounts().value_or(EventCounts{}), EventCounts{.pending = 2});
+  EXPECT_FALSE(Find(log, "c").has_value());
+  EXPECT_EQ(Events(log)->LoadCounts().value_or(EventCounts{}), EventCounts{.pending = 2});
 }
 
 TEST_F(ModelEventsTest, RememberRefusesAKnownOrRepeatedIdAndStoresNothingOfTheRequest) {
   std::shared_ptr<ModelLog> log = *store_->CreateModel("acme", "ads", SmallConfig());
-  ASSERT_TRUE(log->Remember({DenseEvent("a", kT0, 1, 2)}, {}).ok());
+  ASSERT_TRUE(Events(log)->Remember({DenseEvent("a", kT0, 1, 2)}, {}).ok());
   absl::Status known =
-      log->Remember({DenseEvent("new", kT0, 1, 2), DenseEvent("a", kT0, 5, 6)}, {});
+      Events(log)->Remember({DenseEvent("new", kT0, 1, 2), DenseEvent("a", kT0, 5, 6)}, {});
   EXPECT_EQ(known.code(), absl::StatusCode::kAlreadyExists);
   EXPECT_THAT(known.message(), HasSubstr("\"a\""));
   absl::Status repeated =
-      log->Remember({DenseEvent("new", kT0, 1, 2), DenseEvent("new", kT0, 5, 6)}, {});
+      Events(log)->Remember({DenseEvent("new", kT0, 1, 2), DenseEvent("new", kT0, 5, 6)}, {});
   EXPECT_EQ(repeated.code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_FALSE(Find(*log, "new").has_value());
-  EXPECT_EQ(Find(*log, "a")->event, DenseEvent("a", kT0, 1, 2));
+  EXPECT_FALSE(Find(log, "new").has_value());
+  EXPECT_EQ(Find(log, "a")->event, DenseEvent("a", kT0, 1, 2));
 }
 
 // A batch of labels through a real ModelEntry: its log record and its events' new state
@@ -232,7 +238,7 @@ TEST_F(ModelEventsTest, RememberRefusesAKnownOrRepeatedIdAndStoresNothingOfTheRe
 // labelled; a batch the entry refuses changes no event.
 TEST_F(ModelEventsTest, ALabelBatchsEventsChangeInTheSameWriteAsItsLogRecord) {
   std::shared_ptr<ModelLog> log = *store_->CreateModel("acme", "ads", SmallConfig());
-  ASSERT_TRUE(log->Remember({DenseEvent("a", kT0, 1, 2), DenseEvent("b", kT0, 3, 4),
+  ASSERT_TRUE(Events(log)->Remember({DenseEvent("a", kT0, 1, 2), DenseEvent("b", kT0, 3, 4),
                              DenseEvent("c", kT0 - absl::Seconds(1), 5, 6)},
                             {})
                   .ok());
@@ -243,8 +249,8 @@ TEST_F(ModelEventsTest, ALabelBatchsEventsChangeInTheSameWriteAsItsLogRecord) {
   EventNote note;
   note.counts = {
       .pending = 0, .applied = 2, .expired = 1, .served_loss = 0.5, .served_labels = 2};
-  note.labelled = {*Find(*log, "a"), *Find(*log, "b")};
-  note.forgotten = {*Find(*log, "c")};  // an expired event's default label
+  note.labelled = {*Find(log, "a"), *Find(log, "b")};
+  note.forgotten = {*Find(log, "c")};  // an expired event's default label
   std::vector<Observation> out;
   ASSERT_TRUE(entry->ObserveBatch(InputBatch::Dense({1, 2, 3, 4, 5, 6}, 2), {1, -1, 0}, &out,
                                   nullptr, &note)
@@ -252,7 +258,7 @@ TEST_F(ModelEventsTest, ALabelBatchsEventsChangeInTheSameWriteAsItsLogRecord) {
   // A batch that fails validation (a non-finite label) is not logged: its note is not
   // written.
   EventNote refused;
-  refused.forgotten = {*Find(*log, "a")};
+  refused.forgotten = {*Find(log, "a")};
   EXPECT_FALSE(entry->ObserveBatch(InputBatch::Dense({1, 2}, 2), {NAN}, &out, nullptr,
                                    &refused)
                    .ok());
@@ -260,16 +266,16 @@ TEST_F(ModelEventsTest, ALabelBatchsEventsChangeInTheSameWriteAsItsLogRecord) {
   log = Reopen();
   ASSERT_NE(log, nullptr);
   EXPECT_EQ(log->position().seq, 1u);
-  EXPECT_EQ(log->LoadCounts().value_or(EventCounts{}), note.counts);
+  EXPECT_EQ(Events(log)->LoadCounts().value_or(EventCounts{}), note.counts);
   for (const char* id : {"a", "b"}) {
-    std::optional<StoredEvent> found = Find(*log, id);
+    std::optional<StoredEvent> found = Find(log, id);
     ASSERT_TRUE(found.has_value()) << id;
     EXPECT_EQ(found->state, EventState::kLabelled) << id;
     EXPECT_TRUE(found->event.values.empty()) << id;
   }
-  EXPECT_FALSE(Find(*log, "c").has_value());
+  EXPECT_FALSE(Find(log, "c").has_value());
   // "c"'s index entry went with it: only a and b are ever due.
-  absl::StatusOr<std::vector<StoredEvent>> due = log->DueEvents(kT0 + absl::Hours(1), 10);
+  absl::StatusOr<std::vector<StoredEvent>> due = Events(log)->DueEvents(kT0 + absl::Hours(1), 10);
   ASSERT_TRUE(due.ok()) << due.status();
   ASSERT_EQ(due->size(), 2u);
 }
@@ -277,7 +283,7 @@ TEST_F(ModelEventsTest, ALabelBatchsEventsChangeInTheSameWriteAsItsLogRecord) {
 TEST_F(ModelEventsTest, DueEventsComeEarliestFirstUpToNowAndForgottenOnesAreGone) {
   std::shared_ptr<ModelLog> log = *store_->CreateModel("acme", "ads", SmallConfig());
   ASSERT_TRUE(
-      log->Remember({DenseEvent("late", kT0 + absl::Seconds(30), 1, 1),
+      Events(log)->Remember({DenseEvent("late", kT0 + absl::Seconds(30), 1, 1),
                      DenseEvent("early", kT0 + absl::Seconds(10), 2, 2),
                      DenseEvent("middle", kT0 + absl::Seconds(20), 3, 3),
                      DenseEvent("edge", kT0 + absl::Seconds(20) + absl::Microseconds(1), 4, 4)},
@@ -285,24 +291,24 @@ TEST_F(ModelEventsTest, DueEventsComeEarliestFirstUpToNowAndForgottenOnesAreGone
           .ok());
   auto ids = [&](absl::Time now, size_t max) {
     std::vector<std::string> out;
-    absl::StatusOr<std::vector<StoredEvent>> due = log->DueEvents(now, max);
+    absl::StatusOr<std::vector<StoredEvent>> due = Events(log)->DueEvents(now, max);
     EXPECT_TRUE(due.ok()) << due.status();
     if (due.ok()) {
       for (const StoredEvent& event : *due) out.push_back(event.event.id);
     }
     return out;
   };
-  EXPECT_EQ(log->NextExpiry().value_or(std::nullopt), kT0 + absl::Seconds(10));
+  EXPECT_EQ(Events(log)->NextExpiry().value_or(std::nullopt), kT0 + absl::Seconds(10));
   EXPECT_THAT(ids(kT0, 10), ElementsAre());
   EXPECT_THAT(ids(kT0 + absl::Seconds(20), 10), ElementsAre("early", "middle"));
   EXPECT_THAT(ids(kT0 + absl::Seconds(40), 3), ElementsAre("early", "middle", "edge"));
-  ASSERT_TRUE(log->ForgetEvents({*Find(*log, "early"), *Find(*log, "middle")}, {}).ok());
+  ASSERT_TRUE(Events(log)->ForgetEvents({*Find(log, "early"), *Find(log, "middle")}, {}).ok());
   EXPECT_THAT(ids(kT0 + absl::Seconds(40), 10), ElementsAre("edge", "late"));
-  EXPECT_EQ(log->NextExpiry().value_or(std::nullopt),
+  EXPECT_EQ(Events(log)->NextExpiry().value_or(std::nullopt),
             kT0 + absl::Seconds(20) + absl::Microseconds(1));
-  ASSERT_TRUE(log->ForgetEvents({*Find(*log, "edge"), *Find(*log, "late")}, {}).ok());
-  EXPECT_EQ(log->NextExpiry().value_or(kT0), std::nullopt);
-  EXPECT_FALSE(Find(*log, "early").has_value());
+  ASSERT_TRUE(Events(log)->ForgetEvents({*Find(log, "edge"), *Find(log, "late")}, {}).ok());
+  EXPECT_EQ(Events(log)->NextExpiry().value_or(kT0), std::nullopt);
+  EXPECT_FALSE(Find(log, "early").has_value());
 }
 
 // The server's ids name their expiry: 16 hex digits of it, the book's 16, then its counter.
@@ -355,21 +361,21 @@ TEST_F(ModelEventsTest, ServerIdsAreKeptAtTheirExpiryKeysBesideCallerIds) {
   const RememberedEvent older =
       DenseEvent("0123456789abcdef0000000000000007", kT0 + absl::Seconds(25), 5, 5);
   const std::vector<RememberedEvent> events = {first, second, lookalike, caller, older};
-  ASSERT_TRUE(log->Remember(events, EventCounts{.pending = 5}).ok());
+  ASSERT_TRUE(Events(log)->Remember(events, EventCounts{.pending = 5}).ok());
   // Known, whatever key holds it.
   for (const RememberedEvent& event : events) {
-    EXPECT_EQ(log->Remember({event}, {}).code(), absl::StatusCode::kAlreadyExists) << event.id;
+    EXPECT_EQ(Events(log)->Remember({event}, {}).code(), absl::StatusCode::kAlreadyExists) << event.id;
   }
   log = Reopen();
   ASSERT_NE(log, nullptr);
   for (const RememberedEvent& event : events) {
-    std::optional<StoredEvent> found = Find(*log, event.id);
+    std::optional<StoredEvent> found = Find(log, event.id);
     ASSERT_TRUE(found.has_value()) << event.id;
     EXPECT_EQ(found->event, event);
   }
   auto captured_ids = [&] {
     std::vector<std::string> ids;
-    absl::StatusOr<std::unique_ptr<EventCursor>> cursor = log->CaptureEvents();
+    absl::StatusOr<std::unique_ptr<EventCursor>> cursor = Events(log)->CaptureEvents();
     EXPECT_TRUE(cursor.ok()) << cursor.status();
     if (!cursor.ok()) return ids;
     for (;;) {
@@ -387,39 +393,39 @@ TEST_F(ModelEventsTest, ServerIdsAreKeptAtTheirExpiryKeysBesideCallerIds) {
   // Labelled in place: the record changes at the key that holds it.
   EventNote note;
   note.counts = {.pending = 3, .applied = 2};
-  note.labelled = {*Find(*log, first.id), *Find(*log, lookalike.id)};
+  note.labelled = {*Find(log, first.id), *Find(log, lookalike.id)};
   ASSERT_TRUE(log->Append(InputBatch::Dense({1, 1, 3, 3}, 2), {1, -1}, &note).ok());
   for (const RememberedEvent& event : {first, lookalike}) {
-    std::optional<StoredEvent> found = Find(*log, event.id);
+    std::optional<StoredEvent> found = Find(log, event.id);
     ASSERT_TRUE(found.has_value()) << event.id;
     EXPECT_EQ(found->state, EventState::kLabelled) << event.id;
     EXPECT_TRUE(found->event.values.empty()) << event.id;
   }
   EXPECT_EQ(captured_ids(), sorted_ids);
 
-  absl::StatusOr<std::vector<StoredEvent>> due = log->DueEvents(kT0 + absl::Seconds(40), 10);
+  absl::StatusOr<std::vector<StoredEvent>> due = Events(log)->DueEvents(kT0 + absl::Seconds(40), 10);
   ASSERT_TRUE(due.ok()) << due.status();
   std::vector<std::string> due_ids;
   for (const StoredEvent& stored : *due) due_ids.push_back(stored.event.id);
   EXPECT_THAT(due_ids, ElementsAre(first.id, caller.id, lookalike.id, older.id, second.id));
   EXPECT_EQ((*due)[4].event, second);
-  ASSERT_TRUE(log->ForgetEvents(*due, {}).ok());
-  EXPECT_EQ(log->NextExpiry().value_or(kT0), std::nullopt);
+  ASSERT_TRUE(Events(log)->ForgetEvents(*due, {}).ok());
+  EXPECT_EQ(Events(log)->NextExpiry().value_or(kT0), std::nullopt);
   EXPECT_THAT(captured_ids(), ElementsAre());
-  for (const RememberedEvent& event : events) EXPECT_FALSE(Find(*log, event.id).has_value());
+  for (const RememberedEvent& event : events) EXPECT_FALSE(Find(log, event.id).has_value());
 }
 
 TEST_F(ModelEventsTest, EventsGoWithTheirModelAndAClosedLogRemembersNothing) {
   std::shared_ptr<ModelLog> log = *store_->CreateModel("acme", "ads", SmallConfig());
-  ASSERT_TRUE(log->Remember({DenseEvent("a", kT0, 1, 2)}, {}).ok());
+  ASSERT_TRUE(Events(log)->Remember({DenseEvent("a", kT0, 1, 2)}, {}).ok());
   ASSERT_TRUE(store_->DeleteModel(log.get()).ok());
-  EXPECT_EQ(log->Remember({DenseEvent("b", kT0, 1, 2)}, {}).code(),
+  EXPECT_EQ(Events(log)->Remember({DenseEvent("b", kT0, 1, 2)}, {}).code(),
             absl::StatusCode::kNotFound);
-  EXPECT_EQ(log->ForgetEvents({}, {}).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(Events(log)->ForgetEvents({}, {}).code(), absl::StatusCode::kNotFound);
   // The same name again is a new model, with none of the old one's events.
   std::shared_ptr<ModelLog> again = *store_->CreateModel("acme", "ads", SmallConfig());
-  EXPECT_FALSE(Find(*again, "a").has_value());
-  EXPECT_FALSE(Find(*again, "b").has_value());
+  EXPECT_FALSE(Find(again, "a").has_value());
+  EXPECT_FALSE(Find(again, "b").has_value());
 }
 
 }  // namespace
