@@ -203,16 +203,11 @@ absl::Status RunFence(const Client& client, absl::string_view tenant, bool fence
                        client.FenceTenant(tenant, fenced, delete_models));
   std::string text;
   if (output.json) {
-    std::string names = "[";
-    for (size_t i = 0; i < models.size(); ++i) {
-      absl::StrAppend(&names, i == 0 ? "" : ",", JsonString(models[i]));
-    }
-    names += "]";
     JsonObject json;
     json.AddString("tenant", tenant)
         .AddBool("fenced", fenced)
         .AddBool("models_deleted", delete_models)
-        .AddRaw("models", names);
+        .AddStrings("models", models);
     text = absl::StrCat(json.str(), "\n");
   } else if (!fenced) {
     text = absl::StrCat("lifted the fence of tenant ", tenant, "\n");

@@ -338,15 +338,6 @@ class PredictionSink {
 
 namespace {
 
-// `values` as a JSON array of strings.
-std::string JsonStrings(absl::Span<const std::string> values) {
-  std::string json = "[";
-  for (size_t i = 0; i < values.size(); ++i) {
-    absl::StrAppend(&json, i == 0 ? "" : ",", JsonString(values[i]));
-  }
-  return json + "]";
-}
-
 // The predictions of `batch` in one call: Client::PredictRemembering under `event_ids`
 // (none: the server makes them) when `remember` is set, else Client::Predict.
 absl::StatusOr<RememberedPredictions> PredictBatch(
@@ -472,7 +463,7 @@ void PrintCollectedPredictions(const ModelId& id, const ModelConfig& config,
   JsonObject json = ModelJson(id);
   json.AddUint("count", batcher.count()).AddDoubles("predictions", collected.predictions);
   if (config.krls_tracker_kind()) json.AddDoubles("variances", collected.variances);
-  if (options.remember.has_value()) json.AddRaw("event_ids", JsonStrings(collected.event_ids));
+  if (options.remember.has_value()) json.AddStrings("event_ids", collected.event_ids);
   std::fprintf(output.out, "%s\n", json.str().c_str());
 }
 
@@ -612,8 +603,8 @@ absl::Status RunLabel(const Client& client, const ModelId& id, const LabelOption
         .AddUint("duplicate", duplicate)
         .AddUint("unknown", unknown)
         .AddUint("steps", steps)
-        .AddRaw("event_ids", JsonStrings(all_ids))
-        .AddRaw("outcomes", JsonStrings(all_outcomes));
+        .AddStrings("event_ids", all_ids)
+        .AddStrings("outcomes", all_outcomes);
     std::fprintf(output.out, "%s\n", json.str().c_str());
   } else {
     std::fprintf(

@@ -22,15 +22,10 @@ absl::Status RunTokenNew(const Grant& grant, const Output& output) {
   const std::string line = TokensFileLine(*token, grant.role, tenants);
   std::string text;
   if (output.json) {
-    std::string array = "[";
-    for (size_t i = 0; i < tenants.size(); ++i) {
-      absl::StrAppend(&array, i == 0 ? "" : ",", JsonString(tenants[i]));
-    }
-    array += "]";
     JsonObject json;
     json.AddString("token", *token)
         .AddString("role", RoleName(grant.role))
-        .AddRaw("tenants", array)
+        .AddStrings("tenants", tenants)
         .AddString("line", line);
     text = absl::StrCat(json.str(), "\n");
   } else {

@@ -89,14 +89,25 @@ JsonObject& JsonObject::AddNull(absl::string_view key) {
   return *this;
 }
 
-JsonObject& JsonObject::AddDoubles(absl::string_view key, absl::Span<const double> values) {
+template <typename T, typename Format>
+JsonObject& JsonObject::AddArray(absl::string_view key, absl::Span<const T> values,
+                                 Format format) {
   Key(key);
   body_ += '[';
   for (size_t i = 0; i < values.size(); ++i) {
-    absl::StrAppend(&body_, i == 0 ? "" : ",", JsonNumber(values[i]));
+    absl::StrAppend(&body_, i == 0 ? "" : ",", format(values[i]));
   }
   body_ += ']';
   return *this;
+}
+
+JsonObject& JsonObject::AddDoubles(absl::string_view key, absl::Span<const double> values) {
+  return AddArray(key, values, [](double value) { return JsonNumber(value); });
+}
+
+JsonObject& JsonObject::AddStrings(absl::string_view key,
+                                   absl::Span<const std::string> values) {
+  return AddArray(key, values, [](const std::string& value) { return JsonString(value); });
 }
 
 JsonObject& JsonObject::AddRaw(absl::string_view key, absl::string_view json) {

@@ -34,6 +34,8 @@ class JsonObject {
   JsonObject& AddBool(absl::string_view key, bool value);
   JsonObject& AddNull(absl::string_view key);
   JsonObject& AddDoubles(absl::string_view key, absl::Span<const double> values);
+  // An array of strings.
+  JsonObject& AddStrings(absl::string_view key, absl::Span<const std::string> values);
   // `json` must be one valid JSON value (an object, an array, ...): it is copied as is.
   JsonObject& AddRaw(absl::string_view key, absl::string_view json);
 
@@ -42,6 +44,9 @@ class JsonObject {
 
  private:
   void Key(absl::string_view key);
+  // A JSON array of format(value) for each of `values`.
+  template <typename T, typename Format>
+  JsonObject& AddArray(absl::string_view key, absl::Span<const T> values, Format format);
 
   std::string body_;
 };

@@ -145,6 +145,12 @@ TEST(JsonObjectTest, WritesArraysOfDoublesWithNullForTheNonFinite) {
   EXPECT_EQ(json.str(), "{\"empty\":[],\"one\":[2],\"mixed\":[-0,null,1e-300,null]}");
 }
 
+TEST(JsonObjectTest, WritesArraysOfStringsEscapedAsStrings) {
+  JsonObject json;
+  json.AddStrings("empty", {}).AddStrings("ids", {"a", "", "q\"\\\n\x01\xc3\xa9"});
+  EXPECT_EQ(json.str(), "{\"empty\":[],\"ids\":[\"a\",\"\",\"q\\\"\\\\\\n\\u0001\xc3\xa9\"]}");
+}
+
 TEST(JsonObjectTest, CopiesRawValuesAsTheyAreAndNestsObjects) {
   JsonObject inner;
   inner.AddDouble("x", 0.5).AddDoubles("v", {1, 2});
