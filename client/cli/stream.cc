@@ -541,42 +541,84 @@ absl::Status RunPredict(const Client& client, const ModelId& id, const PredictOp
   return CloseSink(*sink, id, options.output_path, batcher.count(), output);
 }
 
-absl::Status RunLabel(const Client& client, const ModelId& id, const LabelOptions& options,
-                      const Output& output) {
-  absl::StatusOr<std::unique_ptr<LabelReader>> reader = LabelReader::Open(options.inputs);
-  if (!reader.ok()) return reader.status();
-  const size_t batch_size = options.batch_size > 0 ? options.batch_size : 1;
-  std::vector<EventLabel> batch;
-  std::vector<std::string> all_ids;  // for --json
-  std::vector<std::string> all_outcomes;
+namespace {
+
+// What `okl label` sent and was answered, for its summary.
+struct LabelTally {
   uint64_t counts[3] = {0, 0, 0};  // by LabelOutcome
   uint64_t sent = 0;
-  uint64_t steps = 0;
-  const auto sent_before = [&](const absl::Status& status) {
-    if (sent == 0) return status;
-    return absl::Status(status.code(),
-                        absl::StrCat(status.message(), " (", sent,
-                                     " labels were sent before; a rerun of the whole input is "
-                                     "safe: labels already applied answer duplicate)"));
-  };
-  const auto send = [&]() -> absl::Status {
-    if (batch.empty()) return absl::OkStatus();
-    absl::StatusOr<LabelResult> result = client.Label(id, batch);
-    if (!result.ok()) return sent_before(result.status());
+  uint64_t steps = 0;               // the model's, after the last batch
+  std::vector<std::string> ids;       // with outcomes, for --json
+  std::vector<std::string> outcomes;
+
+  // Counts a batch's answer, moving its ids out; prints a line per label unless --json.
+  void Add(std::vector<EventLabel>& batch, const LabelResult& result, const Output& output) {
     std::string text;
     for (size_t i = 0; i < batch.size(); ++i) {
-      const LabelOutcome outcome = result->outcomes[i];
+      const LabelOutcome outcome = result.outcomes[i];
       ++counts[static_cast<int>(outcome)];
       if (output.json) {
-        all_ids.push_back(std::move(batch[i].event_id));
-        all_outcomes.emplace_back(LabelOutcomeName(outcome));
+        ids.push_back(std::move(batch[i].event_id));
+        outcomes.emplace_back(LabelOutcomeName(outcome));
       } else {
         absl::StrAppend(&text, batch[i].event_id, ",", LabelOutcomeName(outcome), "\n");
       }
     }
     std::fputs(text.c_str(), output.out);
     sent += batch.size();
-    steps = result->steps;
+    steps = result.steps;
+  }
+
+  uint64_t count(LabelOutcome outcome) const { return counts[static_cast<int>(outcome)]; }
+
+  // `status`, saying how many labels were sent before it and that a rerun is safe.
+  absl::Status SentBefore(const absl::Status& status) const {
+    if (sent == 0) return status;
+    return absl::Status(status.code(),
+                        absl::StrCat(status.message(), " (", sent,
+                                     " labels were sent before; a rerun of the whole input is "
+                                     "safe: labels already applied answer duplicate)"));
+  }
+
+  // The summary: one JSON object on stdout, or a line on stderr.
+  void Print(const ModelId& id, const Output& output) const {
+    const uint64_t applied = count(LabelOutcome::kApplied);
+    const uint64_t duplicate = count(LabelOutcome::kDuplicate);
+    const uint64_t unknown = count(LabelOutcome::kUnknown);
+    if (output.json) {
+      JsonObject json = ModelJson(id);
+      json.AddUint("count", sent)
+          .AddUint("applied", applied)
+          .AddUint("duplicate", duplicate)
+          .AddUint("unknown", unknown)
+          .AddUint("steps", steps)
+          .AddStrings("event_ids", ids)
+          .AddStrings("outcomes", outcomes);
+      std::fprintf(output.out, "%s\n", json.str().c_str());
+      return;
+    }
+    std::fprintf(
+        output.err, "sent %s %s to %s: %s applied, %s duplicate, %s unknown; model %s steps\n",
+        WithThousands(sent).c_str(), sent == 1 ? "label" : "labels", ModelLabel(id).c_str(),
+        WithThousands(applied).c_str(), WithThousands(duplicate).c_str(),
+        WithThousands(unknown).c_str(), WithThousands(steps).c_str());
+  }
+};
+
+}  // namespace
+
+absl::Status RunLabel(const Client& client, const ModelId& id, const LabelOptions& options,
+                      const Output& output) {
+  absl::StatusOr<std::unique_ptr<LabelReader>> reader = LabelReader::Open(options.inputs);
+  if (!reader.ok()) return reader.status();
+  const size_t batch_size = options.batch_size > 0 ? options.batch_size : 1;
+  std::vector<EventLabel> batch;
+  LabelTally tally;
+  const auto send = [&]() -> absl::Status {
+    if (batch.empty()) return absl::OkStatus();
+    absl::StatusOr<LabelResult> result = client.Label(id, batch);
+    if (!result.ok()) return tally.SentBefore(result.status());
+    tally.Add(batch, *result, output);
     batch.clear();
     return absl::OkStatus();
   };
@@ -584,7 +626,7 @@ absl::Status RunLabel(const Client& client, const ModelId& id, const LabelOption
   double y = 0;
   for (;;) {
     absl::StatusOr<bool> more = (*reader)->Next(&event_id, &y);
-    if (!more.ok()) return sent_before(more.status());
+    if (!more.ok()) return tally.SentBefore(more.status());
     if (!*more) break;
     batch.push_back({.event_id = event_id, .y = y});
     if (batch.size() >= batch_size) {
@@ -592,27 +634,8 @@ absl::Status RunLabel(const Client& client, const ModelId& id, const LabelOption
     }
   }
   if (absl::Status done = send(); !done.ok()) return done;
-  if (sent == 0) return absl::InvalidArgumentError("no labels: give event_id,y lines");
-  const uint64_t applied = counts[static_cast<int>(LabelOutcome::kApplied)];
-  const uint64_t duplicate = counts[static_cast<int>(LabelOutcome::kDuplicate)];
-  const uint64_t unknown = counts[static_cast<int>(LabelOutcome::kUnknown)];
-  if (output.json) {
-    JsonObject json = ModelJson(id);
-    json.AddUint("count", sent)
-        .AddUint("applied", applied)
-        .AddUint("duplicate", duplicate)
-        .AddUint("unknown", unknown)
-        .AddUint("steps", steps)
-        .AddStrings("event_ids", all_ids)
-        .AddStrings("outcomes", all_outcomes);
-    std::fprintf(output.out, "%s\n", json.str().c_str());
-  } else {
-    std::fprintf(
-        output.err, "sent %s %s to %s: %s applied, %s duplicate, %s unknown; model %s steps\n",
-        WithThousands(sent).c_str(), sent == 1 ? "label" : "labels", ModelLabel(id).c_str(),
-        WithThousands(applied).c_str(), WithThousands(duplicate).c_str(),
-        WithThousands(unknown).c_str(), WithThousands(steps).c_str());
-  }
+  if (tally.sent == 0) return absl::InvalidArgumentError("no labels: give event_id,y lines");
+  tally.Print(id, output);
   return absl::OkStatus();
 }
 
