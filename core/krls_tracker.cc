@@ -123,22 +123,15 @@ double KrlsTrackerModel::PredictUnchecked(absl::Span<const double> x,
 
 void KrlsTrackerModel::PredictWithVarianceUnchecked(absl::Span<const double> x, double* mean,
                                                     double* variance) const {
+  // A step's steps 1-2 (PredictForgotten) into vectors of its own: the same prediction
+  // the next Observe of x would make, and its variance.
   const size_t m = size_;
-  AlignedVector k(m), q(m), h(m);
-  KernelRow(x, k.data());
-  const double kc = Dot(k.data(), coefficients_.data(), m);
-  *mean = keeps_kernel_matrix_ ? std::sqrt(forgetting_) * kc : kc;
-  MultiplySymmetric(inverse_kernel_, m, k.data(), q.data());
-  const double gamma2 =
-      std::max(0.0, kernel_.Evaluate(x, x) + jitter_ - Dot(k.data(), q.data(), m));
-  MultiplySymmetric(posterior_covariance_, m, q.data(), h.data());
-  if (keeps_kernel_matrix_) {
-    AlignedVector kq(m);
-    MultiplySymmetric(kernel_matrix_, m, q.data(), kq.data());
-    for (size_t i = 0; i < m; ++i) h[i] = forgetting_ * h[i] + (1 - forgetting_) * kq[i];
-  }
-  const double function_variance = std::max(0.0, gamma2 + Dot(q.data(), h.data(), m));
-  *variance = signal_power() * (noise_variance_ + function_variance);
+  AlignedVector k(m), q(m), h(m), kq(keeps_kernel_matrix_ ? m : 0);
+  const double root_lambda = keeps_kernel_matrix_ ? std::sqrt(forgetting_) : 1.0;
+  const StepPrediction at_x =
+      PredictInto(x, root_lambda, {.k = k.data(), .q = q.data(), .h = h.data(), .kq = kq.data()});
+  *mean = at_x.prediction;
+  *variance = signal_power() * (noise_variance_ + at_x.function_variance);
 }
 
 absl::StatusOr<Observation> KrlsTrackerModel::FirstStep(absl::Span<const double> x, double y) {
@@ -169,21 +162,27 @@ absl::StatusOr<Observation> KrlsTrackerModel::FirstStep(absl::Span<const double>
 
 KrlsTrackerModel::StepPrediction KrlsTrackerModel::PredictForgotten(absl::Span<const double> x,
                                                                     double root_lambda) {
+  return PredictInto(x, root_lambda,
+                     {.k = k_.data(), .q = q_.data(), .h = h_.data(), .kq = kq_.data()});
+}
+
+KrlsTrackerModel::StepPrediction KrlsTrackerModel::PredictInto(
+    absl::Span<const double> x, double root_lambda, const StepVectors& v) const {
   const size_t m = size_;
   const double lambda = forgetting_;
   const bool forget = keeps_kernel_matrix_;
-  KernelRow(x, k_.data());
+  KernelRow(x, v.k);
   const double kxx = kernel_.Evaluate(x, x);
-  const double kc = Dot(k_.data(), coefficients_.data(), m);
+  const double kc = Dot(v.k, coefficients_.data(), m);
   const double prediction = forget ? root_lambda * kc : kc;
-  MultiplySymmetric(inverse_kernel_, m, k_.data(), q_.data());
-  const double gamma2 = std::max(0.0, kxx + jitter_ - Dot(k_.data(), q_.data(), m));
-  MultiplySymmetric(posterior_covariance_, m, q_.data(), h_.data());
+  MultiplySymmetric(inverse_kernel_, m, v.k, v.q);
+  const double gamma2 = std::max(0.0, kxx + jitter_ - Dot(v.k, v.q, m));
+  MultiplySymmetric(posterior_covariance_, m, v.q, v.h);
   if (forget) {
-    MultiplySymmetric(kernel_matrix_, m, q_.data(), kq_.data());
-    for (size_t i = 0; i < m; ++i) h_[i] = lambda * h_[i] + (1 - lambda) * kq_[i];
+    MultiplySymmetric(kernel_matrix_, m, v.q, v.kq);
+    for (size_t i = 0; i < m; ++i) v.h[i] = lambda * v.h[i] + (1 - lambda) * v.kq[i];
   }
-  const double function_variance = std::max(0.0, gamma2 + Dot(q_.data(), h_.data(), m));
+  const double function_variance = std::max(0.0, gamma2 + Dot(v.q, v.h, m));
   return {.kxx = kxx,
           .prediction = prediction,
           .gamma2 = gamma2,

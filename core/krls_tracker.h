@@ -136,6 +136,16 @@ class KrlsTrackerModel : public Model {
   // Steps 1-2: k_, q_ = Q k and h_ = Sigma' q (and kq_ = K q when forgetting) for x, with
   // what they predict. Writes none of the state, only the step's vectors.
   StepPrediction PredictForgotten(absl::Span<const double> x, double root_lambda);
+  // Where steps 1-2 write k, q, h and kq (kq only when forgetting): size_ entries each.
+  struct StepVectors {
+    double* k;
+    double* q;
+    double* h;
+    double* kq;
+  };
+  // Steps 1-2 into `v`: PredictForgotten into the step's vectors, a Predict into its own.
+  StepPrediction PredictInto(absl::Span<const double> x, double root_lambda,
+                             const StepVectors& v) const;
   // Step 3: next_mean_, the posterior mean with y over the m bases and x, and
   // q_next_mean_ = Q times its first m entries.
   void ConditionMean(size_t m, double root_lambda, double gain, double prediction,
