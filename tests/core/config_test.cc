@@ -14,14 +14,12 @@
 #include "absl/strings/string_view.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/core/non_finite.h"
 
 namespace okl {
 namespace {
 
 using ::testing::ContainsRegex;
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // A configuration that every test below starts from and breaks in exactly one place.
 ModelConfig GoodConfig() {

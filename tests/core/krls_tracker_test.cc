@@ -55,7 +55,7 @@ ModelConfig TrackerConfig(uint32_t max_basis, double forgetting = 1.0,
   return config;
 }
 
-std::unique_ptr<Model> MustCreate(const ModelConfig& config) {
+std::unique_ptr<Model> MustCreateTracker(const ModelConfig& config) {
   absl::StatusOr<std::unique_ptr<Model>> model = CreateModel(config);
   EXPECT_TRUE(model.ok()) << model.status();
   return model.ok() ? *std::move(model) : nullptr;
@@ -103,7 +103,7 @@ class KrlsTrackerReferenceTest : public ::testing::TestWithParam<ReferenceCase> 
 TEST_P(KrlsTrackerReferenceTest, AgreesWithThePlainReferenceStepByStep) {
   const ReferenceCase& c = GetParam();
   const ModelConfig config = TrackerConfig(c.max_basis, c.forgetting, c.kernel);
-  std::unique_ptr<Model> model = MustCreate(config);
+  std::unique_ptr<Model> model = MustCreateTracker(config);
   ASSERT_NE(model, nullptr);
   ReferenceKrlsTracker reference(config);
   const Stream stream = MakeStream(Labels::kRegression, 300, 20261128);
@@ -162,7 +162,7 @@ INSTANTIATE_TEST_SUITE_P(
 // s0^2 = y' (K + (jitter + sigma_n^2) I)^-1 y / n (the prequential errors' chain rule).
 TEST(KrlsTrackerTest, EqualsTheGaussianProcessPosteriorWithoutPruning) {
   const ModelConfig config = TrackerConfig(/*max_basis=*/100);
-  std::unique_ptr<Model> model = MustCreate(config);
+  std::unique_ptr<Model> model = MustCreateTracker(config);
   ASSERT_NE(model, nullptr);
   const Stream stream = MakeStream(Labels::kRegression, 60, 7);
   const size_t n = stream.y.size();
@@ -206,7 +206,7 @@ TEST(KrlsTrackerTest, RestoredStateContinuesBitIdentically) {
   for (const double forgetting : {1.0, 0.97}) {
     SCOPED_TRACE(forgetting);
     const ModelConfig config = TrackerConfig(/*max_basis=*/25, forgetting);
-    std::unique_ptr<Model> model = MustCreate(config);
+    std::unique_ptr<Model> model = MustCreateTracker(config);
     ASSERT_NE(model, nullptr);
     const Stream stream = MakeStream(Labels::kRegression, 200, 11);
     for (size_t t = 0; t < 120; ++t)
@@ -229,7 +229,7 @@ TEST(KrlsTrackerTest, RestoredStateContinuesBitIdentically) {
 }
 
 TEST(KrlsTrackerTest, StateOfAFreshModelRestores) {
-  std::unique_ptr<Model> model = MustCreate(TrackerConfig(10));
+  std::unique_ptr<Model> model = MustCreateTracker(TrackerConfig(10));
   ASSERT_NE(model, nullptr);
   absl::StatusOr<std::unique_ptr<Model>> restored = ModelFromState(model->ExportState());
   ASSERT_TRUE(restored.ok()) << restored.status();
@@ -242,7 +242,7 @@ TEST(KrlsTrackerTest, StateOfAFreshModelRestores) {
 }
 
 TEST(KrlsTrackerTest, InconsistentStatesAreRefused) {
-  std::unique_ptr<Model> model = MustCreate(TrackerConfig(10, 0.99));
+  std::unique_ptr<Model> model = MustCreateTracker(TrackerConfig(10, 0.99));
   ASSERT_NE(model, nullptr);
   const Stream stream = MakeStream(Labels::kRegression, 30, 3);
   for (size_t t = 0; t < 30; ++t) ASSERT_TRUE(model->Observe(stream.row(t), stream.y[t]).ok());
@@ -303,7 +303,7 @@ TEST(KrlsTrackerTest, OtherKindsRefuseAStateWithTrackerFields) {
   features.budget = {};
   features.random_features = {.dimension = 8, .seed = 1};
   for (const ModelConfig& config : {norma, features}) {
-    std::unique_ptr<Model> model = MustCreate(config);
+    std::unique_ptr<Model> model = MustCreateTracker(config);
     ASSERT_NE(model, nullptr);
     ASSERT_TRUE(model->Observe(std::vector<double>{0.1, 0.2, 0.3}, 0.5).ok());
     ModelState state = model->ExportState();
@@ -365,7 +365,7 @@ TEST(KrlsTrackerTest, ConfigsItCannotRunAreRefusedNamingTheField) {
 TEST(KrlsTrackerTest, ALowRankKernelStaysFiniteAndPositiveDefinite) {
   const ModelConfig config = TrackerConfig(
       30, 1.0, {.type = KernelType::kPolynomial, .gamma = 1.0, .c = 1.0, .degree = 2});
-  std::unique_ptr<Model> model = MustCreate(config);
+  std::unique_ptr<Model> model = MustCreateTracker(config);
   ASSERT_NE(model, nullptr);
   const Stream stream = MakeStream(Labels::kRegression, 3000, 17);
   double tail_error = 0.0;
@@ -385,7 +385,7 @@ TEST(KrlsTrackerTest, ALowRankKernelStaysFiniteAndPositiveDefinite) {
 
 // A label so large that the signal power's sum overflows: the step is refused whole.
 TEST(KrlsTrackerTest, ADivergingStepIsFailedPreconditionAndChangesNothing) {
-  std::unique_ptr<Model> model = MustCreate(TrackerConfig(10));
+  std::unique_ptr<Model> model = MustCreateTracker(TrackerConfig(10));
   ASSERT_NE(model, nullptr);
   const Stream stream = MakeStream(Labels::kRegression, 20, 5);
   for (size_t t = 0; t < 20; ++t) ASSERT_TRUE(model->Observe(stream.row(t), stream.y[t]).ok());
@@ -394,7 +394,7 @@ TEST(KrlsTrackerTest, ADivergingStepIsFailedPreconditionAndChangesNothing) {
   EXPECT_EQ(o.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(model->ExportState(), before);
   // The first step too.
-  std::unique_ptr<Model> fresh = MustCreate(TrackerConfig(10));
+  std::unique_ptr<Model> fresh = MustCreateTracker(TrackerConfig(10));
   EXPECT_EQ(fresh->Observe(stream.row(0), 1e300).status().code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(fresh->steps(), 0u);
@@ -406,7 +406,7 @@ TEST(KrlsTrackerTest, ADivergingStepIsFailedPreconditionAndChangesNothing) {
 TEST(KrlsTrackerTest, RegretWindowAndMemoryStayWithinTheirBounds) {
   ModelConfig config = TrackerConfig(15, 0.99);
   config.regret_window = 50;
-  std::unique_ptr<Model> model = MustCreate(config);
+  std::unique_ptr<Model> model = MustCreateTracker(config);
   ASSERT_NE(model, nullptr);
   const Stream stream = MakeStream(Labels::kRegression, 200, 19);
   for (size_t t = 0; t < stream.y.size(); ++t) {
@@ -438,7 +438,7 @@ TEST(KrlsTrackerTest, EveryStateAStepReachesRestoresOrTheStepChangesNothing) {
       config.kernel = {.type = KernelType::kLinear, .c = 1.0};
       config.loss = {.type = LossType::kSquared};
       config.krls_tracker = {.max_basis = 3, .noise_variance = noise, .forgetting = forgetting};
-      std::unique_ptr<Model> model = MustCreate(config);
+      std::unique_ptr<Model> model = MustCreateTracker(config);
       ASSERT_NE(model, nullptr);
       size_t applied = 0;
       for (int round = 0; round < 3; ++round) {
@@ -467,7 +467,7 @@ TEST(KrlsTrackerTest, OtherKindsHaveNoPredictiveVariance) {
   config.krls_tracker = {};
   config.learning_rate = {.eta0 = 0.1};
   config.budget.max_terms = 10;
-  std::unique_ptr<Model> model = MustCreate(config);
+  std::unique_ptr<Model> model = MustCreateTracker(config);
   ASSERT_NE(model, nullptr);
   EXPECT_FALSE(model->has_predictive_variance());
   const std::vector<double> x = {0.1, 0.2, 0.3};
@@ -487,7 +487,7 @@ TEST(KrlsTrackerTest, ForgettingTracksATargetThatSwitches) {
   double recovery_error[2] = {0, 0};
   const double forgettings[2] = {1.0, 0.99};
   for (int kind = 0; kind < 2; ++kind) {
-    std::unique_ptr<Model> model = MustCreate(TrackerConfig(40, forgettings[kind]));
+    std::unique_ptr<Model> model = MustCreateTracker(TrackerConfig(40, forgettings[kind]));
     ASSERT_NE(model, nullptr);
     for (size_t t = 0; t < stream.y.size(); ++t) {
       const double y = (t / 2000) % 2 == 0 ? stream.y[t] : -stream.y[t];
@@ -555,7 +555,7 @@ TEST(KrlsTrackerTest, AMillionStepsNeitherDivergeNorDrift) {
     config.loss = {.type = LossType::kSquared};
     config.krls_tracker = {
         .max_basis = 24, .noise_variance = noise > 0 ? 1e-2 : 1e-6, .forgetting = 1.0};
-    std::unique_ptr<Model> model = MustCreate(config);
+    std::unique_ptr<Model> model = MustCreateTracker(config);
     ASSERT_NE(model, nullptr);
     std::mt19937_64 rng(42);
     constexpr size_t kSteps = 1000000;

@@ -11,16 +11,14 @@
 #include "core/config.h"
 #include "gtest/gtest.h"
 #include "tests/core/reference_norma.h"
+#include "tests/core/reference_streams.h"
 
 namespace okl {
 namespace {
 
 using ::okl::testing::ReferenceMerge;
 using ::okl::testing::ReferenceMergePair;
-
-double Uniform(std::mt19937_64& rng, double lo, double hi) {
-  return lo + (hi - lo) * static_cast<double>(rng() >> 11) * 0x1.0p-53;
-}
+using ::okl::testing::Uniform;
 
 TEST(MergeGaussianPairTest, MatchesTheReferenceOnRandomPairs) {
   std::mt19937_64 rng(7);

@@ -59,8 +59,7 @@ using ::okl::testing::ReferenceObservation;
 using ::okl::testing::Stream;
 using ::okl::testing::Uniform;
 
-constexpr size_t kDim = kStreamDim;
-constexpr uint64_t kSeed = 20240601;
+constexpr uint64_t kStreamSeed = 20240601;
 
 // The step sizes and lambda of each schedule are chosen so that terms fade over some
 // hundred steps; drop_below sits below the late step sizes, so that new terms still enter
@@ -126,7 +125,7 @@ using Param = std::tuple<KernelCase, LossCase, ScheduleCase, BudgetCase, bool>;
 ModelConfig MakeConfig(const Param& param) {
   const auto& [kernel, loss, schedule, budget, offset] = param;
   ModelConfig config;
-  config.dim = kDim;
+  config.dim = kStreamDim;
   config.kernel = kernel.config;
   config.loss = loss.config;
   config.learning_rate = schedule.config;
@@ -199,9 +198,9 @@ void ExpectAgreement(const ModelConfig& config, const Stream& stream,
     if (max_size != nullptr) *max_size = std::max(*max_size, reference.size());
   }));
 
-  std::mt19937_64 rng(kSeed + 1);
+  std::mt19937_64 rng(kStreamSeed + 1);
   for (int i = 0; i < 16; ++i) {
-    std::vector<double> probe(kDim);
+    std::vector<double> probe(kStreamDim);
     for (double& c : probe) c = Uniform(rng, -0.6, 0.6);
     const absl::StatusOr<double> p = (*model)->Predict(probe, PredictionMode::kCurrent);
     ASSERT_TRUE(p.ok()) << p.status();
@@ -255,7 +254,7 @@ TEST_P(NormaReferenceCombinationTest, MatchesReferenceOnEveryPredictionAndStatis
   ModelConfig config = MakeConfig(param);
   config.averaged = true;
   ExpectAgreement(config, MakeStream(std::get<LossCase>(param).labels,
-                                     StreamLength(std::get<BudgetCase>(param)), kSeed));
+                                     StreamLength(std::get<BudgetCase>(param)), kStreamSeed));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -277,7 +276,7 @@ TEST_P(NormaReferenceUnaveragedTest, MatchesReferenceOnEveryPredictionAndStatist
   ModelConfig config = MakeConfig(param);
   config.averaged = false;
   ExpectAgreement(config, MakeStream(std::get<LossCase>(param).labels,
-                                     StreamLength(std::get<BudgetCase>(param)), kSeed));
+                                     StreamLength(std::get<BudgetCase>(param)), kStreamSeed));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -295,14 +294,14 @@ TEST(NormaReferenceTest, MatchesReferenceWithPegasosSteps) {
   for (const BudgetPolicy policy : {BudgetPolicy::kOldest, BudgetPolicy::kMerge}) {
     SCOPED_TRACE(BudgetPolicyName(policy));
     ModelConfig config;
-    config.dim = kDim;
+    config.dim = kStreamDim;
     config.kernel = {.type = KernelType::kGaussian, .gamma = 2.0};
     config.loss = {.type = LossType::kHinge, .rho = 1.0};
     config.lambda = 0.1;
     config.learning_rate = {.schedule = Schedule::kPower, .eta0 = 10.0, .theta = 1.0};
     config.budget = {.max_terms = kMaxTerms, .policy = policy};
     config.averaged = true;
-    ExpectAgreement(config, MakeStream(Labels::kClassification, kMergeSteps, kSeed + 5));
+    ExpectAgreement(config, MakeStream(Labels::kClassification, kMergeSteps, kStreamSeed + 5));
   }
 }
 
@@ -315,7 +314,7 @@ TEST(NormaReferenceTest, MatchesReferenceWithExplicitAveragingWindows) {
     for (const uint32_t window : {1u, 7u, 120u}) {
       SCOPED_TRACE(absl::StrCat(BudgetPolicyName(policy), " W = ", window));
       ModelConfig config;
-      config.dim = kDim;
+      config.dim = kStreamDim;
       config.kernel = {.type = KernelType::kGaussian, .gamma = 2.0};
       config.loss = {.type = LossType::kSquared};
       config.learning_rate = {.schedule = Schedule::kConstant, .eta0 = 0.25};
@@ -325,7 +324,7 @@ TEST(NormaReferenceTest, MatchesReferenceWithExplicitAveragingWindows) {
       config.averaging_window = window;
       config.budget = {.max_terms = 20, .policy = policy, .drop_below = 1e-3};
       ASSERT_NO_FATAL_FAILURE(
-          ExpectAgreement(config, MakeStream(Labels::kRegression, 700, kSeed + 7)));
+          ExpectAgreement(config, MakeStream(Labels::kRegression, 700, kStreamSeed + 7)));
     }
   }
 }
@@ -335,7 +334,7 @@ TEST(NormaReferenceTest, MatchesReferenceWithExplicitAveragingWindows) {
 // in every ~108 steps, when it falls below 2^-8, without changing any prediction.
 TEST(NormaReferenceTest, MatchesReferenceThroughManyRenormalisations) {
   ModelConfig config;
-  config.dim = kDim;
+  config.dim = kStreamDim;
   config.kernel = {.type = KernelType::kGaussian, .gamma = 2.0};
   config.loss = {.type = LossType::kSquared};
   config.learning_rate = {.schedule = Schedule::kConstant, .eta0 = 0.5};
@@ -343,7 +342,7 @@ TEST(NormaReferenceTest, MatchesReferenceThroughManyRenormalisations) {
   config.offset = true;
   config.averaged = true;
   config.budget = {.max_terms = 100, .policy = BudgetPolicy::kSmallest};
-  const Stream stream = MakeStream(Labels::kRegression, 10000, kSeed);
+  const Stream stream = MakeStream(Labels::kRegression, 10000, kStreamSeed);
 
   ASSERT_NO_FATAL_FAILURE(ExpectAgreement(config, stream));
 
@@ -372,7 +371,7 @@ TEST(NormaReferenceTest, MatchesReferenceThroughManyRenormalisations) {
 // stays bounded by that although nothing else removes terms.
 TEST(NormaReferenceTest, MatchesReferenceOnALongStreamBudgetedOnlyByDropBelow) {
   ModelConfig config;
-  config.dim = kDim;
+  config.dim = kStreamDim;
   config.kernel = {.type = KernelType::kGaussian, .gamma = 2.0};
   config.loss = {.type = LossType::kLogistic};
   config.learning_rate = {.schedule = Schedule::kConstant, .eta0 = 0.25};
@@ -384,8 +383,8 @@ TEST(NormaReferenceTest, MatchesReferenceOnALongStreamBudgetedOnlyByDropBelow) {
   config.budget = {.drop_below = 0.01};
   size_t max_size = 0;
 
-  ASSERT_NO_FATAL_FAILURE(
-      ExpectAgreement(config, MakeStream(Labels::kClassification, 50000, kSeed), &max_size));
+  ASSERT_NO_FATAL_FAILURE(ExpectAgreement(
+      config, MakeStream(Labels::kClassification, 50000, kStreamSeed), &max_size));
 
   EXPECT_LE(max_size, 322u);
   EXPECT_GE(max_size, 100u);  // drop_below is what bounds it, not a small stream
@@ -417,13 +416,13 @@ TEST(NormaReferenceTest, MatchesReferenceOnExactKinksTiesAndThresholds) {
     Stream stream;
     for (int t = 0; t < 60; ++t) {
       const int input = t < 12 ? t % 3 : t % 4;
-      std::vector<double> x(kDim, 0.0);
+      std::vector<double> x(kStreamDim, 0.0);
       if (input > 0) x[input - 1] = 20.0;
       stream.x.insert(stream.x.end(), x.begin(), x.end());
       stream.y.push_back(c.y);
     }
     ModelConfig config;
-    config.dim = kDim;
+    config.dim = kStreamDim;
     config.kernel = {.type = KernelType::kGaussian, .gamma = 0.5};
     config.loss = c.loss;
     config.learning_rate = {.schedule = Schedule::kConstant, .eta0 = 0.5};

@@ -80,7 +80,7 @@ TEST(NormaModelTest, ExportStateThenFromStateContinuesBitIdentically) {
   constexpr size_t kAfter = 600;
   for (const ModelConfig& config : RoundTripConfigs()) {
     SCOPED_TRACE(std::string(LossTypeName(config.loss.type)));
-    const std::vector<Example> stream = Stream(config, kBefore + kAfter, 4242);
+    const std::vector<Example> stream = ExampleStream(config, kBefore + kAfter, 4242);
     auto original = Make(config);
     ASSERT_NE(original, nullptr);
     for (size_t i = 0; i < kBefore; ++i) Obs(*original, stream[i].x, stream[i].y);
@@ -140,7 +140,7 @@ TEST(NormaModelTest, StateRemainsRestorableAfterOldCoefficientsUnderflow) {
     config.averaged = averaged;
     auto model = Make(config);
     ASSERT_NE(model, nullptr);
-    const std::vector<Example> stream = Stream(config, 1300, 17);
+    const std::vector<Example> stream = ExampleStream(config, 1300, 17);
     for (size_t i = 0; i < 1200; ++i) Obs(*model, stream[i].x, stream[i].y);
     const ModelState state = model->ExportState();
     if (!averaged) {
@@ -188,7 +188,7 @@ TEST(NormaModelTest, FromStateRejectsInconsistentStates) {
   const ModelConfig config = RoundTripConfigs()[0];  // averaged, budget 40
   auto model = Make(config);
   ASSERT_NE(model, nullptr);
-  for (const Example& e : Stream(config, 100, 77)) Obs(*model, e.x, e.y);
+  for (const Example& e : ExampleStream(config, 100, 77)) Obs(*model, e.x, e.y);
   const ModelState good = model->ExportState();
   ASSERT_GT(good.coefficients.size(), 2u);
   ASSERT_TRUE(NormaModel::FromState(good).ok());
@@ -249,7 +249,7 @@ TEST(NormaModelTest, SquaredNormIsTheDoubleSumOverTerms) {
   auto model = Make(config);
   ASSERT_NE(model, nullptr);
   EXPECT_EQ(model->SquaredNorm(), 0.0);
-  for (const Example& e : Stream(config, 60, 8)) Obs(*model, e.x, e.y);
+  for (const Example& e : ExampleStream(config, 60, 8)) Obs(*model, e.x, e.y);
   const ModelState state = model->ExportState();
   Kernel kernel(config.kernel, config.dim);
   const size_t n = state.coefficients.size();
@@ -288,7 +288,7 @@ TEST(NormaModelTest, MemoryBytesOfAFullBudgetIsAboutTheTermArrays) {
   config.budget = {.max_terms = 64, .policy = BudgetPolicy::kOldest};
   auto model = Make(config);
   ASSERT_NE(model, nullptr);
-  for (const Example& e : Stream(config, 200, 9)) Obs(*model, e.x, e.y);
+  for (const Example& e : ExampleStream(config, 200, 9)) Obs(*model, e.x, e.y);
   ASSERT_EQ(model->expansion_size(), 64u);
   // (dim + 2) doubles per term: the coordinates, the coefficient and added_at.
   const double payload = 64.0 * (8 + 2) * 8;
@@ -311,7 +311,7 @@ ModelConfig TruncationConfig() {
 
 // Runs until the budget first removes a term, checking the bound is 0 before.
 void RunUntilFirstRemoval(NormaModel& model) {
-  const std::vector<Example> stream = Stream(model.config(), 500, 13);
+  const std::vector<Example> stream = ExampleStream(model.config(), 500, 13);
   for (const Example& e : stream) {
     ASSERT_EQ(model.stats().truncation_error_bound, 0.0);
     Obs(model, e.x, e.y);
@@ -367,7 +367,7 @@ TEST(NormaModelTest, TruncationErrorBoundIsAbsentWhereItDoesNotApply) {
     auto model = Make(config);
     ASSERT_NE(model, nullptr);
     EXPECT_FALSE(model->stats().truncation_error_bound.has_value());
-    for (const Example& e : Stream(config, 30, 2)) Obs(*model, e.x, e.y);
+    for (const Example& e : ExampleStream(config, 30, 2)) Obs(*model, e.x, e.y);
     EXPECT_FALSE(model->stats().truncation_error_bound.has_value());
   }
 }

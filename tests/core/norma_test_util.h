@@ -14,7 +14,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <random>
 #include <utility>
@@ -25,11 +24,9 @@
 #include "core/model.h"
 #include "core/norma.h"
 #include "gtest/gtest.h"
+#include "tests/core/non_finite.h"
 
 namespace okl {
-
-inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // dim 1, k(x, x') = x x', squared loss, constant rate.
 inline ModelConfig LinearConfig(double eta, double lambda) {
@@ -83,7 +80,7 @@ struct Example {
 // n examples with standard normal coordinates, labelled sin(x_0) + 0.5 x_{dim-1} plus
 // noise, or by the sign of that for a classification loss; the same arguments give the same
 // stream.
-inline std::vector<Example> Stream(const ModelConfig& config, size_t n, uint64_t seed) {
+inline std::vector<Example> ExampleStream(const ModelConfig& config, size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal;
   std::vector<Example> stream;

@@ -49,7 +49,7 @@ TEST(NormaModelTest, RejectsBadExamplesWithInvalidArgumentAndChangesNothing) {
     config.loss = {.type = loss, .rho = 1.0};
     auto model = Make(config);
     ASSERT_NE(model, nullptr);
-    for (const Example& e : Stream(config, 20, 3)) Obs(*model, e.x, e.y);
+    for (const Example& e : ExampleStream(config, 20, 3)) Obs(*model, e.x, e.y);
     const ModelState before = model->ExportState();
     struct Bad {
       std::string description;
@@ -106,7 +106,7 @@ TEST(NormaModelTest, PredictRejectsBadInputs) {
 
 TEST(NormaModelTest, ObserveBatchMatchesSequentialObserves) {
   const ModelConfig config = ClassifierConfig();
-  const std::vector<Example> stream = Stream(config, 50, 11);
+  const std::vector<Example> stream = ExampleStream(config, 50, 11);
   auto sequential = Make(config);
   auto batched = Make(config);
   ASSERT_NE(sequential, nullptr);
@@ -134,7 +134,7 @@ TEST(NormaModelTest, ObserveBatchValidatesTheWholeBatchFirst) {
   const ModelConfig config = ClassifierConfig();
   auto model = Make(config);
   ASSERT_NE(model, nullptr);
-  for (const Example& e : Stream(config, 10, 1)) Obs(*model, e.x, e.y);
+  for (const Example& e : ExampleStream(config, 10, 1)) Obs(*model, e.x, e.y);
   const ModelState before = model->ExportState();
   // Three good examples and a bad label at the end.
   std::vector<double> xs = {0.1, 0.2, 0.3, 1.0, 0.0, -1.0, 2.0, 2.0, 2.0, 0.5, 0.5, 0.5};
@@ -333,7 +333,7 @@ TEST(NormaModelTest, PredictBatchMatchesPredict) {
   const ModelConfig config = ClassifierConfig();
   auto model = Make(config);
   ASSERT_NE(model, nullptr);
-  const std::vector<Example> stream = Stream(config, 40, 21);
+  const std::vector<Example> stream = ExampleStream(config, 40, 21);
   for (const Example& e : stream) Obs(*model, e.x, e.y);
   std::vector<double> xs;
   for (size_t i = 0; i < 7; ++i) xs.insert(xs.end(), stream[i].x.begin(), stream[i].x.end());

@@ -87,7 +87,7 @@ ModelConfig FeatureConfig(KernelType kernel, double gamma, uint32_t dim, uint32_
   return config;
 }
 
-std::unique_ptr<RandomFeatureModel> MustCreate(const ModelConfig& config) {
+std::unique_ptr<RandomFeatureModel> MustCreateRandomFeatures(const ModelConfig& config) {
   absl::StatusOr<std::unique_ptr<RandomFeatureModel>> model = RandomFeatureModel::Create(config);
   EXPECT_TRUE(model.ok()) << model.status();
   return model.ok() ? *std::move(model) : nullptr;
@@ -187,7 +187,7 @@ TEST(RandomFeatureModelTest, FeatureInnerProductsApproximateTheKernel) {
   for (const KernelType kernel : {KernelType::kGaussian, KernelType::kLaplacian}) {
     SCOPED_TRACE(KernelTypeName(kernel));
     const ModelConfig config = FeatureConfig(kernel, 0.8, kDim, 20000, 11);
-    std::unique_ptr<RandomFeatureModel> model = MustCreate(config);
+    std::unique_ptr<RandomFeatureModel> model = MustCreateRandomFeatures(config);
     ASSERT_NE(model, nullptr);
     std::mt19937_64 rng(kSeed);
     for (const double k : {0.9, 0.7, 0.5, 0.3, 0.1}) {
@@ -219,7 +219,7 @@ TEST(RandomFeatureModelTest, KernelApproximationErrorShrinksWithD) {
     std::vector<double> mean_errors;
     for (const uint32_t d : {200u, 2000u, 20000u}) {
       const ModelConfig config = FeatureConfig(kernel, 1.0, kDim, d, 13);
-      std::unique_ptr<RandomFeatureModel> model = MustCreate(config);
+      std::unique_ptr<RandomFeatureModel> model = MustCreateRandomFeatures(config);
       ASSERT_NE(model, nullptr);
       std::mt19937_64 rng(kSeed + 1);
       double sum = 0.0;
@@ -251,7 +251,7 @@ TEST(RandomFeatureModelTest, FeaturesMatchTheDefinition) {
   for (const KernelType kernel : {KernelType::kGaussian, KernelType::kLaplacian}) {
     SCOPED_TRACE(KernelTypeName(kernel));
     const ModelConfig config = FeatureConfig(kernel, 0.5, kDim, kD, 17);
-    std::unique_ptr<RandomFeatureModel> model = MustCreate(config);
+    std::unique_ptr<RandomFeatureModel> model = MustCreateRandomFeatures(config);
     ASSERT_NE(model, nullptr);
     const std::vector<double> frequencies = RandomFeatureFrequencies(config);
     std::mt19937_64 rng(kSeed + 2);
@@ -288,30 +288,28 @@ TEST(RandomFeatureModelTest, FeaturesMatchTheDefinition) {
 constexpr uint32_t kStreamFeatures = 102;
 constexpr size_t kStreamSteps = 400;
 
-struct ScheduleCase {
+struct FeatureScheduleCase {
   const char* name;
   LearningRateConfig config;
   double lambda;
 };
 
-void PrintTo(const ScheduleCase& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const FeatureScheduleCase& c, std::ostream* os) { *os << c.name; }
 
-const KernelCase kKernels[] = {
+const KernelCase kFeatureKernels[] = {
     {"Gaussian", {.type = KernelType::kGaussian, .gamma = 2.0}},
     {"Laplacian", {.type = KernelType::kLaplacian, .gamma = 2.0}},
 };
 
-const auto& kLosses = kReferenceLosses;
-
-const ScheduleCase kSchedules[] = {
+const FeatureScheduleCase kFeatureSchedules[] = {
     {"Constant", {.schedule = Schedule::kConstant, .eta0 = 0.25}, 0.04},
     {"InverseSqrt", {.schedule = Schedule::kInverseSqrt, .eta0 = 1.0}, 0.5},
     {"Power", {.schedule = Schedule::kPower, .eta0 = 1.0, .theta = 0.4}, 0.3},
 };
 
-using Param = std::tuple<KernelCase, LossCase, ScheduleCase, bool>;
+using FeatureParam = std::tuple<KernelCase, LossCase, FeatureScheduleCase, bool>;
 
-ModelConfig MakeConfig(const Param& param, bool averaged) {
+ModelConfig FeatureParamConfig(const FeatureParam& param, bool averaged) {
   const auto& [kernel, loss, schedule, offset] = param;
   ModelConfig config;
   config.dim = kStreamDim;
@@ -326,12 +324,13 @@ ModelConfig MakeConfig(const Param& param, bool averaged) {
 }
 
 // Every combination ValidateConfig accepts (novelty takes no offset).
-std::vector<Param> Combinations(std::vector<KernelCase> kernels, std::vector<LossCase> losses,
-                                std::vector<ScheduleCase> schedules) {
-  std::vector<Param> params;
+std::vector<FeatureParam> FeatureCombinations(std::vector<KernelCase> kernels,
+                                              std::vector<LossCase> losses,
+                                              std::vector<FeatureScheduleCase> schedules) {
+  std::vector<FeatureParam> params;
   for (const KernelCase& kernel : kernels) {
     for (const LossCase& loss : losses) {
-      for (const ScheduleCase& schedule : schedules) {
+      for (const FeatureScheduleCase& schedule : schedules) {
         for (const bool offset : {false, true}) {
           if (offset && loss.config.type == LossType::kNovelty) continue;
           params.emplace_back(kernel, loss, schedule, offset);
@@ -342,7 +341,7 @@ std::vector<Param> Combinations(std::vector<KernelCase> kernels, std::vector<Los
   return params;
 }
 
-std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
+std::string FeatureParamName(const ::testing::TestParamInfo<FeatureParam>& info) {
   const auto& [kernel, loss, schedule, offset] = info.param;
   return absl::StrCat(kernel.name, "_", loss.name, "_", schedule.name,
                       offset ? "_Offset" : "_NoOffset");
@@ -351,7 +350,7 @@ std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
 // Runs `stream` through core and the reference, checking every prequential prediction
 // and loss, then the weights (and their sums), the current (and, if averaged, the
 // averaged) hypothesis at probe points, and the statistics.
-void ExpectAgreement(const ModelConfig& config, const Stream& stream) {
+void ExpectFeatureAgreement(const ModelConfig& config, const Stream& stream) {
   ASSERT_TRUE(ValidateConfig(config).ok()) << ValidateConfig(config);
   absl::StatusOr<std::unique_ptr<Model>> model = CreateModel(config);
   ASSERT_TRUE(model.ok()) << model.status();
@@ -425,36 +424,37 @@ void ExpectAgreement(const ModelConfig& config, const Stream& stream) {
 }
 
 // Every combination, with the averaged hypothesis tracked.
-class RandomFeatureReferenceTest : public ::testing::TestWithParam<Param> {};
+class RandomFeatureReferenceTest : public ::testing::TestWithParam<FeatureParam> {};
 
 TEST_P(RandomFeatureReferenceTest, MatchesReferenceOnEveryPredictionAndStatistic) {
-  const ModelConfig config = MakeConfig(GetParam(), /*averaged=*/true);
-  ExpectAgreement(config, MakeStream(std::get<LossCase>(GetParam()).labels, kStreamSteps,
-                                     kSeed));
+  const ModelConfig config = FeatureParamConfig(GetParam(), /*averaged=*/true);
+  ExpectFeatureAgreement(
+      config, MakeStream(std::get<LossCase>(GetParam()).labels, kStreamSteps, kSeed));
 }
 
 INSTANTIATE_TEST_SUITE_P(AllCombinations, RandomFeatureReferenceTest,
-                         ::testing::ValuesIn(Combinations(
-                             {std::begin(kKernels), std::end(kKernels)},
-                             {std::begin(kLosses), std::end(kLosses)},
-                             {std::begin(kSchedules), std::end(kSchedules)})),
-                         ParamName);
+                         ::testing::ValuesIn(FeatureCombinations(
+                             {std::begin(kFeatureKernels), std::end(kFeatureKernels)},
+                             {std::begin(kReferenceLosses), std::end(kReferenceLosses)},
+                             {std::begin(kFeatureSchedules), std::end(kFeatureSchedules)})),
+                         FeatureParamName);
 
 // Without the averaged hypothesis core keeps no sums: a separate path through Step and
 // Predict. One kernel, a loss that updates on every step and one with a learned margin.
-class RandomFeatureReferenceUnaveragedTest : public ::testing::TestWithParam<Param> {};
+class RandomFeatureReferenceUnaveragedTest : public ::testing::TestWithParam<FeatureParam> {};
 
 TEST_P(RandomFeatureReferenceUnaveragedTest, MatchesReferenceOnEveryPredictionAndStatistic) {
-  const ModelConfig config = MakeConfig(GetParam(), /*averaged=*/false);
-  ExpectAgreement(config, MakeStream(std::get<LossCase>(GetParam()).labels, kStreamSteps,
-                                     kSeed));
+  const ModelConfig config = FeatureParamConfig(GetParam(), /*averaged=*/false);
+  ExpectFeatureAgreement(
+      config, MakeStream(std::get<LossCase>(GetParam()).labels, kStreamSteps, kSeed));
 }
 
 INSTANTIATE_TEST_SUITE_P(Unaveraged, RandomFeatureReferenceUnaveragedTest,
-                         ::testing::ValuesIn(Combinations(
-                             {kKernels[0]}, {kLosses[0], kLosses[6]},  // Squared, NuHinge
-                             {std::begin(kSchedules), std::end(kSchedules)})),
-                         ParamName);
+                         ::testing::ValuesIn(FeatureCombinations(
+                             {kFeatureKernels[0]},
+                             {kReferenceLosses[0], kReferenceLosses[6]},  // Squared, NuHinge
+                             {std::begin(kFeatureSchedules), std::end(kFeatureSchedules)})),
+                         FeatureParamName);
 
 // Pegasos steps, eta_t = 1 / (lambda t): the first shrink factor is exactly 0.
 TEST(RandomFeatureReferenceTest, MatchesReferenceWithPegasosSteps) {
@@ -466,7 +466,7 @@ TEST(RandomFeatureReferenceTest, MatchesReferenceWithPegasosSteps) {
   config.learning_rate = {.schedule = Schedule::kPower, .eta0 = 10.0, .theta = 1.0};
   config.averaged = true;
   config.random_features = {.dimension = kStreamFeatures, .seed = 3};
-  ExpectAgreement(config, MakeStream(Labels::kClassification, 1000, kSeed + 5));
+  ExpectFeatureAgreement(config, MakeStream(Labels::kClassification, 1000, kSeed + 5));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -533,7 +533,7 @@ TEST(RandomFeatureModelTest, CreateRejectsAGammaWhoseFrequenciesOverflow) {
 
 TEST(RandomFeatureModelTest, NewModelPredictsZeroAndReportsItsSize) {
   const ModelConfig config = SnapshotConfig(KernelType::kLaplacian);
-  std::unique_ptr<RandomFeatureModel> model = MustCreate(config);
+  std::unique_ptr<RandomFeatureModel> model = MustCreateRandomFeatures(config);
   ASSERT_NE(model, nullptr);
   const std::vector<double> x = {0.1, -0.2, 0.3};
   for (const PredictionMode mode :
@@ -554,7 +554,7 @@ TEST(RandomFeatureModelTest, NewModelPredictsZeroAndReportsItsSize) {
 TEST(RandomFeatureModelTest, AveragedPredictionNeedsAnAveragedModel) {
   ModelConfig config = SnapshotConfig(KernelType::kGaussian);
   config.averaged = false;
-  std::unique_ptr<RandomFeatureModel> model = MustCreate(config);
+  std::unique_ptr<RandomFeatureModel> model = MustCreateRandomFeatures(config);
   ASSERT_NE(model, nullptr);
   EXPECT_EQ(model->Predict({0.1, 0.2, 0.3}, PredictionMode::kAveraged).status().code(),
             absl::StatusCode::kFailedPrecondition);
@@ -569,7 +569,7 @@ TEST(RandomFeatureModelTest, MemoryBytesIsWithinTheWorstCase) {
     config.averaged = averaged;
     config.dim = 40;
     config.random_features.dimension = 600;
-    std::unique_ptr<RandomFeatureModel> model = MustCreate(config);
+    std::unique_ptr<RandomFeatureModel> model = MustCreateRandomFeatures(config);
     ASSERT_NE(model, nullptr);
     std::mt19937_64 rng(kSeed);
     for (int t = 0; t < 20; ++t) {
@@ -587,7 +587,7 @@ TEST(RandomFeatureModelTest, MemoryBytesIsWithinTheWorstCase) {
 // A prediction is f_{t+1}: exactly the prediction the next step makes for the same input.
 TEST(RandomFeatureModelTest, PredictIsBitIdenticalToTheNextStepsPrediction) {
   const ModelConfig config = SnapshotConfig(KernelType::kGaussian);
-  std::unique_ptr<RandomFeatureModel> model = MustCreate(config);
+  std::unique_ptr<RandomFeatureModel> model = MustCreateRandomFeatures(config);
   ASSERT_NE(model, nullptr);
   const Stream stream = MakeStream(Labels::kClassification, 200, kSeed);
   for (size_t t = 0; t < stream.y.size(); ++t) {
@@ -644,7 +644,7 @@ TEST(RandomFeatureModelTest, RestoredModelContinuesBitIdentically) {
 TEST(RandomFeatureModelTest, FreshModelRoundTrips) {
   ModelConfig config = SnapshotConfig(KernelType::kGaussian);
   config.averaged = false;
-  std::unique_ptr<RandomFeatureModel> model = MustCreate(config);
+  std::unique_ptr<RandomFeatureModel> model = MustCreateRandomFeatures(config);
   ASSERT_NE(model, nullptr);
   const ModelState state = model->ExportState();
   EXPECT_TRUE(state.weight_sums.empty());
@@ -656,7 +656,7 @@ TEST(RandomFeatureModelTest, FreshModelRoundTrips) {
 // A valid state after 20 steps, and each way of breaking it.
 TEST(RandomFeatureModelTest, FromStateRejectsEveryInconsistency) {
   const ModelConfig config = SnapshotConfig(KernelType::kGaussian);
-  std::unique_ptr<RandomFeatureModel> model = MustCreate(config);
+  std::unique_ptr<RandomFeatureModel> model = MustCreateRandomFeatures(config);
   ASSERT_NE(model, nullptr);
   const Stream stream = MakeStream(Labels::kClassification, 20, kSeed);
   for (size_t t = 0; t < 20; ++t) ASSERT_TRUE(model->Observe(stream.row(t), stream.y[t]).ok());
@@ -729,7 +729,7 @@ TEST(RandomFeatureModelTest, FromStateRejectsEveryInconsistency) {
 
 TEST(RandomFeatureModelTest, BadExamplesAreRejectedAndChangeNothing) {
   const ModelConfig config = SnapshotConfig(KernelType::kGaussian);
-  std::unique_ptr<RandomFeatureModel> model = MustCreate(config);
+  std::unique_ptr<RandomFeatureModel> model = MustCreateRandomFeatures(config);
   ASSERT_NE(model, nullptr);
   const Stream stream = MakeStream(Labels::kClassification, 30, kSeed);
   for (size_t t = 0; t < 30; ++t) ASSERT_TRUE(model->Observe(stream.row(t), stream.y[t]).ok());
@@ -775,7 +775,7 @@ TEST(RandomFeatureModelTest, DivergingStepIsRejectedAndChangesNothing) {
     config.averaged = averaged;
     config.regret_window = 0;
     config.random_features = {.dimension = 64, .seed = 1};
-    std::unique_ptr<RandomFeatureModel> model = MustCreate(config);
+    std::unique_ptr<RandomFeatureModel> model = MustCreateRandomFeatures(config);
     ASSERT_NE(model, nullptr);
     const Stream stream = MakeStream(Labels::kRegression, 20, kSeed);
     bool diverged = false;
@@ -811,7 +811,7 @@ TEST(RandomFeatureModelTest, OverflowOfOneWeightOrOneSumIsRejected) {
     config.offset = true;
     config.averaged = averaged;
     config.random_features = {.dimension = 64, .seed = 1};
-    std::unique_ptr<RandomFeatureModel> fresh = MustCreate(config);
+    std::unique_ptr<RandomFeatureModel> fresh = MustCreateRandomFeatures(config);
     ASSERT_NE(fresh, nullptr);
     const std::vector<double> x = {0.1, -0.2, 0.3};
     const std::vector<double> z = CoreFeatures(*fresh, x);

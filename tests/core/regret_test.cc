@@ -27,7 +27,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -43,14 +42,13 @@
 #include "core/regret_window.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/core/non_finite.h"
 
 namespace okl {
 namespace {
 
 using ::testing::HasSubstr;
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
 // ComparatorOptions' default: the gap every solve here must reach.
 constexpr double kTolerance = 1e-6;
 // Rounding slack on objectives of size ~1 computed in two different ways.

@@ -38,17 +38,17 @@ using ::okl::testing::Agrees;
 using ::okl::testing::Uniform;
 using ::testing::HasSubstr;
 
-// A stream of sparse inputs: dim kDim, 1 to kMaxNonZeros non-zeros at random places,
+// A stream of sparse inputs: dim kSparseDim, 1 to kMaxNonZeros non-zeros at random places,
 // values in [-1, 1); labels by the sign of a fixed sparse linear function (classification)
 // or its value plus noise (regression).
-constexpr uint32_t kDim = 300;
+constexpr uint32_t kSparseDim = 300;
 constexpr uint32_t kMaxNonZeros = 12;
 
 struct SparseStream {
   SparseRows x;
   std::vector<double> y;
   std::vector<double> Dense(size_t i) const {
-    std::vector<double> dense(kDim);
+    std::vector<double> dense(kSparseDim);
     Densify(x.Row(i), absl::MakeSpan(dense));
     return dense;
   }
@@ -61,12 +61,12 @@ SparseStream MakeSparseStream(size_t steps, bool classification, uint64_t seed,
   SparseStream stream;
   for (size_t t = 0; t < steps; ++t) {
     const size_t nonzeros = 1 + rng() % kMaxNonZeros;
-    std::vector<bool> used(kDim, false);
-    for (size_t k = 0; k < nonzeros; ++k) used[rng() % kDim] = true;
+    std::vector<bool> used(kSparseDim, false);
+    for (size_t k = 0; k < nonzeros; ++k) used[rng() % kSparseDim] = true;
     std::vector<uint32_t> indices;
     std::vector<double> values;
     double target = 0;
-    for (uint32_t j = 0; j < kDim; ++j) {
+    for (uint32_t j = 0; j < kSparseDim; ++j) {
       if (!used[j]) continue;
       indices.push_back(j);
       const double u = Uniform(rng, -1, 1);
@@ -82,7 +82,7 @@ SparseStream MakeSparseStream(size_t steps, bool classification, uint64_t seed,
 
 ModelConfig BaseConfig(KernelType kernel, bool classification) {
   ModelConfig config;
-  config.dim = kDim;
+  config.dim = kSparseDim;
   config.kernel = {.type = kernel, .gamma = 0.5, .c = 1.0, .degree = 2, .t = 1.0};
   config.loss = {.type = classification ? LossType::kHinge : LossType::kSquared};
   config.learning_rate = {.schedule = Schedule::kInverseSqrt, .eta0 = 0.5};
@@ -213,9 +213,10 @@ TEST_P(SparseStorageTest, MatchesDenseStorageAndTheReference) {
   }
   ASSERT_EQ(sparse_state.sparse_support.size(), sparse_state.coefficients.size());
   for (size_t i = 0; i < sparse_state.sparse_support.size(); ++i) {
-    std::vector<double> row(kDim);
+    std::vector<double> row(kSparseDim);
     Densify(sparse_state.sparse_support.Row(i), absl::MakeSpan(row));
-    EXPECT_TRUE(std::equal(row.begin(), row.end(), dense_state.support.begin() + i * kDim))
+    EXPECT_TRUE(
+        std::equal(row.begin(), row.end(), dense_state.support.begin() + i * kSparseDim))
         << "term " << i;
   }
   ASSERT_EQ(sparse_state.retired_sparse_support.size(), sparse_state.retired_at.size());
@@ -271,7 +272,7 @@ TEST(SparseKernelTest, EvaluatesAsTheReferenceOnTheDensifiedVectors) {
     // The same vectors in a model of dim 300 (a dense lookup array) and of dim 2^20 (the
     // bitmap and the hash table) give the same sweep, bit for bit (but the heat kernel's
     // normaliser depends on dim).
-    const Kernel kernel(config, kDim);
+    const Kernel kernel(config, kSparseDim);
     const Kernel wide(config, 1u << 20);
     for (const size_t probe : {0, 5, 17}) {
       const SparseVectorView x = stream.x.Row(probe);
@@ -280,7 +281,7 @@ TEST(SparseKernelTest, EvaluatesAsTheReferenceOnTheDensifiedVectors) {
       alignas(64) double out[64];
       alignas(64) double wide_out[64];
       ASSERT_LE(rows.size(), 64u);
-      kernel.EvaluateSparseRows(rows, norms.data(), SparseQuery(x, kDim), out);
+      kernel.EvaluateSparseRows(rows, norms.data(), SparseQuery(x, kSparseDim), out);
       wide.EvaluateSparseRows(rows, norms.data(), SparseQuery(x, 1u << 20), wide_out);
       for (size_t i = 0; i < rows.size(); ++i) {
         if (type != KernelType::kHeat) {
@@ -288,7 +289,7 @@ TEST(SparseKernelTest, EvaluatesAsTheReferenceOnTheDensifiedVectors) {
         }
       }
       for (size_t i = 0; i < rows.size(); ++i) {
-        const double want = PlainSparseKernel(config, rows[i], x, kDim);
+        const double want = PlainSparseKernel(config, rows[i], x, kSparseDim);
         EXPECT_NEAR(out[i], want, 1e-12 * std::max(1.0, std::abs(want)))
             << KernelTypeName(type) << " row " << i << " probe " << probe;
         // One pair at a time, from differences: the dense pair exactly.
@@ -369,7 +370,7 @@ TEST(SparseStorageConfigTest, LimitsAndCombinations) {
   config.sparse.max_nonzeros = 0;
   EXPECT_THAT(ValidateConfig(config).message(), HasSubstr("up to 2^24 with sparse storage"));
 
-  ModelConfig too_many = Sparse(BaseConfig(KernelType::kGaussian, true), kDim + 1);
+  ModelConfig too_many = Sparse(BaseConfig(KernelType::kGaussian, true), kSparseDim + 1);
   EXPECT_THAT(ValidateConfig(too_many).message(), HasSubstr("sparse.max_nonzeros must be in"));
   ModelConfig merge = Sparse(BaseConfig(KernelType::kGaussian, true));
   merge.budget.policy = BudgetPolicy::kMerge;
@@ -399,7 +400,7 @@ TEST(SparseStorageModelTest, BadInputsChangeNothing) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*model)->ObserveSparse({ok_indices, ok_values}, 0.5).status().code(),
             absl::StatusCode::kInvalidArgument);
-  std::vector<double> dense(kDim);
+  std::vector<double> dense(kSparseDim);
   for (int j = 0; j < 4; ++j) dense[10 * j] = 1.0;  // four non-zeros, over the three allowed
   const absl::Status too_dense = (*model)->Observe(dense, 1.0).status();
   EXPECT_THAT(too_dense.message(), HasSubstr("4 non-zeros, more than the model's 3"));
@@ -466,7 +467,7 @@ TEST(SparseStorageModelTest, StatesThatDoNotFitAreRejected) {
   ModelState unsorted = good;
   const size_t first_row_end = unsorted.sparse_support.ends[0];
   ASSERT_GE(first_row_end, 1u);
-  unsorted.sparse_support.indices[0] = kDim;  // outside
+  unsorted.sparse_support.indices[0] = kSparseDim;  // outside
   EXPECT_THAT(ModelFromState(unsorted).status().message(), HasSubstr("is not below dim"));
 
   ModelState bad_ends = good;
@@ -474,7 +475,7 @@ TEST(SparseStorageModelTest, StatesThatDoNotFitAreRejected) {
   EXPECT_EQ(ModelFromState(bad_ends).status().code(), absl::StatusCode::kInvalidArgument);
 
   ModelState dense_too = good;
-  dense_too.support.assign(kDim, 0.0);
+  dense_too.support.assign(kSparseDim, 0.0);
   EXPECT_THAT(ModelFromState(dense_too).status().message(), HasSubstr("sparse_support only"));
 
   ModelState wrong_kind = good;
