@@ -13,6 +13,8 @@ std::string SourcePath(absl::string_view relative) {
   return absl::StrCat(OKL_SOURCE_DIR, "/", relative);
 }
 
+std::string DataPath(absl::string_view name) { return SourcePath(absl::StrCat("data/", name)); }
+
 const char* ServerBinary() { return OKL_SERVER_BINARY; }
 
 const char* CliBinary() { return OKL_CLI_BINARY; }

@@ -21,6 +21,9 @@ namespace okl::testing {
 // `relative` (a path inside the checkout, e.g. "data/mg30.dat") under the source folder.
 std::string SourcePath(absl::string_view relative);
 
+// `name` in the checkout's data/ (data/README.md): SourcePath("data/" + name).
+std::string DataPath(absl::string_view name);
+
 // The programs this build tree makes; each is built before the tests that run it.
 const char* ServerBinary();  // server/okl_server
 const char* CliBinary();     // client/okl

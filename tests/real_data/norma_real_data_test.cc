@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/str_cat.h"
 #include "client/io/data_reader.h"
 #include "core/config.h"
 #include "core/model.h"
@@ -24,7 +23,7 @@
 namespace okl {
 namespace {
 
-std::string DataPath(const char* name) { return okl::testing::SourcePath(absl::StrCat("data/", name)); }
+using ::okl::testing::DataPath;
 
 // Mackey-Glass: row n = [s_n, ..., s_{n-6}], target s_{n+1}; 4,999 rows, values in
 // [0.21, 1.39] with variance 0.079. Gaussian kernel, squared loss, a constant step and a

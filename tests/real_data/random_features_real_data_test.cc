@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "client/io/data_reader.h"
 #include "core/config.h"
@@ -18,7 +17,7 @@
 namespace okl {
 namespace {
 
-std::string DataPath(const char* name) { return okl::testing::SourcePath(absl::StrCat("data/", name)); }
+using ::okl::testing::DataPath;
 
 // One pass over a9a_train (32,561 rows, dim 123, sparse binary), then the test accuracy
 // on a9a_test (16,281 rows). Pegasos steps (POWER, theta 1, eta0 = 1 / lambda) on 1,000
