@@ -96,8 +96,9 @@ phase "address + undefined-behaviour sanitizer build and every test"
 # Each GoogleTest binary runs as 4 shards, each one process for its share of the tests
 # (tests/CMakeLists.txt, okl_gtest): under ASan a process's start-up costs more than most
 # tests, and one process per test spent most of this step starting processes.
+# OKL_UNITY_TESTS: a test binary's files compile as one unit, sharing their gRPC and GoogleTest code.
 configure build/asan "${sanitizer_flags[@]}" -DOKL_SANITIZE=address,undefined \
-  -DOKL_BUILD_BENCHMARKS=OFF -DOKL_TEST_SHARDS=4
+  -DOKL_BUILD_BENCHMARKS=OFF -DOKL_TEST_SHARDS=4 -DOKL_UNITY_TESTS=ON
 cmake --build build/asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$root/tests/lsan_suppressions.txt:print_suppressions=0 \
   ctest --test-dir build/asan -j "$jobs" --output-on-failure \
