@@ -63,6 +63,7 @@
 #include "client/io/json_writer.h"
 #include "client/replay.h"
 #include "core/config.h"
+#include "core/create_model.h"
 #include "core/model.h"
 #include "core/runtime/file.h"
 #include "core/status_macros.h"

@@ -61,6 +61,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "core/config.h"
+#include "core/create_model.h"
 #include "core/input_batch.h"
 #include "core/krls_tracker.h"
 #include "core/norma.h"

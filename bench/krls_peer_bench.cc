@@ -65,6 +65,7 @@
 #include "client/io/data_reader.h"
 #include "client/io/json_writer.h"
 #include "core/config.h"
+#include "core/create_model.h"
 #include "core/model.h"
 #include "core/status_macros.h"
 #include "dlib/svm/kernel.h"

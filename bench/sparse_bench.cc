@@ -39,6 +39,7 @@
 #include "absl/strings/str_format.h"
 #include "client/io/data_reader.h"
 #include "core/config.h"
+#include "core/create_model.h"
 #include "core/model.h"
 #include "core/runtime/file.h"
 #include "core/sparse_vector.h"

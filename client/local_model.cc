@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/create_model.h"
 #include "core/input_batch.h"
 #include "core/status_macros.h"
 #include "proto/convert.h"

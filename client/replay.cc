@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/create_model.h"
 #include "core/runtime/file.h"
 #include "core/status_macros.h"
 #include "proto/config_text.h"

@@ -7,10 +7,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/krls_tracker.h"
-#include "core/norma.h"
-#include "core/random_features.h"
-#include "core/select.h"
 #include "core/status_macros.h"
 
 namespace okl {
@@ -28,62 +24,6 @@ absl::Status CheckFinite(absl::string_view name, absl::Span<const double> values
 }
 
 }  // namespace
-
-size_t WorstCaseMemoryBytes(const ModelConfig& config) {
-  if (config.select_kind()) return SelectModel::WorstCaseMemoryBytes(config);
-  if (config.krls_tracker_kind()) return KrlsTrackerModel::WorstCaseMemoryBytes(config);
-  return config.random_features.dimension > 0
-             ? RandomFeatureModel::WorstCaseMemoryBytes(config)
-             : NormaModel::WorstCaseMemoryBytes(config);
-}
-
-std::optional<ModelCapacity> LargestState(const ModelConfig& config) {
-  // A selection's capacity is its candidates' (SelectModel).
-  if (config.select_kind()) return std::nullopt;
-  if (config.krls_tracker_kind()) {
-    return ModelCapacity{.bases = uint64_t{config.krls_tracker.max_basis} + 1};
-  }
-  if (config.random_features.dimension > 0) {
-    return ModelCapacity{.features = config.random_features.dimension};
-  }
-  if (config.budget.max_terms == 0) return std::nullopt;
-  return ModelCapacity{.terms = config.budget.max_terms,
-                       .retired_terms = NormaModel::MaxRetiredTerms(config)};
-}
-
-double WorstCaseWorkPerExample(const ModelConfig& config) {
-  if (config.select_kind()) return SelectModel::WorstCaseWorkPerExample(config);
-  const std::optional<ModelCapacity> capacity = LargestState(config);
-  if (!capacity.has_value()) return std::numeric_limits<double>::infinity();
-  const double dim = config.dim;
-  const double features = static_cast<double>(capacity->features);
-  const double bases = static_cast<double>(capacity->bases);
-  // Random features: the projections over dim inputs, then the features' weights. A KRLS
-  // tracker: the kernel row, then about six passes over its (M + 1) x (M + 1) matrices.
-  return dim * (features / 2 + static_cast<double>(capacity->terms + capacity->retired_terms) +
-                bases) +
-         features + 6 * bases * bases;
-}
-
-absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelConfig& config) {
-  if (config.select_kind()) return SelectModel::Create(config);
-  if (config.krls_tracker_kind()) return KrlsTrackerModel::Create(config);
-  if (config.random_features.dimension > 0) return RandomFeatureModel::Create(config);
-  return NormaModel::Create(config);
-}
-
-absl::StatusOr<std::unique_ptr<Model>> ModelFromState(const ModelState& state) {
-  if (state.config.select_kind()) return SelectModel::FromState(state);
-  if (!state.candidate_states.empty() || !state.candidates.empty() || state.champion != 0 ||
-      state.champion_changes != 0 || state.input_scale != 0 || !state.warmup_inputs.empty() ||
-      !state.warmup_labels.empty()) {
-    return absl::InvalidArgumentError(
-        "inconsistent model state: a model that does not select sets a selection's fields");
-  }
-  if (state.config.krls_tracker_kind()) return KrlsTrackerModel::FromState(state);
-  if (state.config.random_features.dimension > 0) return RandomFeatureModel::FromState(state);
-  return NormaModel::FromState(state);
-}
 
 Model::Model(const ModelConfig& config)
     : config_(config),

@@ -3,17 +3,13 @@
 // Model is what every model kind offers the registry, the service and the tools: a
 // learner that takes labelled examples one at a time (Observe), predicts (Predict), and
 // exports its complete state (ExportState) so that ModelFromState continues it exactly.
-// Three kinds implement it:
-//   NormaModel          the kernel expansion sum_i alpha_i k(x_i, .) (core/norma.h);
-//   RandomFeatureModel  a linear model on random Fourier features (core/random_features.h),
-//                       chosen by config.random_features.dimension > 0;
-//   KrlsTrackerModel    the kernel recursive least-squares tracker, a Gaussian-process
-//                       posterior over a dictionary of bases (core/krls_tracker.h), chosen
-//                       by config.krls_tracker.max_basis > 0.
-// The first two take the same NORMA step (predict, loss derivative, shrink by
+// The kinds, and CreateModel and ModelFromState that make them, are in
+// core/create_model.h; this file knows none of them. NormaModel (a kernel expansion) and
+// RandomFeatureModel take the same NORMA step (predict, loss derivative, shrink by
 // 1 - eta_t lambda, add -eta_t g_t times the example's feature) with the same losses,
-// learning rates and statistics; the tracker takes the exact second-order step of its
-// posterior instead, and also predicts with a variance.
+// learning rates and statistics; KrlsTrackerModel takes the exact second-order step of its
+// posterior instead, and also predicts with a variance; SelectModel runs candidates of
+// the others and serves the best.
 //
 // Not thread-safe: const methods may run concurrently with each other, but not with
 // Observe (ModelEntry serialises writers).
@@ -279,28 +275,6 @@ enum class PredictionMode {
                 // config.averaged
 };
 
-// The most memory a model of `config` can come to hold, in bytes (what the server's
-// memory quotas count for a model, before it exists). SIZE_MAX for an unbounded expansion.
-size_t WorstCaseMemoryBytes(const ModelConfig& config);
-
-// The most a model of `config` can come to hold, whatever its kind: what its memory, its
-// snapshot and its work per example are bounded by. nullopt for an expansion without a
-// budget, which has no bound.
-struct ModelCapacity {
-  uint64_t terms = 0;          // kernel-expansion terms: budget.max_terms
-  uint64_t retired_terms = 0;  // removed terms an averaged expansion keeps for its average
-  uint64_t features = 0;       // random features: random_features.dimension
-  uint64_t bases = 0;          // a KRLS tracker: krls_tracker.max_basis (+1 while a step
-                               // decides which to prune)
-};
-std::optional<ModelCapacity> LargestState(const ModelConfig& config);
-
-// Roughly the multiply-adds one step or one prediction of a model of `config` costs at
-// most: dim times the terms a sweep visits (an averaged expansion's retired terms
-// included), or a random-feature model's projections and weights. What the server sizes
-// its units of work by. Infinite for an expansion without a budget.
-double WorstCaseWorkPerExample(const ModelConfig& config);
-
 // The validation, the batching and the scalar half of a step (t, eta_t, the loss, the
 // offset, the margin, the statistics, the regret window) every kind shares live here; a
 // kind implements its representation of f: the prediction, the update and its state.
@@ -470,15 +444,6 @@ class Model {
   // InvalidArgument unless state.regret_window fits state.config and state.steps.
   static absl::Status ValidateRegretWindow(const ModelState& state);
 };
-
-// The model `config` describes, empty: a KrlsTrackerModel if
-// config.krls_tracker.max_basis > 0, a RandomFeatureModel if
-// config.random_features.dimension > 0, else a NormaModel. InvalidArgument if
-// ValidateConfig(config) fails.
-absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelConfig& config);
-// The model `state` describes (the kind chosen as CreateModel does). InvalidArgument if
-// the state is inconsistent.
-absl::StatusOr<std::unique_ptr<Model>> ModelFromState(const ModelState& state);
 
 }  // namespace okl
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/create_model.h"
 #include "core/input_batch.h"
 #include "core/status_macros.h"
 

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/create_model.h"
 #include "core/select.h"
 #include "core/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"

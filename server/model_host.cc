@@ -13,6 +13,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "core/create_model.h"
 #include "core/select.h"
 #include "core/status_macros.h"
 #include "proto/convert.h"

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/create_model.h"
 #include "core/model.h"
 #include "core/norma.h"
 #include "core/status_macros.h"

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
+#include "core/create_model.h"
 #include "core/model.h"
 #include "core/norma.h"
 #include "core/status_macros.h"

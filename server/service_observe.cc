@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "core/create_model.h"
 #include "core/model.h"
 #include "core/norma.h"
 #include "core/status_macros.h"

@@ -5,6 +5,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "core/create_model.h"
 #include "core/status_macros.h"
 
 namespace okl {

@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "core/config.h"
+#include "core/create_model.h"
 #include "core/input_batch.h"
 #include "core/model.h"
 #include "core/regret.h"

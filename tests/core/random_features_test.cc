@@ -47,6 +47,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "core/config.h"
+#include "core/create_model.h"
 #include "core/model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/config.h"
+#include "core/create_model.h"
 #include "core/input_batch.h"
 #include "core/model.h"
 #include "gmock/gmock.h"

@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "core/config.h"
+#include "core/create_model.h"
 #include "core/expansion.h"
 #include "core/kernel.h"
 #include "core/model.h"

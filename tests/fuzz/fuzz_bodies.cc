@@ -20,6 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/config.h"
+#include "core/create_model.h"
 #include "core/input_batch.h"
 #include "core/norma.h"
 #include "core/regret.h"

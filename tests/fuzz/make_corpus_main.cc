@@ -27,6 +27,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/config.h"
+#include "core/create_model.h"
 #include "core/model.h"
 #include "okl/v1/okl.pb.h"
 #include "proto/config_text.h"

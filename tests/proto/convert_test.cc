@@ -15,6 +15,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "core/create_model.h"
 #include "core/model.h"
 #include "core/norma.h"
 #include "gmock/gmock.h"

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "client/io/data_reader.h"
 #include "core/config.h"
+#include "core/create_model.h"
 #include "core/model.h"
 #include "gtest/gtest.h"
 #include "tests/test_paths.h"

@@ -10,6 +10,7 @@
 #include "absl/types/span.h"
 #include "client/io/data_reader.h"
 #include "core/config.h"
+#include "core/create_model.h"
 #include "core/model.h"
 #include "gtest/gtest.h"
 #include "tests/test_paths.h"

@@ -45,6 +45,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/create_model.h"
 #include "core/model.h"
 #include "core/runtime/mutex.h"
 #include "gmock/gmock.h"

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/create_model.h"
 #include "google/protobuf/text_format.h"
 #include "proto/convert.h"
 

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/create_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/snapshot_codec.h"

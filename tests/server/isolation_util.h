@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "client/spawned_server.h"
+#include "core/create_model.h"
 #include "core/norma.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -19,6 +19,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/create_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/event_log.h"

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/create_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/convert.h"
