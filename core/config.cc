@@ -93,11 +93,21 @@ absl::Status ValidateLoss(const LossConfig& loss) {
     case LossType::kNovelty:
       OKL_RETURN_IF_ERROR(CheckFinite("loss.novelty.rho", loss.rho));
       return CheckNu("loss.novelty.nu", loss.nu);
+    case LossType::kMulticlassHinge:
+      OKL_RETURN_IF_ERROR(CheckNonNegative("loss.multiclass_hinge.rho", loss.rho));
+      if (loss.nu != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "loss.multiclass_hinge.nu must be 0 (the nu-trick learns a binary margin), got ",
+            loss.nu));
+      }
+      return absl::OkStatus();
+    case LossType::kSoftmax:
+      return absl::OkStatus();
   }
   return absl::InvalidArgumentError(
       absl::StrCat("loss type ", static_cast<int>(loss.type),
                    " is not one of squared, hinge, epsilon_insensitive, logistic, huber, "
-                   "novelty"));
+                   "novelty, multiclass_hinge, softmax"));
 }
 
 absl::Status ValidateLearningRate(const LearningRateConfig& rate, double lambda) {
@@ -355,6 +365,46 @@ absl::Status ValidateSelect(const ModelConfig& config) {
   return absl::OkStatus();
 }
 
+// The classes of a multi-class loss, and what a multi-class model does not offer: each
+// refused field is named with the value that works.
+absl::Status ValidateClasses(const ModelConfig& config) {
+  const LossType loss = config.loss.type;
+  if (!IsMulticlassLoss(loss)) {
+    if (config.max_classes != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "max_classes is for the multi-class losses (multiclass_hinge, softmax); leave it 0 "
+          "with the ", LossTypeName(loss), " loss, got ", config.max_classes));
+    }
+    return absl::OkStatus();
+  }
+  if (config.max_classes < 2 || config.max_classes > kMaxClasses) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_classes must be in [2, ", kMaxClasses, "] with the ", LossTypeName(loss),
+        " loss (the most classes the model will learn), got ", config.max_classes));
+  }
+  const auto refuse = [&](absl::string_view field, absl::string_view fix) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, " is not offered for a multi-class model (", LossTypeName(loss), " loss); ",
+        fix));
+  };
+  if (config.select_kind()) return refuse("select", "configure one kernel model instead");
+  if (config.krls_tracker_kind()) {
+    return refuse("krls_tracker", "it is a regression model; set krls_tracker.max_basis = 0");
+  }
+  if (config.random_features.dimension > 0) {
+    return refuse("random_features", "set random_features.dimension = 0");
+  }
+  if (config.sparse_storage()) return refuse("sparse", "set sparse.max_nonzeros = 0");
+  if (config.averaged) return refuse("averaged", "set averaged = false");
+  if (config.offset) return refuse("offset", "set offset = false");
+  if (config.regret_window > 0) return refuse("regret_window", "set regret_window = 0");
+  if (config.budget.drop_below > 0) {
+    return refuse("budget.drop_below", "set budget.drop_below = 0 and bound the model with "
+                                       "budget.max_terms");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateConfig(const ModelConfig& config) {
@@ -365,6 +415,7 @@ absl::Status ValidateConfig(const ModelConfig& config) {
     }
     OKL_RETURN_IF_ERROR(CheckAllFinite(config));
     OKL_RETURN_IF_ERROR(ValidateLoss(config.loss));
+    OKL_RETURN_IF_ERROR(ValidateClasses(config));
     return ValidateSelect(config);
   }
   OKL_RETURN_IF_ERROR(ValidateSelect(config));
@@ -378,6 +429,7 @@ absl::Status ValidateConfig(const ModelConfig& config) {
   OKL_RETURN_IF_ERROR(CheckAllFinite(config));
   OKL_RETURN_IF_ERROR(ValidateKernel(config.kernel, config.dim));
   OKL_RETURN_IF_ERROR(ValidateLoss(config.loss));
+  OKL_RETURN_IF_ERROR(ValidateClasses(config));
   OKL_RETURN_IF_ERROR(CheckNonNegative("lambda", config.lambda));
   OKL_RETURN_IF_ERROR(ValidateLearningRate(config.learning_rate, config.lambda));
   OKL_RETURN_IF_ERROR(ValidateBudget(config.budget));
@@ -421,12 +473,14 @@ MarginKind MarginKindOf(LossType type) {
   switch (type) {
     case LossType::kHinge:
     case LossType::kNovelty:
+    case LossType::kMulticlassHinge:
       return MarginKind::kRho;
     case LossType::kEpsilonInsensitive:
       return MarginKind::kEpsilon;
     case LossType::kSquared:
     case LossType::kLogistic:
     case LossType::kHuber:
+    case LossType::kSoftmax:
       break;
   }
   return MarginKind::kNone;

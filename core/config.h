@@ -50,6 +50,9 @@ inline constexpr uint32_t kMaxSparseDimension = 1u << 24;
 inline constexpr uint32_t kMaxNonZeros = 65536;
 // A KRLS tracker holds up to three (M + 1) x (M + 1) matrices: 4096 bases take ~400 MB.
 inline constexpr uint32_t kMaxBasis = 4096;
+// A multi-class model holds a coefficient per class for each of its terms (the server may
+// set a lower limit).
+inline constexpr uint32_t kMaxClasses = 65536;
 
 enum class KernelType { kGaussian, kLaplacian, kLinear, kPolynomial, kHeat };
 inline constexpr std::array<EnumName<KernelType>, 5> kKernelTypeNames = {{
@@ -83,17 +86,23 @@ enum class LossType {
   kLogistic,            // log(1 + exp(-y f)), labels +-1
   kHuber,               // 1/2 r^2 for |r| <= delta, else delta (|r| - delta/2); r = f - y
   kNovelty,             // max(0, rho - f), one-class: the label is ignored
+  // The multi-class losses, over a score f_c per class and a true class y (a class label,
+  // not a number; core/multiclass.h):
+  kMulticlassHinge,  // max(0, rho + max_{r != y} f_r - f_y) (Crammer and Singer)
+  kSoftmax,          // -log(exp(f_y) / sum_c exp(f_c)), multinomial logistic
 };
-inline constexpr std::array<EnumName<LossType>, 6> kLossTypeNames = {{
+inline constexpr std::array<EnumName<LossType>, 8> kLossTypeNames = {{
     {LossType::kSquared, "squared"},
     {LossType::kHinge, "hinge"},
     {LossType::kEpsilonInsensitive, "epsilon_insensitive"},
     {LossType::kLogistic, "logistic"},
     {LossType::kHuber, "huber"},
     {LossType::kNovelty, "novelty"},
+    {LossType::kMulticlassHinge, "multiclass_hinge"},
+    {LossType::kSoftmax, "softmax"},
 }};
 
-// `rho` is the margin of hinge and novelty, `epsilon` the tube of epsilon-insensitive,
+// `rho` is the margin of hinge, novelty and multiclass_hinge, `epsilon` the tube of epsilon-insensitive,
 // `delta` Huber's threshold. `nu` > 0 turns on NORMA's nu-trick for hinge, novelty and
 // epsilon-insensitive: rho (or epsilon) starts at the value given and is then learned.
 struct LossConfig {
@@ -186,6 +195,11 @@ struct KrlsTrackerConfig {
   friend bool operator==(const KrlsTrackerConfig&, const KrlsTrackerConfig&) = default;
 };
 
+// True for multiclass_hinge and softmax, whose labels are classes.
+constexpr bool IsMulticlassLoss(LossType type) {
+  return type == LossType::kMulticlassHinge || type == LossType::kSoftmax;
+}
+
 struct ModelConfig;
 
 // Online model selection (core/select.h): several candidate models learn from the same
@@ -242,10 +256,14 @@ struct ModelConfig {
   SparseStorageConfig sparse;
   KrlsTrackerConfig krls_tracker;
   SelectConfig select;
+  // A multi-class loss's most classes, 2..kMaxClasses; 0 for every other loss. Classes
+  // are added as they are first seen, up to this many.
+  uint32_t max_classes = 0;
 
   bool sparse_storage() const { return sparse.max_nonzeros > 0; }
   bool krls_tracker_kind() const { return krls_tracker.max_basis > 0; }
   bool select_kind() const { return select.enabled; }
+  bool multiclass() const { return IsMulticlassLoss(loss.type); }
 
   friend bool operator==(const ModelConfig&, const ModelConfig&) = default;
 };
@@ -270,7 +288,8 @@ uint64_t EffectiveAveragingWindow(const ModelConfig& config);
 // (K + n lambda I) c = y is the Gaussian-process posterior mean on the window.
 double ComparatorLambda(const ModelConfig& config, size_t n);
 
-// True for the losses whose labels must be -1 or +1 and for which mistakes are counted.
+// True for the losses whose labels must be -1 or +1 and for which mistakes are counted
+// (the binary ones; IsMulticlassLoss for the others).
 bool IsClassificationLoss(LossType type);
 
 // Names and parsers, from the tables beside each enum (core/enum_names.h).

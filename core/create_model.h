@@ -11,7 +11,9 @@
 //   KrlsTrackerModel    the KRLS tracker (core/krls_tracker.h), chosen by
 //                       config.krls_tracker.max_basis > 0;
 //   SelectModel         a selection among candidates (core/select.h), chosen by
-//                       config.select.
+//                       config.select;
+//   MulticlassNormaModel  a kernel expansion with a coefficient per class
+//                       (core/multiclass_norma.h), chosen by a multi-class loss.
 //
 // Example:
 //   OKL_ASSIGN_OR_RETURN(std::unique_ptr<okl::Model> model, okl::CreateModel(config));
@@ -52,6 +54,7 @@ struct ModelCapacity {
   uint64_t features = 0;       // random features: random_features.dimension
   uint64_t bases = 0;          // a KRLS tracker: krls_tracker.max_basis (+1 while a step
                                // decides which to prune)
+  uint64_t classes = 0;        // a multi-class expansion: max_classes coefficients per term
 };
 std::optional<ModelCapacity> LargestState(const ModelConfig& config);
 

@@ -48,8 +48,38 @@ LossPoint Loss::At(double y, double f, double margin) const {
       if (f < margin) return {.value = margin - f, .derivative = -1.0, .violated = true};
       return {};
     }
+    case LossType::kMulticlassHinge:
+    case LossType::kSoftmax:
+      break;  // AtClasses
   }
   return {};
+}
+
+ClassLossPoint Loss::AtClasses(absl::Span<const double> scores, uint32_t y, double margin,
+                               absl::Span<double> gradient) const {
+  std::fill(gradient.begin(), gradient.end(), 0.0);
+  const size_t classes = scores.size();
+  if (classes < 2) return {.rival = y};
+  if (config_.type == LossType::kSoftmax) {
+    const double top = *std::max_element(scores.begin(), scores.end());
+    double sum = 0.0;
+    for (size_t c = 0; c < classes; ++c) {
+      gradient[c] = std::exp(scores[c] - top);
+      sum += gradient[c];
+    }
+    for (size_t c = 0; c < classes; ++c) gradient[c] /= sum;
+    gradient[y] -= 1.0;
+    return {.value = std::log(sum) + top - scores[y], .violated = true, .rival = y};
+  }
+  uint32_t rival = y == 0 ? 1 : 0;
+  for (uint32_t c = rival + 1; c < classes; ++c) {
+    if (c != y && scores[c] > scores[rival]) rival = c;
+  }
+  const double excess = margin + scores[rival] - scores[y];
+  if (!(excess > 0)) return {.rival = rival};
+  gradient[rival] = 1.0;
+  gradient[y] = -1.0;
+  return {.value = excess, .violated = true, .rival = rival};
 }
 
 double Loss::InitialMargin() const {
@@ -85,6 +115,9 @@ std::optional<double> Loss::DerivativeBound() const {
       return std::nullopt;
     case LossType::kHuber:
       return config_.delta;
+    case LossType::kMulticlassHinge:
+    case LossType::kSoftmax:
+      return std::sqrt(2.0);
     default:
       return 1.0;  // hinge, logistic (|y| = 1), epsilon-insensitive, novelty
   }

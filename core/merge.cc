@@ -134,7 +134,104 @@ double LostNorm(double alpha_m, double alpha_n, double k, double alpha_z) {
                            alpha_z * alpha_z);
 }
 
+// F(h) = |alpha_m e1 + alpha_n e2|^2 with e1 = k^((1-h)^2), e2 = k^(h^2).
+double MergedSquaredNorm(double a, double b, double c, double log_k, double h) {
+  const double e1 = std::exp(log_k * (1 - h) * (1 - h));
+  const double e2 = std::exp(log_k * h * h);
+  return a * e1 * e1 + b * e2 * e2 + 2 * c * e1 * e2;
+}
+
+// s(h), which has the sign of F'(h) (see MergeClassPair).
+double MergeSlope(double a, double b, double c, double log_k, double h) {
+  const double e1 = std::exp(log_k * (1 - h) * (1 - h));
+  const double e2 = std::exp(log_k * h * h);
+  return (1 - h) * a * e1 * e1 - h * b * e2 * e2 - (2 * h - 1) * c * e1 * e2;
+}
+
+constexpr int kClassGridIntervals = 32;  // MergeClassPair's grid on [0, 1]
+constexpr int kBisectionSteps = 60;      // a bracket of 1/16 to below 2^-60
+
 }  // namespace
+
+ClassMerge MergeClassPair(double a, double b, double c, double k_mn) {
+  ClassMerge merge;
+  if (k_mn <= 0) {
+    merge = {.h = 0.0, .k_mz = 0.0, .k_nz = 1.0};  // z = x_n
+  } else if (k_mn >= 1) {
+    merge = {.h = 0.0, .k_mz = 1.0, .k_nz = 1.0};  // the points coincide
+  } else {
+    const double log_k = std::log(k_mn);
+    // The lowest h of the best, values within rounding (1e-12 of a + b) of each other
+    // counting as equal: two terms of equal |alpha| in different classes tie exactly
+    // between h = 0 and h = 1, and rounding must not choose.
+    int best = 0;
+    double best_value = MergedSquaredNorm(a, b, c, log_k, 0.0);
+    const double tie = 1e-12 * (a + b);
+    for (int i = 1; i <= kClassGridIntervals; ++i) {
+      const double value =
+          MergedSquaredNorm(a, b, c, log_k, static_cast<double>(i) / kClassGridIntervals);
+      if (value > best_value + tie) {
+        best = i;
+        best_value = value;
+      }
+    }
+    // F's slope has the sign of s(h) = (1-h) a e1^2 - h b e2^2 - (2h-1) c e1 e2 (F' =
+    // 4 ln(1/k) s): the maximum is the root of s beside the best grid point, found to the
+    // last bit by bisection (a search on F's values alone stops at sqrt(epsilon), where F
+    // is flat).
+    const double at_best = static_cast<double>(best) / kClassGridIntervals;
+    const double rising = MergeSlope(a, b, c, log_k, at_best);
+    double h = at_best;
+    if (rising != 0 && !(best == 0 && rising < 0) &&
+        !(best == kClassGridIntervals && rising > 0)) {
+      double lo = rising > 0 ? at_best : static_cast<double>(best - 1) / kClassGridIntervals;
+      double hi = rising > 0 ? static_cast<double>(best + 1) / kClassGridIntervals : at_best;
+      for (int step = 0; step < kBisectionSteps; ++step) {
+        const double mid = 0.5 * (lo + hi);
+        if (mid <= lo || mid >= hi) break;
+        const double slope = MergeSlope(a, b, c, log_k, mid);
+        if (slope == 0) {
+          lo = hi = mid;
+          break;
+        }
+        (slope > 0 ? lo : hi) = mid;
+      }
+      h = 0.5 * (lo + hi);
+      // (Only a bracket holding several roots could leave a worse point.)
+      if (MergedSquaredNorm(a, b, c, log_k, h) < best_value * (1 - 1e-12)) h = at_best;
+    }
+    merge.h = h;
+    merge.k_mz = std::exp(log_k * (1 - h) * (1 - h));
+    merge.k_nz = std::exp(log_k * h * h);
+  }
+  const double merged = a * merge.k_mz * merge.k_mz + b * merge.k_nz * merge.k_nz +
+                        2 * c * merge.k_mz * merge.k_nz;
+  merge.loss = std::max(0.0, a + b + 2 * c * k_mn - merged);
+  return merge;
+}
+
+double ClassMergeLossLowerBound(double a, double b, double c, double k_mn) {
+  const double norm_m = std::sqrt(a);
+  const double norm_n = std::sqrt(b);
+  // Cauchy-Schwarz: |alpha_z| <= |alpha_m| e1 + |alpha_n| e2, whose best is the scalar
+  // merge of |alpha_m| <= |alpha_n|; its loss counts 2 |alpha_m| |alpha_n| k where the
+  // vectors give 2c k.
+  const MergeLossEstimate aligned = EstimateGaussianMergeLoss(norm_m, norm_n, k_mn);
+  double bound = aligned.loss - aligned.error - 2 * k_mn * (norm_m * norm_n - c);
+  // The component along alpha_m, beta = c / |alpha_m|: the scalar pair (|alpha_m|, beta)
+  // loses no more than the vectors do (the rest of alpha_n only adds loss).
+  const double beta = c / norm_m;
+  if (beta > 0) {
+    const MergeLossEstimate along =
+        EstimateGaussianMergeLoss(std::min(norm_m, beta), std::max(norm_m, beta), k_mn);
+    bound = std::max(bound, along.loss - along.error);
+  } else {
+    // Opposite directions: (|alpha_m| e1 - |beta| e2)^2 <= max(a, beta^2).
+    const double abs_beta = -beta;
+    bound = std::max(bound, std::min(a, abs_beta * abs_beta) - 2 * norm_m * abs_beta * k_mn);
+  }
+  return std::max(0.0, bound);
+}
 
 GaussianMerge MergeGaussianPair(double alpha_m, double alpha_n, double k_mn) {
   GaussianMerge merge;

@@ -49,6 +49,31 @@ struct MergeLossEstimate {
 // error. Same requirements.
 MergeLossEstimate EstimateGaussianMergeLoss(double alpha_m, double alpha_n, double k_mn);
 
+// The same for terms with a coefficient per class, alpha_m and alpha_n in R^K (a multi-class
+// expansion, core/multiclass_norma.h): alpha_z = alpha_m k_mn^((1-h)^2) + alpha_n
+// k_mn^(h^2), and h in [0, 1] maximises
+//   F(h) = |alpha_z|^2 = a k_mn^(2(1-h)^2) + b k_mn^(2h^2) + 2c k_mn^((1-h)^2 + h^2),
+// a = |alpha_m|^2, b = |alpha_n|^2, c = <alpha_m, alpha_n>; the norm lost is
+// a + b + 2c k_mn - F(h). F need not be unimodal when the two point different ways, so h
+// comes from a grid of 33 points on [0, 1], refined by bisection on F's slope beside the
+// best, to the last bit. With K = 1 it is the scalar merge above (which searches only [0, 1/2], where the
+// maximum lies when the signs agree).
+struct ClassMerge {
+  double h = 0.0;
+  double loss = 0.0;  // a + b + 2c k_mn - F(h), >= 0
+  double k_mz = 0.0;  // k_mn^((1-h)^2)
+  double k_nz = 0.0;  // k_mn^(h^2)
+};
+// Requires a, b >= 0, c^2 <= a b (up to rounding) and k_mn in [0, 1].
+ClassMerge MergeClassPair(double a, double b, double c, double k_mn);
+
+// A lower bound on MergeClassPair(a, b, c, k_mn).loss that costs two table lookups (no
+// exp), for ranking many partners: with alpha_n = beta u + w, u = alpha_m / |alpha_m|,
+// the loss is at least the scalar merge loss of |alpha_m| and beta (the component of
+// alpha_n along alpha_m), and at least a + b + 2c k_mn - max_h (|alpha_m| k_mn^((1-h)^2) +
+// |alpha_n| k_mn^(h^2))^2 (Cauchy-Schwarz). Requires 0 < a <= b.
+double ClassMergeLossLowerBound(double a, double b, double c, double k_mn);
+
 }  // namespace okl
 
 #endif  // OKL_CORE_MERGE_H_

@@ -23,6 +23,44 @@ absl::Status CheckFinite(absl::string_view name, absl::Span<const double> values
   return absl::OkStatus();
 }
 
+// True if `text` is well-formed UTF-8 (no overlong forms, surrogates or code points past
+// U+10FFFF).
+bool IsValidUtf8(absl::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    size_t length = 0;
+    uint32_t code = 0;
+    if (byte < 0x80) {
+      ++i;
+      continue;
+    } else if ((byte & 0xE0) == 0xC0) {
+      length = 2;
+      code = byte & 0x1F;
+    } else if ((byte & 0xF0) == 0xE0) {
+      length = 3;
+      code = byte & 0x0F;
+    } else if ((byte & 0xF8) == 0xF0) {
+      length = 4;
+      code = byte & 0x07;
+    } else {
+      return false;
+    }
+    if (i + length > text.size()) return false;
+    for (size_t k = 1; k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if ((next & 0xC0) != 0x80) return false;
+      code = (code << 6) | (next & 0x3F);
+    }
+    constexpr uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (code < kSmallest[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) {
+      return false;
+    }
+    i += length;
+  }
+  return true;
+}
+
 }  // namespace
 
 Model::Model(const ModelConfig& config)
@@ -203,12 +241,33 @@ absl::Status BatchRules::CheckSparseInput(SparseVectorView x) const {
 }
 
 absl::Status BatchRules::CheckLabel(double y) const {
+  if (IsMulticlassLoss(loss)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a multi-class model (", LossTypeName(loss),
+        " loss) learns from class labels, not from y: give each example its class_label"));
+  }
   if (!std::isfinite(y)) {
     return absl::InvalidArgumentError(absl::StrCat("label y is ", y, "; it must be finite"));
   }
   if (IsClassificationLoss(loss) && y != 1.0 && y != -1.0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "label y must be -1 or +1 for the ", LossTypeName(loss), " loss, got ", y));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BatchRules::CheckClassLabel(absl::string_view class_label) const {
+  if (!IsMulticlassLoss(loss)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "class_label is for the multi-class losses; a model of the ", LossTypeName(loss),
+        " loss learns from y: leave class_label empty"));
+  }
+  if (class_label.empty() || class_label.size() > kMaxClassLabelBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "class_label must be 1 to ", kMaxClassLabelBytes, " bytes, got ", class_label.size()));
+  }
+  if (!IsValidUtf8(class_label)) {
+    return absl::InvalidArgumentError("class_label is not valid UTF-8");
   }
   return absl::OkStatus();
 }
@@ -258,6 +317,150 @@ absl::Status Model::ValidateExample(absl::Span<const double> x, double y) const 
 absl::StatusOr<Observation> Model::Observe(absl::Span<const double> x, double y) {
   OKL_RETURN_IF_ERROR(ValidateExample(x, y));
   return Step(x, y);
+}
+
+absl::Status Model::ValidateClassExample(absl::Span<const double> x,
+                                         absl::string_view class_label) const {
+  OKL_RETURN_IF_ERROR(batch_rules_.CheckInput(x));
+  return batch_rules_.CheckClassLabel(class_label);
+}
+
+absl::StatusOr<Observation> Model::ObserveClass(absl::Span<const double> x,
+                                                absl::string_view class_label) {
+  OKL_RETURN_IF_ERROR(ValidateClassExample(x, class_label));
+  const auto known = static_cast<uint32_t>(classes_.size());
+  if (auto it = class_index_.find(class_label); it != class_index_.end()) {
+    return StepClass(x, it->second, known);
+  }
+  if (known >= config_.max_classes) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "class \"", class_label, "\" would be the model's class ", known + 1,
+        ", past its max_classes ", config_.max_classes, "; the example was not applied"));
+  }
+  // The new class joins for the step, and leaves again if the step fails.
+  classes_.emplace_back(class_label);
+  class_index_.emplace(classes_.back(), known);
+  absl::StatusOr<Observation> observation = StepClass(x, known, known);
+  if (!observation.ok()) {
+    class_index_.erase(classes_.back());
+    classes_.pop_back();
+  }
+  return observation;
+}
+
+absl::Status Model::ObserveClassBatch(const InputBatch& xs,
+                                      absl::Span<const std::string> class_labels,
+                                      std::vector<Observation>* out) {
+  if (xs.size() != class_labels.size() ||
+      (!xs.sparse() && xs.dense_values().size() != class_labels.size() * config_.dim)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batch holds ", xs.sparse() ? xs.size() : xs.dense_values().size(), " inputs",
+        xs.sparse() ? "" : " values", " for ", class_labels.size(), " class labels at dim ",
+        config_.dim));
+  }
+  absl::flat_hash_map<absl::string_view, uint32_t> new_classes;
+  for (size_t i = 0; i < class_labels.size(); ++i) {
+    absl::Status status = xs.sparse() ? batch_rules_.CheckSparseInput(xs.SparseRow(i))
+                                      : batch_rules_.CheckInput(xs.DenseRow(i));
+    if (status.ok()) status = batch_rules_.CheckClassLabel(class_labels[i]);
+    if (!status.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("example ", i, ": ", status.message(), " (no example applied)"));
+    }
+    if (!class_index_.contains(class_labels[i])) new_classes.emplace(class_labels[i], i);
+  }
+  if (classes_.size() + new_classes.size() > config_.max_classes) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the batch brings ", new_classes.size(), " new classes to the model's ",
+        classes_.size(), ", past its max_classes ", config_.max_classes,
+        "; no example applied"));
+  }
+  std::vector<double> dense;
+  for (size_t i = 0; i < class_labels.size(); ++i) {
+    absl::Span<const double> x;
+    if (xs.sparse()) {
+      dense.assign(config_.dim, 0.0);
+      Densify(xs.SparseRow(i), absl::MakeSpan(dense));
+      x = dense;
+    } else {
+      x = xs.DenseRow(i);
+    }
+    absl::StatusOr<Observation> observation = ObserveClass(x, class_labels[i]);
+    if (!observation.ok()) {
+      return absl::Status(observation.status().code(),
+                          absl::StrCat("example ", i, ": ", observation.status().message(),
+                                       " (the ", i, " before it were applied)"));
+    }
+    out->push_back(*observation);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Model::PredictScores(absl::Span<const double> x,
+                                  absl::Span<double> scores) const {
+  OKL_RETURN_IF_ERROR(batch_rules_.CheckInput(x));
+  if (!config_.multiclass()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "PredictScores is for multi-class models; a model of the ",
+        LossTypeName(config_.loss.type), " loss predicts one value (Predict)"));
+  }
+  if (scores.size() != classes_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("scores has ", scores.size(),
+                                                   " entries for the model's ",
+                                                   classes_.size(), " classes"));
+  }
+  ScoresUnchecked(x, scores);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Observation> Model::StepClass(absl::Span<const double> x, uint32_t y,
+                                             uint32_t known_classes) {
+  return absl::InternalError("StepClass on a model that is not multi-class");
+}
+
+void Model::ScoresUnchecked(absl::Span<const double> x, absl::Span<double> scores) const {}
+
+Observation Model::CommitClassStep(uint64_t t, double score, double loss, uint32_t predicted,
+                                   uint32_t y) {
+  steps_ = t;
+  cumulative_loss_ += loss;
+  if (predicted != y) ++mistakes_;
+  return Observation{.prediction = score, .loss = loss, .predicted_class = predicted};
+}
+
+absl::Status Model::ValidateClasses(const ModelState& state) {
+  auto inconsistent = [](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat("inconsistent model state: ", what));
+  };
+  if (!state.config.multiclass()) {
+    if (!state.classes.empty()) {
+      return inconsistent("a model that is not multi-class lists classes");
+    }
+    return absl::OkStatus();
+  }
+  if (state.classes.size() > state.config.max_classes) {
+    return inconsistent(absl::StrCat(state.classes.size(), " classes, more than max_classes ",
+                                     state.config.max_classes));
+  }
+  const BatchRules rules = BatchRules::Of(state.config);
+  absl::flat_hash_map<absl::string_view, size_t> seen;
+  for (size_t c = 0; c < state.classes.size(); ++c) {
+    const absl::Status status = rules.CheckClassLabel(state.classes[c]);
+    if (!status.ok()) return inconsistent(absl::StrCat("classes[", c, "]: ", status.message()));
+    if (!seen.emplace(state.classes[c], c).second) {
+      return inconsistent(absl::StrCat("classes[", c, "] repeats classes[",
+                                       seen[state.classes[c]], "]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Model::RestoreClasses(const ModelState& state) {
+  classes_ = state.classes;
+  class_index_.clear();
+  for (size_t c = 0; c < classes_.size(); ++c) {
+    class_index_.emplace(classes_[c], static_cast<uint32_t>(c));
+  }
 }
 
 absl::StatusOr<Observation> Model::ObserveSparse(SparseVectorView x, double y) {

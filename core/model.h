@@ -24,13 +24,16 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/config.h"
 #include "core/input_batch.h"
@@ -42,10 +45,21 @@
 
 namespace okl {
 
+// A multi-class model's classes are strings, each 1 to kMaxClassLabelBytes bytes of UTF-8,
+// numbered in the order the model first saw them (Model::classes()).
+inline constexpr size_t kMaxClassLabelBytes = 128;
+inline constexpr uint32_t kNoClass = std::numeric_limits<uint32_t>::max();
+
 // What one Observe reports about its example.
 struct Observation {
-  double prediction = 0.0;  // p_t = f_t(x_t), before the update
-  double loss = 0.0;        // loss(y_t, p_t)
+  // p_t = f_t(x_t), before the update. A multi-class model: the predicted class's score
+  // (0 while it knows no class).
+  double prediction = 0.0;
+  double loss = 0.0;  // loss(y_t, p_t)
+  // A multi-class model's prequential prediction: the index in classes() of the class of
+  // highest score before the update (the first learned on a tie), kNoClass while it knew
+  // no class. kNoClass for the other kinds.
+  uint32_t predicted_class = kNoClass;
 };
 
 // What a batch is validated against, from a model's config: the dim, the storage's cap
@@ -61,6 +75,9 @@ struct BatchRules {
   absl::Status CheckInput(absl::Span<const double> x) const;
   absl::Status CheckSparseInput(SparseVectorView x) const;
   absl::Status CheckLabel(double y) const;
+  // InvalidArgument unless the model is multi-class and the label is 1 to
+  // kMaxClassLabelBytes bytes of UTF-8.
+  absl::Status CheckClassLabel(absl::string_view class_label) const;
 
   uint32_t dim = 0;
   uint32_t max_nonzeros = 0;  // per input under sparse storage; 0: dense storage
@@ -264,6 +281,9 @@ struct ModelState {
   double input_scale = 0.0;
   std::vector<double> warmup_inputs;
   std::vector<double> warmup_labels;
+  // A multi-class model (a multi-class loss; core/multiclass_norma.h): its classes in the
+  // order learned; `coefficients` then holds classes.size() per term, term-major.
+  std::vector<std::string> classes;
 
   friend bool operator==(const ModelState&, const ModelState&) = default;
 };
@@ -348,6 +368,32 @@ class Model {
   absl::StatusOr<double> PredictSparse(SparseVectorView x,
                                        PredictionMode mode = PredictionMode::kConfigured) const;
 
+  // Multi-class models (config().multiclass()) learn from class labels instead of y.
+  // Their classes, in the order first seen (empty for the other kinds, and until the first
+  // example).
+  const std::vector<std::string>& classes() const { return classes_; }
+  // InvalidArgument unless x is a valid input and the model is multi-class and accepts
+  // the label (BatchRules::CheckClassLabel).
+  absl::Status ValidateClassExample(absl::Span<const double> x,
+                                    absl::string_view class_label) const;
+  // One step on an example of class `class_label`, which joins classes() if it is new.
+  // InvalidArgument on a bad example; FailedPrecondition if the class is new and the
+  // model already has config().max_classes classes, or if the step would diverge. Either
+  // way nothing changes.
+  absl::StatusOr<Observation> ObserveClass(absl::Span<const double> x,
+                                           absl::string_view class_label);
+  // The batch's examples in order, one Observation each appended to `out`: xs.size()
+  // inputs and as many labels, all validated first, and the whole batch refused
+  // (FailedPrecondition, nothing applied) if its new classes would take the model past
+  // max_classes. If an example would make the model diverge, the ones before it stay
+  // applied and the error says how many.
+  absl::Status ObserveClassBatch(const InputBatch& xs,
+                                 absl::Span<const std::string> class_labels,
+                                 std::vector<Observation>* out);
+  // scores[c] = f_c(x) for each class c of classes() (scores.size() must be
+  // classes().size()). InvalidArgument for a bad x or a model that is not multi-class.
+  absl::Status PredictScores(absl::Span<const double> x, absl::Span<double> scores) const;
+
   // |f|^2 in the model's feature space (the offset excluded); for inspection, not for the
   // request path.
   virtual double SquaredNorm() const = 0;
@@ -413,6 +459,24 @@ class Model {
                                             double* variance) const;
   // f(x) for a valid x and a mode CheckPredictionMode accepted.
   virtual double PredictUnchecked(absl::Span<const double> x, PredictionMode mode) const = 0;
+  // A multi-class kind's step on a valid x of class y, an index into classes() (which the
+  // caller extended if y is new). known_classes: the classes there were before this
+  // example, the ones the prequential prediction chooses from. The step changes nothing
+  // when it fails. The default (the other kinds) returns Internal: they never get here.
+  virtual absl::StatusOr<Observation> StepClass(absl::Span<const double> x, uint32_t y,
+                                                uint32_t known_classes);
+  // A multi-class kind's scores at a valid x (classes().size() entries). The default
+  // (the other kinds, which have no classes) writes nothing.
+  virtual void ScoresUnchecked(absl::Span<const double> x, absl::Span<double> scores) const;
+  // The multi-class statistics every multi-class kind commits after its step: steps() = t,
+  // the loss, a mistake unless the predicted class is y.
+  Observation CommitClassStep(uint64_t t, double score, double loss, uint32_t predicted,
+                              uint32_t y);
+  // FromState's check of state.classes (each a valid label, no two equal, at most
+  // max_classes, none for a model that is not multi-class), then classes() from it.
+  static absl::Status ValidateClasses(const ModelState& state);
+  void RestoreClasses(const ModelState& state);
+
   // The same for a sparse input; by default they densify it and call the above.
   virtual absl::StatusOr<Observation> StepSparse(SparseVectorView x, double y);
   virtual double PredictSparseUnchecked(SparseVectorView x, PredictionMode mode) const;
@@ -431,6 +495,9 @@ class Model {
   uint64_t steps_ = 0;
   double cumulative_loss_ = 0.0;
   uint64_t mistakes_ = 0;
+  // A multi-class model's classes in the order learned, and each one's index.
+  std::vector<std::string> classes_;
+  absl::flat_hash_map<std::string, uint32_t> class_index_;
 
  private:
   absl::Status CheckPredictionMode(PredictionMode mode) const;

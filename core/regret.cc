@@ -172,6 +172,9 @@ double DualStep(LossType type, double y, double margin, double delta, double z, 
       const double b0 = std::clamp(y * alpha, 0.0, 1.0);
       return y * LogisticDualStep(y * z, b0, coupled ? q : 0.0);
     }
+    case LossType::kMulticlassHinge:
+    case LossType::kSoftmax:
+      break;  // no regret window for multi-class models (ValidateConfig)
   }
   return alpha;
 }
@@ -215,6 +218,9 @@ double FenchelYoungGap(LossType type, double y, double margin, double delta, dou
       gap = XLogX(b) + b * Softplus(s) + XLogX(1.0 - b) + (1.0 - b) * Softplus(-s);
       break;
     }
+    case LossType::kMulticlassHinge:
+    case LossType::kSoftmax:
+      break;  // no regret window for multi-class models (ValidateConfig)
   }
   return std::max(0.0, gap);
 }

@@ -210,6 +210,11 @@ v1::LossConfig LossToProto(const LossConfig& loss) {
       proto.mutable_novelty()->set_rho(loss.rho);
       proto.mutable_novelty()->set_nu(loss.nu);
       break;
+    case LossType::kMulticlassHinge:
+    case LossType::kSoftmax:
+      // The core's multi-class models are not on the wire: FromProto makes no config of
+      // these losses, so no server holds one.
+      break;
   }
   return proto;
 }

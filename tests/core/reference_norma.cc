@@ -97,6 +97,9 @@ ReferenceLossPoint ReferenceLoss(const LossConfig& config, double y, double f, d
       point.value = std::max(0.0, margin - f);
       point.derivative = point.violated ? -1.0 : 0.0;
       break;
+    case LossType::kMulticlassHinge:
+    case LossType::kSoftmax:
+      break;  // scores per class: tests/core/reference_multiclass.h
   }
   return point;
 }
