@@ -26,6 +26,13 @@ packages=(
   prometheus
   nginx  # deploy/cluster/local_cluster.sh's router (the cluster system test)
   gnuplot-nox  # `okl observe|replay --plot` renders learning curves with gnuplot
+  # replication on etcd (server/etcd/): a real single-member etcd 3.4 for the tests, and the
+  # .proto files the client's stubs are generated from at build time, under
+  # /usr/share/gocode/src: etcd's own (rpc.proto, v3election.proto, kv.proto, auth.proto),
+  # gogoproto/gogo.proto, and google/api/{annotations,http}.proto (grpc-gateway's copy;
+  # golang-etcd-server-dev depends on it, and on most of Debian's Go sources: ~140 packages)
+  etcd-server etcd-client
+  golang-etcd-server-dev golang-github-gogo-protobuf-dev golang-github-grpc-ecosystem-grpc-gateway-dev
 )
 
 missing=()
