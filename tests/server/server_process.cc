@@ -328,24 +328,6 @@ TempDir::~TempDir() {
   if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
 }
 
-absl::StatusOr<int> PickUnusedPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return ErrnoError("socket");
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  socklen_t length = sizeof(address);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    absl::Status error = ErrnoError("bind");
-    ::close(fd);
-    return error;
-  }
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
 // --- ServerProcess ---------------------------------------------------------------------
 
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(

@@ -58,6 +58,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/security/credentials.h"
 #include "okl/v1/okl.grpc.pb.h"
+#include "tests/server/free_port.h"  // PickUnusedPort, for the tests that include this
 
 namespace okl::testing {
 
@@ -310,9 +311,6 @@ class TempDir {
  private:
   std::string path_;  // empty if it could not be made (the test has failed then)
 };
-
-// A TCP port on 127.0.0.1 that was free a moment ago (bound, then released).
-absl::StatusOr<int> PickUnusedPort();
 
 }  // namespace okl::testing
 
