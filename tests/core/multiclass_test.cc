@@ -193,12 +193,12 @@ TEST(ClassMergeTest, TheBoundIsBelowTheLossAndTheLossBelowRemoval) {
 
 // --- the model against the reference -------------------------------------------------
 
-struct ReferenceCase {
+struct ClassReferenceCase {
   std::string name;
   ModelConfig config;
 };
 
-class MulticlassReferenceTest : public ::testing::TestWithParam<ReferenceCase> {};
+class MulticlassReferenceTest : public ::testing::TestWithParam<ClassReferenceCase> {};
 
 TEST_P(MulticlassReferenceTest, AgreesWithThePlainReferenceStepByStep) {
   const ModelConfig& config = GetParam().config;
@@ -233,8 +233,8 @@ TEST_P(MulticlassReferenceTest, AgreesWithThePlainReferenceStepByStep) {
   }
 }
 
-std::vector<ReferenceCase> ReferenceCases() {
-  std::vector<ReferenceCase> cases;
+std::vector<ClassReferenceCase> ClassReferenceCases() {
+  std::vector<ClassReferenceCase> cases;
   for (LossType loss : {LossType::kMulticlassHinge, LossType::kSoftmax}) {
     for (bool pegasos : {false, true}) {
       const std::string prefix = absl::StrCat(LossTypeName(loss), pegasos ? "_Pegasos" : "_Constant");
@@ -247,7 +247,7 @@ std::vector<ReferenceCase> ReferenceCases() {
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, MulticlassReferenceTest, ::testing::ValuesIn(ReferenceCases()),
+INSTANTIATE_TEST_SUITE_P(Cases, MulticlassReferenceTest, ::testing::ValuesIn(ClassReferenceCases()),
                          [](const auto& info) { return info.param.name; });
 
 // --- the model's behaviour ------------------------------------------------------------
