@@ -80,6 +80,17 @@ absl::StatusOr<Enum> ParseFlagName(absl::string_view flag, absl::string_view val
       absl::StrCat("--", flag, "=", value, ": expected ", NameList(names)));
 }
 
+// The losses okl.v1 carries: the core's multi-class losses, listed after them, are not on
+// the wire.
+constexpr size_t kWireLosses = 6;
+constexpr std::array<EnumName<LossType>, kWireLosses> kWireLossNames = [] {
+  std::array<EnumName<LossType>, kWireLosses> names{};
+  for (size_t i = 0; i < kWireLosses; ++i) names[i] = kLossTypeNames[i];
+  return names;
+}();
+static_assert(!IsMulticlassLoss(kWireLossNames.back().value) &&
+              IsMulticlassLoss(kLossTypeNames[kWireLosses].value));
+
 absl::StatusOr<uint32_t> NonNegative32(absl::string_view name, int64_t value) {
   if (value < 0 || value > 0xffffffffLL) {
     return absl::InvalidArgumentError(absl::StrCat("--", name, "=", value, " is out of range"));
@@ -112,7 +123,7 @@ absl::Status ApplyConfigFlags(const CommandLine& line, bool all, ModelConfig* co
   if (use("t")) config->kernel.t = absl::GetFlag(FLAGS_t);
   if (use("loss")) {
     absl::StatusOr<LossType> loss =
-        ParseFlagName("loss", absl::GetFlag(FLAGS_loss), kLossTypeNames);
+        ParseFlagName("loss", absl::GetFlag(FLAGS_loss), kWireLossNames);
     if (!loss.ok()) return loss.status();
     config->loss.type = *loss;
   }
