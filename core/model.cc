@@ -23,6 +23,16 @@ absl::Status CheckFinite(absl::string_view name, absl::Span<const double> values
   return absl::OkStatus();
 }
 
+// Input i of the batch as dim dense values: a dense row itself, a sparse row densified
+// into `scratch`.
+absl::Span<const double> DenseRowOf(const InputBatch& xs, size_t i, size_t dim,
+                                    std::vector<double>& scratch) {
+  if (!xs.sparse()) return xs.DenseRow(i);
+  scratch.assign(dim, 0.0);
+  Densify(xs.SparseRow(i), absl::MakeSpan(scratch));
+  return scratch;
+}
+
 // True if `text` is well-formed UTF-8 (no overlong forms, surrogates or code points past
 // U+10FFFF).
 bool IsValidUtf8(absl::string_view text) {
@@ -328,6 +338,11 @@ absl::Status Model::ValidateClassExample(absl::Span<const double> x,
 absl::StatusOr<Observation> Model::ObserveClass(absl::Span<const double> x,
                                                 absl::string_view class_label) {
   OKL_RETURN_IF_ERROR(ValidateClassExample(x, class_label));
+  return LearnClass(x, class_label);
+}
+
+absl::StatusOr<Observation> Model::LearnClass(absl::Span<const double> x,
+                                              absl::string_view class_label) {
   const auto known = static_cast<uint32_t>(classes_.size());
   if (auto it = class_index_.find(class_label); it != class_index_.end()) {
     return StepClass(x, it->second, known);
@@ -377,15 +392,8 @@ absl::Status Model::ObserveClassBatch(const InputBatch& xs,
   }
   std::vector<double> dense;
   for (size_t i = 0; i < class_labels.size(); ++i) {
-    absl::Span<const double> x;
-    if (xs.sparse()) {
-      dense.assign(config_.dim, 0.0);
-      Densify(xs.SparseRow(i), absl::MakeSpan(dense));
-      x = dense;
-    } else {
-      x = xs.DenseRow(i);
-    }
-    absl::StatusOr<Observation> observation = ObserveClass(x, class_labels[i]);
+    absl::StatusOr<Observation> observation =
+        LearnClass(DenseRowOf(xs, i, config_.dim, dense), class_labels[i]);
     if (!observation.ok()) {
       return absl::Status(observation.status().code(),
                           absl::StrCat("example ", i, ": ", observation.status().message(),
@@ -594,15 +602,8 @@ absl::Status Model::PredictBatchWithVariance(const InputBatch& xs, absl::Span<do
   OKL_RETURN_IF_ERROR(ValidatePredictBatch(xs, out.size(), PredictionMode::kCurrent));
   std::vector<double> dense;
   for (size_t i = 0; i < out.size(); ++i) {
-    absl::Span<const double> x;
-    if (xs.sparse()) {
-      dense.assign(config_.dim, 0.0);
-      Densify(xs.SparseRow(i), absl::MakeSpan(dense));
-      x = dense;
-    } else {
-      x = xs.DenseRow(i);
-    }
-    PredictWithVarianceUnchecked(x, &out[i], &variances[i]);
+    PredictWithVarianceUnchecked(DenseRowOf(xs, i, config_.dim, dense), &out[i],
+                                 &variances[i]);
   }
   return absl::OkStatus();
 }

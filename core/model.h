@@ -500,6 +500,9 @@ class Model {
   absl::flat_hash_map<std::string, uint32_t> class_index_;
 
  private:
+  // ObserveClass on an example already validated: finds or adds the class, then steps.
+  absl::StatusOr<Observation> LearnClass(absl::Span<const double> x,
+                                         absl::string_view class_label);
   absl::Status CheckPredictionMode(PredictionMode mode) const;
   // PredictBatch's checks: `outputs` inputs, each valid, and the mode.
   absl::Status ValidatePredictBatch(const InputBatch& xs, size_t outputs,
