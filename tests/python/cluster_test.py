@@ -2,6 +2,7 @@
 okl_server replicas behind nginx, routing by the x-okl-tenant header, which the router
 requires): every call of a tenant reaches the replica that holds its models."""
 
+import collections
 import os
 import socket
 import subprocess
@@ -71,10 +72,12 @@ def test_every_call_through_the_router_reaches_the_tenants_replica(cluster, rng,
     sys.path.insert(0, os.path.join(options.repo, "deploy", "cluster"))
     import nginx_ring
     ring = nginx_ring.Ring(replica_addresses)
-    owner = {}
+    owner, held_by = {}, collections.Counter()
     for name in ("routed-%d" % i for i in range(1000)):
-        if sum(o == ring.owner(name) for o in owner.values()) < 4:
-            owner[name] = ring.owner(name)
+        replica = ring.owner(name)
+        if held_by[replica] < 4:
+            owner[name] = replica
+            held_by[replica] += 1
     tenants = sorted(owner)
     assert len(tenants) == 4 * REPLICAS, owner
     X = rng.normal(size=(600, 2))
