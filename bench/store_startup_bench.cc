@@ -310,10 +310,10 @@ int main(int argc, char** argv) {
       for (int b = 0; b < log_batches; ++b) {
         for (double& x : xs) x = normal(rng);
         for (double& y : ys) y = normal(rng);
-        if (absl::Status s = (*log)->Append(okl::InputBatch::Dense(xs, dim), ys, nullptr);
-            !s.ok()) {
-          return Fail(s);
-        }
+        auto examples = okl::ValidatedBatch::Make(okl::BatchRules::Of(config),
+                                                  okl::InputBatch::Dense(xs, dim), ys);
+        if (!examples.ok()) return Fail(examples.status());
+        if (absl::Status s = (*log)->Append(*examples, nullptr); !s.ok()) return Fail(s);
       }
     }
     if (pending_events > 0) {

@@ -6,6 +6,7 @@
 #include <limits>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 
@@ -282,7 +283,22 @@ absl::Status BatchRules::CheckClassLabel(absl::string_view class_label) const {
   return absl::OkStatus();
 }
 
-absl::Status BatchRules::Check(const InputBatch& xs, absl::Span<const double> ys) const {
+absl::Status BatchRules::CheckExampleLabels(double y, absl::string_view class_label) const {
+  if (!IsMulticlassLoss(loss)) {
+    OKL_RETURN_IF_ERROR(CheckLabel(y));
+    return class_label.empty() ? absl::OkStatus() : CheckClassLabel(class_label);
+  }
+  if (class_label.empty()) return CheckLabel(y);  // says to give a class label
+  OKL_RETURN_IF_ERROR(CheckClassLabel(class_label));
+  if (y != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "label y is ", y, "; a multi-class example leaves y 0 (its class is its class_label)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BatchRules::Check(const InputBatch& xs, absl::Span<const double> ys,
+                               absl::Span<const std::string> class_labels) const {
   if (!xs.sparse() && xs.dense_values().size() != ys.size() * dim) {
     return absl::InvalidArgumentError(absl::StrCat("batch holds ", xs.dense_values().size(),
                                                    " input values for ", ys.size(),
@@ -292,10 +308,17 @@ absl::Status BatchRules::Check(const InputBatch& xs, absl::Span<const double> ys
     return absl::InvalidArgumentError(absl::StrCat("batch holds ", xs.size(), " inputs for ",
                                                    ys.size(), " labels"));
   }
+  if (!class_labels.empty() && class_labels.size() != ys.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("batch holds ", class_labels.size(),
+                                                   " class labels for ", ys.size(),
+                                                   " examples"));
+  }
   for (size_t i = 0; i < ys.size(); ++i) {
     absl::Status status =
         xs.sparse() ? CheckSparseInput(xs.SparseRow(i)) : CheckInput(xs.DenseRow(i));
-    if (status.ok()) status = CheckLabel(ys[i]);
+    if (status.ok()) {
+      status = CheckExampleLabels(ys[i], class_labels.empty() ? "" : class_labels[i]);
+    }
     if (!status.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("example ", i, ": ", status.message(), " (no example applied)"));
@@ -306,9 +329,10 @@ absl::Status BatchRules::Check(const InputBatch& xs, absl::Span<const double> ys
 
 absl::StatusOr<ValidatedBatch> ValidatedBatch::Make(const BatchRules& rules,
                                                     const InputBatch& xs,
-                                                    absl::Span<const double> ys) {
-  OKL_RETURN_IF_ERROR(rules.Check(xs, ys));
-  return ValidatedBatch(rules, xs, ys);
+                                                    absl::Span<const double> ys,
+                                                    absl::Span<const std::string> class_labels) {
+  OKL_RETURN_IF_ERROR(rules.Check(xs, ys, class_labels));
+  return ValidatedBatch(rules, xs, ys, class_labels);
 }
 
 absl::Status Model::ValidateInput(absl::Span<const double> x) const {
@@ -366,40 +390,21 @@ absl::StatusOr<Observation> Model::LearnClass(absl::Span<const double> x,
 absl::Status Model::ObserveClassBatch(const InputBatch& xs,
                                       absl::Span<const std::string> class_labels,
                                       std::vector<Observation>* out) {
-  if (xs.size() != class_labels.size() ||
-      (!xs.sparse() && xs.dense_values().size() != class_labels.size() * config_.dim)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "batch holds ", xs.sparse() ? xs.size() : xs.dense_values().size(), " inputs",
-        xs.sparse() ? "" : " values", " for ", class_labels.size(), " class labels at dim ",
-        config_.dim));
-  }
-  absl::flat_hash_map<absl::string_view, uint32_t> new_classes;
-  for (size_t i = 0; i < class_labels.size(); ++i) {
-    absl::Status status = xs.sparse() ? batch_rules_.CheckSparseInput(xs.SparseRow(i))
-                                      : batch_rules_.CheckInput(xs.DenseRow(i));
-    if (status.ok()) status = batch_rules_.CheckClassLabel(class_labels[i]);
-    if (!status.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("example ", i, ": ", status.message(), " (no example applied)"));
-    }
-    if (!class_index_.contains(class_labels[i])) new_classes.emplace(class_labels[i], i);
+  const std::vector<double> ys(class_labels.size(), 0.0);
+  OKL_ASSIGN_OR_RETURN(const ValidatedBatch batch, Validate(xs, ys, class_labels));
+  return ApplyBatch(batch, out);
+}
+
+absl::Status Model::CheckClassCapacity(const ValidatedBatch& batch) const {
+  absl::flat_hash_set<absl::string_view> new_classes;
+  for (const std::string& label : batch.class_labels()) {
+    if (!class_index_.contains(label)) new_classes.insert(label);
   }
   if (classes_.size() + new_classes.size() > config_.max_classes) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the batch brings ", new_classes.size(), " new classes to the model's ",
         classes_.size(), ", past its max_classes ", config_.max_classes,
         "; no example applied"));
-  }
-  std::vector<double> dense;
-  for (size_t i = 0; i < class_labels.size(); ++i) {
-    absl::StatusOr<Observation> observation =
-        LearnClass(DenseRowOf(xs, i, config_.dim, dense), class_labels[i]);
-    if (!observation.ok()) {
-      return absl::Status(observation.status().code(),
-                          absl::StrCat("example ", i, ": ", observation.status().message(),
-                                       " (the ", i, " before it were applied)"));
-    }
-    out->push_back(*observation);
   }
   return absl::OkStatus();
 }
@@ -514,17 +519,23 @@ absl::Status Model::ObserveBatch(const InputBatch& xs, absl::Span<const double> 
 absl::Status Model::ObserveValidated(const ValidatedBatch& batch,
                                      std::vector<Observation>* out) {
   if (batch.rules() == batch_rules_) return ApplyBatch(batch, out);
-  OKL_ASSIGN_OR_RETURN(const ValidatedBatch again, Validate(batch.inputs(), batch.ys()));
+  OKL_ASSIGN_OR_RETURN(const ValidatedBatch again,
+                       Validate(batch.inputs(), batch.ys(), batch.class_labels()));
   return ApplyBatch(again, out);
 }
 
 absl::Status Model::ApplyBatch(const ValidatedBatch& batch, std::vector<Observation>* out) {
   const InputBatch& xs = batch.inputs();
   const absl::Span<const double> ys = batch.ys();
+  const bool multiclass = config_.multiclass();
+  if (multiclass) OKL_RETURN_IF_ERROR(CheckClassCapacity(batch));
   out->reserve(out->size() + ys.size());
+  std::vector<double> dense;  // a multi-class step's row (the kinds step on dense inputs)
   for (size_t i = 0; i < ys.size(); ++i) {
     absl::StatusOr<Observation> o =
-        xs.sparse() ? StepSparse(xs.SparseRow(i), ys[i]) : Step(xs.DenseRow(i), ys[i]);
+        multiclass ? LearnClass(DenseRowOf(xs, i, config_.dim, dense), batch.class_labels()[i])
+        : xs.sparse() ? StepSparse(xs.SparseRow(i), ys[i])
+                      : Step(xs.DenseRow(i), ys[i]);
     if (!o.ok()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "example ", i, ": ", o.status().message(), " (", i, " of ", ys.size(),

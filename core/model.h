@@ -63,21 +63,30 @@ struct Observation {
 };
 
 // What a batch is validated against, from a model's config: the dim, the storage's cap
-// on non-zeros, and whether labels must be -1 or +1. Two models with equal rules accept
-// exactly the same batches. The checks are Model's (ValidateInput, ValidateSparseInput
-// and the labels'), so messages read the same wherever a batch is checked.
+// on non-zeros, and whether labels must be -1 or +1 or be classes. Two models with equal
+// rules accept exactly the same batches. The checks are Model's (ValidateInput,
+// ValidateSparseInput and the labels'), so messages read the same wherever a batch is
+// checked.
 struct BatchRules {
   static BatchRules Of(const ModelConfig& config);
 
   // InvalidArgument unless xs holds ys.size() inputs (ys.size() * dim values if dense)
   // and each input and label is valid; the message names the first bad example.
-  absl::Status Check(const InputBatch& xs, absl::Span<const double> ys) const;
+  // class_labels is empty or holds one label per example, "" for none. A multi-class
+  // model's example has a class label (CheckClassLabel) and leaves y 0; any other
+  // model's has none. Whether the batch's new classes fit max_classes depends on the
+  // model's classes, not on the rules: Model::CheckClassCapacity.
+  absl::Status Check(const InputBatch& xs, absl::Span<const double> ys,
+                     absl::Span<const std::string> class_labels = {}) const;
   absl::Status CheckInput(absl::Span<const double> x) const;
   absl::Status CheckSparseInput(SparseVectorView x) const;
   absl::Status CheckLabel(double y) const;
   // InvalidArgument unless the model is multi-class and the label is 1 to
   // kMaxClassLabelBytes bytes of UTF-8.
   absl::Status CheckClassLabel(absl::string_view class_label) const;
+  // One example's labels: y (CheckLabel) and its class label ("" for none), as Check
+  // takes them.
+  absl::Status CheckExampleLabels(double y, absl::string_view class_label) const;
 
   uint32_t dim = 0;
   uint32_t max_nonzeros = 0;  // per input under sparse storage; 0: dense storage
@@ -95,24 +104,31 @@ class ValidatedBatch {
  public:
   // Validates: BatchRules::Check.
   static absl::StatusOr<ValidatedBatch> Make(const BatchRules& rules, const InputBatch& xs,
-                                             absl::Span<const double> ys);
+                                             absl::Span<const double> ys,
+                                             absl::Span<const std::string> class_labels = {});
 
   const InputBatch& inputs() const { return inputs_; }
   absl::Span<const double> ys() const { return ys_; }
+  // One per example, or empty (a batch without class labels).
+  absl::Span<const std::string> class_labels() const { return class_labels_; }
   size_t size() const { return ys_.size(); }
   const BatchRules& rules() const { return rules_; }
   // Examples [first, first + count), valid as the whole is.
   ValidatedBatch Subrange(size_t first, size_t count) const {
-    return ValidatedBatch(rules_, inputs_.Subrange(first, count), ys_.subspan(first, count));
+    return ValidatedBatch(
+        rules_, inputs_.Subrange(first, count), ys_.subspan(first, count),
+        class_labels_.empty() ? class_labels_ : class_labels_.subspan(first, count));
   }
 
  private:
-  ValidatedBatch(const BatchRules& rules, const InputBatch& xs, absl::Span<const double> ys)
-      : rules_(rules), inputs_(xs), ys_(ys) {}
+  ValidatedBatch(const BatchRules& rules, const InputBatch& xs, absl::Span<const double> ys,
+                 absl::Span<const std::string> class_labels)
+      : rules_(rules), inputs_(xs), ys_(ys), class_labels_(class_labels) {}
 
   BatchRules rules_;
   InputBatch inputs_;
   absl::Span<const double> ys_;
+  absl::Span<const std::string> class_labels_;
 };
 
 // Where a candidate of a selection (core/select.h) stands.
@@ -322,18 +338,27 @@ class Model {
   // dim values if dense) and every example passes ValidateExample (a sparse row as
   // ValidateSparseInput); the message names the first bad example. A caller that logs
   // batches validates before logging, so that no invalid batch is ever logged.
-  absl::StatusOr<ValidatedBatch> Validate(const InputBatch& xs,
-                                          absl::Span<const double> ys) const {
-    return ValidatedBatch::Make(batch_rules_, xs, ys);
+  // A multi-class model's batch has a class label per example (and its ys 0).
+  absl::StatusOr<ValidatedBatch> Validate(
+      const InputBatch& xs, absl::Span<const double> ys,
+      absl::Span<const std::string> class_labels = {}) const {
+    return ValidatedBatch::Make(batch_rules_, xs, ys, class_labels);
   }
   // Validate's verdict alone, for a dense batch (ys.size() * dim values).
   absl::Status ValidateBatch(absl::Span<const double> xs, absl::Span<const double> ys) const;
 
   // Observes the batch's examples in order, appending one Observation per applied
   // example to `out`. A batch validated against other rules is validated again first, so
-  // a bad batch changes nothing. If an example would make the model diverge, the ones
-  // before it stay applied and the error says how many.
+  // a bad batch changes nothing; a multi-class batch whose new classes would take the
+  // model past max_classes (CheckClassCapacity) changes nothing either. If an example
+  // would make the model diverge, the ones before it stay applied and the error says how
+  // many.
   absl::Status ObserveValidated(const ValidatedBatch& batch, std::vector<Observation>* out);
+  // FailedPrecondition if the batch's classes that the model does not know yet would
+  // take it past config().max_classes; OK for a batch without class labels. A journal
+  // that logs batches before they are applied asks first, so that it never logs one the
+  // model would refuse.
+  absl::Status CheckClassCapacity(const ValidatedBatch& batch) const;
   // Validate, then ObserveValidated; xs holds the examples example-major
   // (ys.size() * dim).
   absl::Status ObserveBatch(absl::Span<const double> xs, absl::Span<const double> ys,
@@ -386,7 +411,8 @@ class Model {
   // inputs and as many labels, all validated first, and the whole batch refused
   // (FailedPrecondition, nothing applied) if its new classes would take the model past
   // max_classes. If an example would make the model diverge, the ones before it stay
-  // applied and the error says how many.
+  // applied and the error says how many. (Validate with the labels and ys of 0, then
+  // ObserveValidated.)
   absl::Status ObserveClassBatch(const InputBatch& xs,
                                  absl::Span<const std::string> class_labels,
                                  std::vector<Observation>* out);

@@ -64,8 +64,10 @@ absl::StatusOr<RestoreStats> RestoreModels(ModelStore* store, const RestoreOptio
       observations.clear();
       // The live path's batch, so a batch that diverged live (FailedPrecondition after
       // some examples) diverges at the same example now.
-      absl::Status status =
-          (*learner)->ObserveBatch(batch.inputs(model.config.dim), batch.ys, &observations);
+      absl::StatusOr<ValidatedBatch> valid =
+          (*learner)->Validate(batch.inputs(model.config.dim), batch.ys, batch.class_labels);
+      absl::Status status = valid.ok() ? (*learner)->ObserveValidated(*valid, &observations)
+                                       : valid.status();
       if (!status.ok() && status.code() != absl::StatusCode::kFailedPrecondition) {
         return damaged(
             model.tenant, model.model,

@@ -157,10 +157,13 @@ absl::Status DecodeCheckpoint(absl::string_view value, uint64_t* seq, ModelState
 
 // Log record, dense: example count n (u64), n*dim inputs, n labels, as raw doubles
 // (bit-exact). Sparse: n | kSparseRecord (u64), the total non-zeros m (u64), the n rows'
-// ends (u64 each), m indices (u32), m values and n labels (raw doubles).
+// ends (u64 each), m indices (u32), m values and n labels (raw doubles). A batch with
+// class labels (a multi-class model's) sets kClassRecord in n's word and ends with the
+// n labels' lengths (u32 each), then their bytes; a record without the bit has none.
 // No checksum of our own: RocksDB checksums its write-ahead log records (CRC32C) and
 // the blocks of its table files, and reports a mismatch as Corruption.
 constexpr uint64_t kSparseRecord = uint64_t{1} << 63;
+constexpr uint64_t kClassRecord = uint64_t{1} << 62;
 
 template <typename T>
 void PutArray(absl::Span<const T> values, std::string* out) {
@@ -175,20 +178,55 @@ void GetArray(absl::string_view* in, size_t n, std::vector<T>* out) {
   in->remove_prefix(sizeof(T) * n);
 }
 
-std::string EncodeBatch(const InputBatch& xs, absl::Span<const double> ys) {
+void PutClassLabels(absl::Span<const std::string> labels, std::string* out) {
+  for (const std::string& label : labels) {
+    const auto size = static_cast<uint32_t>(label.size());
+    PutArray(absl::MakeConstSpan(&size, 1), out);
+  }
+  for (const std::string& label : labels) out->append(label);
+}
+
+// The n labels that end a kClassRecord record: `in` holds exactly them.
+absl::Status GetClassLabels(absl::string_view in, uint64_t n, std::vector<std::string>* out) {
+  if (in.size() / 4 < n) return absl::DataLossError("is truncated in its class labels");
+  std::vector<uint32_t> sizes;
+  GetArray(&in, n, &sizes);
+  uint64_t total = 0;
+  for (uint32_t size : sizes) total += size;
+  if (total != in.size()) {
+    return absl::DataLossError(absl::StrCat("has ", in.size(), " bytes of class labels, not ",
+                                            total));
+  }
+  out->reserve(n);
+  for (uint32_t size : sizes) {
+    out->emplace_back(in.substr(0, size));
+    in.remove_prefix(size);
+  }
+  return absl::OkStatus();
+}
+
+std::string EncodeBatch(const ValidatedBatch& batch) {
+  const InputBatch& xs = batch.inputs();
+  const absl::Span<const double> ys = batch.ys();
+  const absl::Span<const std::string> labels = batch.class_labels();
   std::string value;
   const uint64_t n = ys.size();
+  const uint64_t class_bit = labels.empty() ? 0 : kClassRecord;
+  size_t label_bytes = 4 * labels.size();
+  for (const std::string& label : labels) label_bytes += label.size();
   if (!xs.sparse()) {
-    value.reserve(8 + 8 * (xs.dense_values().size() + n));
-    PutArray(absl::MakeConstSpan(&n, 1), &value);
+    value.reserve(8 + 8 * (xs.dense_values().size() + n) + label_bytes);
+    const uint64_t head = n | class_bit;
+    PutArray(absl::MakeConstSpan(&head, 1), &value);
     PutArray(xs.dense_values(), &value);
     PutArray(ys, &value);
+    PutClassLabels(labels, &value);
     return value;
   }
   uint64_t m = 0;
   for (size_t i = 0; i < n; ++i) m += xs.SparseRow(i).indices.size();
-  value.reserve(16 + 8 * n + 12 * m + 8 * n);
-  const uint64_t header[2] = {n | kSparseRecord, m};
+  value.reserve(16 + 8 * n + 12 * m + 8 * n + label_bytes);
+  const uint64_t header[2] = {n | kSparseRecord | class_bit, m};
   PutArray(absl::MakeConstSpan(header), &value);
   uint64_t end = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -198,6 +236,7 @@ std::string EncodeBatch(const InputBatch& xs, absl::Span<const double> ys) {
   for (size_t i = 0; i < n; ++i) PutArray(xs.SparseRow(i).indices, &value);
   for (size_t i = 0; i < n; ++i) PutArray(xs.SparseRow(i).values, &value);
   PutArray(ys, &value);
+  PutClassLabels(labels, &value);
   return value;
 }
 
@@ -205,23 +244,30 @@ absl::Status DecodeBatch(absl::string_view value, uint32_t dim, StoredModel::Bat
   if (value.size() < 8) return absl::DataLossError("is truncated");
   const uint64_t head = GetFixed64(value.data());
   batch->sparse = (head & kSparseRecord) != 0;
-  const uint64_t n = head & ~kSparseRecord;
+  const bool has_classes = (head & kClassRecord) != 0;
+  const uint64_t n = head & ~(kSparseRecord | kClassRecord);
   if (!batch->sparse) {
-    if (n == 0 || n > (value.size() - 8) / 8 ||
-        value.size() != 8 + 8 * n * (uint64_t{dim} + 1)) {
+    // The examples' bytes, checked against the record's size before anything is
+    // allocated; the class labels (if any) follow them.
+    const uint64_t rest = value.size() - 8;
+    const bool fits = n > 0 && n <= rest / 8 / (uint64_t{dim} + 1);
+    const uint64_t example_bytes = fits ? 8 * n * (uint64_t{dim} + 1) : 0;
+    if (!fits || (has_classes ? rest < example_bytes : rest != example_bytes)) {
       return absl::DataLossError(absl::StrCat("has ", value.size(), " bytes, not ", n,
                                               " examples of dimension ", dim));
     }
     value.remove_prefix(8);
     GetArray(&value, n * dim, &batch->xs);
     GetArray(&value, n, &batch->ys);
-    return absl::OkStatus();
+    return has_classes ? GetClassLabels(value, n, &batch->class_labels) : absl::OkStatus();
   }
   if (value.size() < 16) return absl::DataLossError("is truncated");
   const uint64_t m = GetFixed64(value.data() + 8);
   const uint64_t rest = value.size() - 16;
   // n and m from the record are checked against its size before anything is allocated.
-  if (n == 0 || n > rest / 16 || m > rest / 12 || rest != 16 * n + 12 * m) {
+  const bool fits = n > 0 && n <= rest / 16 && m <= rest / 12 && 16 * n + 12 * m <= rest;
+  const uint64_t example_bytes = fits ? 16 * n + 12 * m : 0;
+  if (!fits || (has_classes ? rest < example_bytes : rest != example_bytes)) {
     return absl::DataLossError(absl::StrCat("has ", value.size(), " bytes, not ", n,
                                             " sparse examples with ", m, " non-zeros"));
   }
@@ -234,7 +280,7 @@ absl::Status DecodeBatch(absl::string_view value, uint32_t dim, StoredModel::Bat
   // The rows' contents are checked by the model when the batch is replayed.
   absl::Status shape = ValidateSparseRowsShape("the sparse batch", rows);
   if (!shape.ok()) return absl::DataLossError(shape.message());
-  return absl::OkStatus();
+  return has_classes ? GetClassLabels(value, n, &batch->class_labels) : absl::OkStatus();
 }
 
 absl::string_view ToView(const rocksdb::Slice& slice) {
@@ -716,10 +762,9 @@ absl::Status ModelLog::WriteIfOpen(rocksdb::WriteBatch* batch) const {
   return Write(batch);
 }
 
-absl::Status ModelLog::Append(const InputBatch& xs, absl::Span<const double> ys,
-                              const JournalNote* note) {
+absl::Status ModelLog::Append(const ValidatedBatch& examples, const JournalNote* note) {
   rocksdb::WriteBatch batch;
-  const std::string value = EncodeBatch(xs, ys);
+  const std::string value = EncodeBatch(examples);
   if (const auto* events = dynamic_cast<const EventNote*>(note)) {
     batch.Put(EventCountsKey(incarnation_), EncodeEventCounts(events->counts));
     for (const StoredEvent& stored : events->labelled) {
@@ -739,7 +784,7 @@ absl::Status ModelLog::Append(const InputBatch& xs, absl::Span<const double> ys,
   batch.Put(LogKey(incarnation_, next_seq_), value);
   OKL_RETURN_IF_ERROR(Write(&batch));
   ++next_seq_;
-  examples_ += ys.size();
+  examples_ += examples.size();
   return absl::OkStatus();
 }
 

@@ -78,6 +78,7 @@ struct StoredModel {
     SparseRows sparse_xs;    // a sparse record's inputs (then xs is empty)
     bool sparse = false;
     std::vector<double> ys;
+    std::vector<std::string> class_labels;  // a multi-class model's, one per example
     InputBatch inputs(uint32_t dim) const {
       return sparse ? InputBatch::Sparse(sparse_xs) : InputBatch::Dense(xs, dim);
     }
@@ -207,8 +208,8 @@ class ModelLog final : public ModelJournal {
   // Writes the batch as record next_seq (sync if the store says so). ResourceExhausted
   // ("the model store is full ...") or Unavailable ("the model store cannot write ...")
   // if RocksDB refuses; NotFound once closed. The sequence advances only on success.
-  absl::Status Append(const InputBatch& xs, absl::Span<const double> ys,
-                      const JournalNote* note) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Append(const ValidatedBatch& examples, const JournalNote* note) override
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Where the log is: the sequence of the last record appended (0: none) and the
   // examples appended in all. Read it where the state cannot change, i.e. inside

@@ -44,7 +44,8 @@ absl::Status ModelEntry::ObserveBatch(const ValidatedBatch& batch,
                                       std::vector<Observation>* out, ModelStats* stats_after,
                                       const JournalNote* note) {
   if (batch.rules() != rules_) {  // validated for another entry's config
-    OKL_ASSIGN_OR_RETURN(const ValidatedBatch again, Validate(batch.inputs(), batch.ys()));
+    OKL_ASSIGN_OR_RETURN(const ValidatedBatch again,
+                         Validate(batch.inputs(), batch.ys(), batch.class_labels()));
     return ObserveBatch(again, out, stats_after, note);
   }
   absl::Status status;
@@ -58,7 +59,8 @@ absl::Status ModelEntry::ObserveBatch(const ValidatedBatch& batch,
     // Only valid batches are logged; and a batch is logged before it is applied, in the
     // order of application, because both happen under this writer lock.
     if (journal_ != nullptr) {
-      OKL_RETURN_IF_ERROR(journal_->Append(batch.inputs(), batch.ys(), note));
+      OKL_RETURN_IF_ERROR(learner_->CheckClassCapacity(batch));
+      OKL_RETURN_IF_ERROR(journal_->Append(batch, note));
     }
     status = learner_->ObserveValidated(batch, out);
     if (stats_after != nullptr) *stats_after = StatsLocked();

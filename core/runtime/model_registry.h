@@ -63,10 +63,11 @@ class ModelJournal {
   // the journal sees batches in exactly the order they are applied. Returns OK only once
   // the batch is logged; any other status is returned to the caller and the model is left
   // unchanged. NotFound means the journal was closed (the model deleted or replaced).
-  // The batch is dense or sparse as the caller gave it (core/input_batch.h). `note` (may
-  // be null) is the caller's, written atomically with the batch.
-  virtual absl::Status Append(const InputBatch& xs, absl::Span<const double> ys,
-                              const JournalNote* note) = 0;
+  // The batch is dense or sparse as the caller gave it (core/input_batch.h), with its
+  // class labels if it has them, and the model has room for its classes
+  // (Model::CheckClassCapacity). `note` (may be null) is the caller's, written atomically
+  // with the batch.
+  virtual absl::Status Append(const ValidatedBatch& batch, const JournalNote* note) = 0;
 };
 
 // A batch's predictions and what the model tells of each input (ModelEntry::PredictAll).
@@ -104,13 +105,15 @@ class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
   // The batch, validated against this entry's config (Model::Validate; no lock taken, as
   // the config is fixed). A caller validates a request once where it enters, then
   // applies it, whole or in parts (ValidatedBatch::Subrange).
-  absl::StatusOr<ValidatedBatch> Validate(const InputBatch& xs,
-                                          absl::Span<const double> ys) const {
-    return ValidatedBatch::Make(rules_, xs, ys);
+  absl::StatusOr<ValidatedBatch> Validate(
+      const InputBatch& xs, absl::Span<const double> ys,
+      absl::Span<const std::string> class_labels = {}) const {
+    return ValidatedBatch::Make(rules_, xs, ys, class_labels);
   }
 
   // Model::ObserveValidated under the writer lock; NotFound once the entry is deleted.
-  // With a journal, the batch is appended to it first, and not applied if that fails.
+  // With a journal, the batch is appended to it first, and not applied if that fails; a
+  // batch the model would refuse whole (Model::CheckClassCapacity) is refused before.
   // A batch validated against other rules (another entry's) is validated again first.
   // If `stats_after` is set, it receives the statistics right after this batch, taken
   // under the same lock (another writer's batch may follow at once). `note` goes to the

@@ -86,14 +86,16 @@ TEST(ModelRegistryTest, CreateFindListDelete) {
 // Counts the batches an entry logs.
 class CountingJournal : public ModelJournal {
  public:
-  absl::Status Append(const InputBatch& xs, absl::Span<const double>,
-                      const JournalNote*) override {
+  absl::Status Append(const ValidatedBatch& batch, const JournalNote*) override {
     ++batches;
-    examples += xs.size();
+    examples += batch.size();
+    class_labels.insert(class_labels.end(), batch.class_labels().begin(),
+                        batch.class_labels().end());
     return absl::OkStatus();
   }
   int batches = 0;
   size_t examples = 0;
+  std::vector<std::string> class_labels;  // every logged batch's, in order
 };
 
 // A batch is validated once, against the entry it is meant for; handed to another entry
@@ -135,6 +137,43 @@ TEST(ModelEntryTest, ABatchValidatedForAnotherConfigIsCheckedAgainBeforeItIsLogg
   EXPECT_EQ(journal->batches, 1);
   EXPECT_EQ(journal->examples, 2u);
   EXPECT_EQ(classifier->Summary()->stats.steps, 2u);
+}
+
+// A multi-class batch reaches the journal with its class labels; one whose new classes
+// would take the model past max_classes is refused whole before it is logged, so that a
+// replay of the journal never meets a batch the model refused.
+TEST(ModelEntryTest, AMulticlassBatchIsLoggedWithItsClassesAndOnePastMaxClassesIsNot) {
+  ModelConfig config = SmallConfig();
+  config.loss = {.type = LossType::kMulticlassHinge};
+  config.max_classes = 3;
+  auto journal = std::make_shared<CountingJournal>();
+  auto entry = std::make_shared<ModelEntry>("t", "classes", *CreateModel(config), journal);
+  const std::vector<double> xs = {0.5, -0.5, 1, 2, -1, 0};
+  const std::vector<double> ys(3, 0.0);
+  const std::vector<std::string> labels = {"cat", "dog", "cat"};
+  std::vector<Observation> out;
+  ASSERT_TRUE(entry->ObserveBatch(*entry->Validate(InputBatch::Dense(xs, 2), ys, labels), &out)
+                  .ok());
+  EXPECT_EQ(journal->class_labels, labels);
+  EXPECT_EQ(out.size(), 3u);
+
+  // "owl" fits (3 of 3), "owl" and "emu" do not: the batch is refused, logged never.
+  const std::vector<std::string> two_new = {"owl", "emu", "cat"};
+  absl::StatusOr<ValidatedBatch> batch = entry->Validate(InputBatch::Dense(xs, 2), ys, two_new);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  const absl::Status refused = entry->ObserveBatch(*batch, &out);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("max_classes 3"));
+  EXPECT_EQ(journal->batches, 1);
+  EXPECT_EQ(out.size(), 3u);
+  EXPECT_EQ(entry->Summary()->stats.steps, 3u);
+
+  // A batch without class labels, or with a y, is refused where it is validated.
+  EXPECT_EQ(entry->Validate(InputBatch::Dense(xs, 2), ys).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  const std::vector<double> signs = {1, -1, 1};
+  EXPECT_THAT(entry->Validate(InputBatch::Dense(xs, 2), signs, labels).status().message(),
+              HasSubstr("leaves y 0"));
 }
 
 // n inputs of dim 2 on a small grid, and the same trained entry for each PredictAll test.

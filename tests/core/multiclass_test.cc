@@ -407,6 +407,54 @@ TEST(MulticlassNormaTest, ABatchIsValidatedWholeAndRefusedWholePastMaxClasses) {
   EXPECT_EQ(model->classes(), (std::vector<std::string>{"a", "b", "c"}));
 }
 
+// The batch path a server takes (Validate with class labels, then ObserveValidated): a
+// multi-class example names its class and leaves y 0, any other model's names none, and
+// the batch's labels are one per example; each refusal names the example and the field.
+TEST(MulticlassNormaTest, AValidatedBatchCarriesItsClassLabels) {
+  ModelConfig config = ClassConfig(LossType::kSoftmax, BudgetPolicy::kOldest, 20, false);
+  config.max_classes = 3;
+  std::unique_ptr<Model> model = MustCreateClassModel(config);
+  ASSERT_NE(model, nullptr);
+  const std::vector<double> xs = {1, 0, 0, 0, 1, 0};
+  const std::vector<double> zeros = {0, 0};
+  const std::vector<std::string> labels = {"x", "y"};
+  auto refusal = [](const absl::StatusOr<ValidatedBatch>& batch) {
+    return batch.ok() ? std::string("accepted") : std::string(batch.status().message());
+  };
+  EXPECT_THAT(refusal(model->Validate(InputBatch::Dense(xs, 3), zeros)),
+              HasSubstr("example 0: a multi-class model"));
+  EXPECT_THAT(refusal(model->Validate(InputBatch::Dense(xs, 3), zeros, {"x"})),
+              HasSubstr("1 class labels for 2 examples"));
+  const std::vector<double> y_set = {0, 1};
+  EXPECT_THAT(refusal(model->Validate(InputBatch::Dense(xs, 3), y_set, labels)),
+              HasSubstr("example 1: label y is 1; a multi-class example leaves y 0"));
+  EXPECT_THAT(refusal(model->Validate(InputBatch::Dense(xs, 3), zeros, {"x", ""})),
+              HasSubstr("example 1: a multi-class model"));
+
+  absl::StatusOr<ValidatedBatch> batch = model->Validate(InputBatch::Dense(xs, 3), zeros, labels);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_EQ(batch->Subrange(1, 1).class_labels(), absl::MakeConstSpan(labels).subspan(1, 1));
+  std::vector<Observation> out;
+  ASSERT_TRUE(model->ObserveValidated(*batch, &out).ok());
+  std::unique_ptr<Model> by_batch = MustCreateClassModel(config);
+  std::vector<Observation> expected;
+  ASSERT_TRUE(by_batch->ObserveClassBatch(InputBatch::Dense(xs, 3), labels, &expected).ok());
+  EXPECT_EQ(model->ExportState(), by_batch->ExportState());
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[1].predicted_class, expected[1].predicted_class);
+
+  // A binary model refuses a class label where it is given, naming the field.
+  ModelConfig binary = config;
+  binary.loss = {.type = LossType::kHinge};
+  binary.max_classes = 0;
+  std::unique_ptr<Model> two = *CreateModel(binary);
+  const std::vector<double> signs = {1, -1};
+  EXPECT_THAT(refusal(two->Validate(InputBatch::Dense(xs, 3), signs, {"", "y"})),
+              HasSubstr("example 1: class_label is for the multi-class losses"));
+  EXPECT_TRUE(two->Validate(InputBatch::Dense(xs, 3), signs, {"", ""}).ok());
+  EXPECT_TRUE(model->CheckClassCapacity(*two->Validate(InputBatch::Dense(xs, 3), signs)).ok());
+}
+
 TEST(MulticlassConfigTest, RefusesWhatAMultiClassModelDoesNotOffer) {
   const ModelConfig good = ClassConfig(LossType::kSoftmax, BudgetPolicy::kMerge, 20, false);
   ASSERT_TRUE(ValidateConfig(good).ok());

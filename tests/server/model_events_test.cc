@@ -203,7 +203,7 @@ class ModelEventsTest : public ::testing::Test {
 
 TEST_F(ModelEventsTest, RememberedEventsSurviveAReopenBesideTheModelsLog) {
   std::shared_ptr<ModelLog> log = *store_->CreateModel("acme", "ads", SmallConfig());
-  ASSERT_TRUE(log->Append(InputBatch::Dense({1, 2}, 2), {0.5}, nullptr).ok());
+  ASSERT_TRUE(log->Append(Valid(InputBatch::Dense({1, 2}, 2), {0.5}), nullptr).ok());
   const std::vector<RememberedEvent> events = {DenseEvent("a", kT0, 1, 2),
                                                DenseEvent("b", kT0, 3, 4)};
   ASSERT_TRUE(Events(log)->Remember(events, EventCounts{.pending = 2}).ok());
@@ -395,7 +395,7 @@ TEST_F(ModelEventsTest, ServerIdsAreKeptAtTheirExpiryKeysBesideCallerIds) {
   EventNote note;
   note.counts = {.pending = 3, .applied = 2};
   note.labelled = {*Find(log, first.id), *Find(log, lookalike.id)};
-  ASSERT_TRUE(log->Append(InputBatch::Dense({1, 1, 3, 3}, 2), {1, -1}, &note).ok());
+  ASSERT_TRUE(log->Append(Valid(InputBatch::Dense({1, 1, 3, 3}, 2), {1, -1}), &note).ok());
   for (const RememberedEvent& event : {first, lookalike}) {
     std::optional<StoredEvent> found = Find(log, event.id);
     ASSERT_TRUE(found.has_value()) << event.id;

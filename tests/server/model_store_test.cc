@@ -29,6 +29,7 @@ namespace okl {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
 class ModelStoreTest : public ::testing::Test {
@@ -79,8 +80,8 @@ TEST_F(ModelStoreTest, ConfigAndLoggedBatchesSurviveReopenInOrder) {
     auto store = OpenStore();
     auto log = store->CreateModel("acme", "churn", SmallConfig());
     ASSERT_TRUE(log.ok()) << log.status();
-    ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}, nullptr).ok());
-    ASSERT_TRUE((*log)->Append(InputBatch::Dense({3, 4, 5, 6}, 2), {1.5, -2}, nullptr).ok());
+    ASSERT_TRUE((*log)->Append(Valid(InputBatch::Dense({1, 2}, 2), {0.5}), nullptr).ok());
+    ASSERT_TRUE((*log)->Append(Valid(InputBatch::Dense({3, 4, 5, 6}, 2), {1.5, -2}), nullptr).ok());
     EXPECT_EQ((*log)->position().seq, 2u);
     EXPECT_EQ((*log)->position().examples, 3u);
   }
@@ -119,7 +120,7 @@ TEST_F(ModelStoreTest, SparseBatchesSurviveReopenAsRows) {
     auto store = OpenStore();
     auto log = store->CreateModel("acme", "text", config);
     ASSERT_TRUE(log.ok()) << log.status();
-    ASSERT_TRUE((*log)->Append(InputBatch::Sparse(rows), {1, -1, 1}, nullptr).ok());
+    ASSERT_TRUE((*log)->Append(Valid(config, InputBatch::Sparse(rows), {1, -1, 1}), nullptr).ok());
     EXPECT_EQ((*log)->position().examples, 3u);
   }
   auto store = OpenStore();
@@ -135,6 +136,76 @@ TEST_F(ModelStoreTest, SparseBatchesSurviveReopenAsRows) {
   EXPECT_EQ(loaded.models[0].config, config);
 }
 
+// A batch with class labels (a multi-class model's) is logged with them, dense or
+// sparse, and read back exactly. The store reads records without judging them: the
+// model's own rules do when the log is replayed (ModelEntry's and Model's tests).
+TEST_F(ModelStoreTest, ClassLabelsSurviveReopen) {
+  ModelConfig classes = SmallConfig();
+  classes.loss = {.type = LossType::kMulticlassHinge};
+  const BatchRules rules = BatchRules::Of(classes);
+  const std::vector<double> xs = {1, 2, -1, 0.5, 0, 3};
+  const std::vector<double> zeros = {0, 0, 0};
+  SparseRows rows;
+  const std::vector<uint32_t> i0 = {1}, i1 = {0, 1};
+  const std::vector<double> v0 = {-2}, v1 = {0.25, 4};
+  rows.Append({i0, v0});
+  rows.Append({i1, v1});
+  const std::vector<double> sparse_zeros = {0, 0};
+  const std::vector<std::string> sparse_labels = {"owl", "dog"};
+  const std::vector<std::string> labels = {"chat \xF0\x9F\x90\x88", "dog", "emu"};
+  {
+    auto store = OpenStore();
+    auto log = store->CreateModel("acme", "kinds", SmallConfig());
+    ASSERT_TRUE(log.ok()) << log.status();
+    absl::StatusOr<ValidatedBatch> dense =
+        ValidatedBatch::Make(rules, InputBatch::Dense(xs, 2), zeros, labels);
+    absl::StatusOr<ValidatedBatch> sparse =
+        ValidatedBatch::Make(rules, InputBatch::Sparse(rows), sparse_zeros, sparse_labels);
+    ASSERT_TRUE(dense.ok() && sparse.ok()) << dense.status() << sparse.status();
+    ASSERT_TRUE((*log)->Append(*dense, nullptr).ok());
+    ASSERT_TRUE((*log)->Append(*sparse, nullptr).ok());
+    ASSERT_TRUE((*log)->Append(Valid(InputBatch::Dense({1, 2}, 2), {0.5}), nullptr).ok());
+    EXPECT_EQ((*log)->position().examples, 6u);
+  }
+  auto store = OpenStore();
+  Loaded loaded = Load(store.get());
+  EXPECT_TRUE(loaded.damaged.empty());
+  ASSERT_EQ(loaded.models.size(), 1u);
+  const std::vector<StoredModel::Batch>& log = loaded.models[0].log;
+  ASSERT_EQ(log.size(), 3u);
+  EXPECT_EQ(log[0].class_labels, labels);
+  EXPECT_THAT(log[0].xs, ElementsAreArray(xs));
+  EXPECT_THAT(log[0].ys, ElementsAreArray(zeros));
+  EXPECT_EQ(log[1].class_labels, sparse_labels);
+  EXPECT_EQ(log[1].sparse_xs, rows);
+  EXPECT_TRUE(log[2].class_labels.empty());  // a record without labels has none
+  EXPECT_THAT(log[2].ys, ElementsAre(0.5));
+}
+
+// A labelled record whose label lengths do not add up to its bytes is damaged, named as
+// any other damaged record is.
+TEST_F(ModelStoreTest, ALabelledRecordThatDoesNotAddUpIsDamaged) {
+  {
+    auto store = OpenStore();
+    ASSERT_TRUE(store->CreateModel("acme", "kinds", SmallConfig()).ok());
+  }
+  // One dense example of dim 2 with the class bit, y 0, a label length of 5 and 3 bytes.
+  std::string record;
+  const uint64_t head = 1 | (uint64_t{1} << 62);
+  record.append(reinterpret_cast<const char*>(&head), 8);
+  const double values[3] = {1, 2, 0};
+  record.append(reinterpret_cast<const char*>(values), sizeof(values));
+  const uint32_t length = 5;
+  record.append(reinterpret_cast<const char*>(&length), 4);
+  record.append("dog");
+  RawPut("i/0000000000000001/l/0000000000000001", record);
+  auto store = OpenStore();
+  Loaded loaded = Load(store.get());
+  ASSERT_EQ(loaded.damaged.size(), 1u);
+  EXPECT_THAT(loaded.damaged[0],
+              HasSubstr("acme/kinds: log record 1 has 3 bytes of class labels, not 5"));
+}
+
 TEST_F(ModelStoreTest, CheckpointReplacesTheLogUpToItsSequenceAtomically) {
   auto norma = CreateModel(SmallConfig());
   ASSERT_TRUE(norma.ok());
@@ -143,12 +214,12 @@ TEST_F(ModelStoreTest, CheckpointReplacesTheLogUpToItsSequenceAtomically) {
     auto store = OpenStore();
     auto log = store->CreateModel("acme", "churn", SmallConfig());
     ASSERT_TRUE(log.ok());
-    ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}, nullptr).ok());
+    ASSERT_TRUE((*log)->Append(Valid(InputBatch::Dense({1, 2}, 2), {0.5}), nullptr).ok());
     ASSERT_TRUE((*norma)->ObserveBatch({1, 2}, {0.5}, &out).ok());
     const ModelLog::Position at = (*log)->position();
     const ModelState state = (*norma)->ExportState();
     ASSERT_TRUE((*log)
-                    ->Append(InputBatch::Dense({3, 4}, 2), {1.0}, nullptr)
+                    ->Append(Valid(InputBatch::Dense({3, 4}, 2), {1.0}), nullptr)
                     .ok());  // after the exported state
     ASSERT_TRUE((*log)->Checkpoint(state, at).ok());
     EXPECT_TRUE((*log)->HasLog());
@@ -172,9 +243,9 @@ TEST_F(ModelStoreTest, DeletedModelDoesNotComeBackAndARecreatedOneStartsEmpty) {
     auto store = OpenStore();
     auto log = store->CreateModel("acme", "churn", SmallConfig());
     ASSERT_TRUE(log.ok());
-    ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}, nullptr).ok());
+    ASSERT_TRUE((*log)->Append(Valid(InputBatch::Dense({1, 2}, 2), {0.5}), nullptr).ok());
     ASSERT_TRUE(store->DeleteModel(log->get()).ok());
-    EXPECT_EQ((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}, nullptr).code(),
+    EXPECT_EQ((*log)->Append(Valid(InputBatch::Dense({1, 2}, 2), {0.5}), nullptr).code(),
               absl::StatusCode::kNotFound);
     auto other = store->CreateModel("acme", "other", SmallConfig());
     ASSERT_TRUE(other.ok());
@@ -202,10 +273,10 @@ TEST_F(ModelStoreTest, ReplaceModelInstallsTheCheckpointAndDropsTheOldLog) {
   {
     auto store = OpenStore();
     auto log = store->CreateModel("acme", "churn", SmallConfig());
-    ASSERT_TRUE((*log)->Append(InputBatch::Dense({9, 9}, 2), {9}, nullptr).ok());
+    ASSERT_TRUE((*log)->Append(Valid(InputBatch::Dense({9, 9}, 2), {9}), nullptr).ok());
     auto replaced = store->ReplaceModel("acme", "churn", (*norma)->ExportState(), log->get());
     ASSERT_TRUE(replaced.ok()) << replaced.status();
-    EXPECT_EQ((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}, nullptr).code(),
+    EXPECT_EQ((*log)->Append(Valid(InputBatch::Dense({1, 2}, 2), {0.5}), nullptr).code(),
               absl::StatusCode::kNotFound);
   }
   auto store = OpenStore();
@@ -267,7 +338,7 @@ TEST_F(ModelStoreTest, CorruptRecordsAreReportedWithTheModelsName) {
     auto store = OpenStore();
     ASSERT_TRUE(store->CreateModel("acme", "good", SmallConfig()).ok());
     auto log = store->CreateModel("acme", "bad_log", SmallConfig());
-    ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}, nullptr).ok());
+    ASSERT_TRUE((*log)->Append(Valid(InputBatch::Dense({1, 2}, 2), {0.5}), nullptr).ok());
     ASSERT_TRUE(store->CreateModel("acme", "bad_config", SmallConfig()).ok());
   }
   RawPut("m/acme/bad_config", "garbage that is long enough");
@@ -367,6 +438,7 @@ namespace {
 
 using ::okl::testing::FaultInjectingFileSystem;
 using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
 // The seqs of a loaded model's log records.
@@ -392,14 +464,14 @@ TEST_F(ModelStoreFaultTest, AFullDiskStopsWritesUntilSpaceIsFreedThenTheyResume)
     auto store = OpenFaultyStore();
     auto log = store->CreateModel("acme", "churn", SmallConfig());
     ASSERT_TRUE(log.ok()) << log.status();
-    ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}, nullptr).ok());
+    ASSERT_TRUE((*log)->Append(Valid(InputBatch::Dense({1, 2}, 2), {0.5}), nullptr).ok());
     EXPECT_TRUE(store->health().writable);
 
     fs_->Arm({.op = FaultInjectingFileSystem::Op::kAppend,
               .file_suffix = "",
               .error = rocksdb::IOStatus::NoSpace("injected"),
               .sticky = true});
-    absl::Status refused = (*log)->Append(InputBatch::Dense({3, 4}, 2), {1.0}, nullptr);
+    absl::Status refused = (*log)->Append(Valid(InputBatch::Dense({3, 4}, 2), {1.0}), nullptr);
     EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
     EXPECT_THAT(refused.message(), HasSubstr("the model store is full"));
     EXPECT_THAT(refused.message(), HasSubstr("resume"));
@@ -412,7 +484,7 @@ TEST_F(ModelStoreFaultTest, AFullDiskStopsWritesUntilSpaceIsFreedThenTheyResume)
     EXPECT_EQ((*log)->position().seq, 1u);  // the failed record consumed no sequence
 
     // Stopped: a write fails at once, and so does every kind of write.
-    EXPECT_EQ((*log)->Append(InputBatch::Dense({5, 6}, 2), {2.0}, nullptr).code(),
+    EXPECT_EQ((*log)->Append(Valid(InputBatch::Dense({5, 6}, 2), {2.0}), nullptr).code(),
               absl::StatusCode::kResourceExhausted);
     EXPECT_EQ(store->CreateModel("acme", "other", SmallConfig()).status().code(),
               absl::StatusCode::kResourceExhausted);
@@ -433,7 +505,7 @@ TEST_F(ModelStoreFaultTest, AFullDiskStopsWritesUntilSpaceIsFreedThenTheyResume)
     EXPECT_TRUE(health.writable);
     EXPECT_EQ(health.resumptions, 1u);
     EXPECT_TRUE(health.error.empty());
-    ASSERT_TRUE((*log)->Append(InputBatch::Dense({7, 8}, 2), {3.0}, nullptr).ok());
+    ASSERT_TRUE((*log)->Append(Valid(InputBatch::Dense({7, 8}, 2), {3.0}), nullptr).ok());
     EXPECT_TRUE(store->TryResume().ok());  // nothing to resume: a no-op
     EXPECT_EQ(store->health().resumptions, 1u);
   }
@@ -454,9 +526,9 @@ TEST_F(ModelStoreFaultTest, AnIoErrorStopsWritesUntilARestartAndLosesNothing) {
     auto store = OpenFaultyStore();
     auto log = store->CreateModel("acme", "churn", SmallConfig());
     ASSERT_TRUE(log.ok()) << log.status();
-    ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}, nullptr).ok());
+    ASSERT_TRUE((*log)->Append(Valid(InputBatch::Dense({1, 2}, 2), {0.5}), nullptr).ok());
     fs_->Arm({.op = FaultInjectingFileSystem::Op::kAppend, .file_suffix = ".log"});
-    absl::Status refused = (*log)->Append(InputBatch::Dense({3, 4}, 2), {1.0}, nullptr);
+    absl::Status refused = (*log)->Append(Valid(InputBatch::Dense({3, 4}, 2), {1.0}), nullptr);
     EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
     EXPECT_THAT(refused.message(), HasSubstr("until okl_server is restarted"));
     EXPECT_TRUE(WriteOutcomeUnknown(refused));
@@ -465,7 +537,7 @@ TEST_F(ModelStoreFaultTest, AnIoErrorStopsWritesUntilARestartAndLosesNothing) {
     EXPECT_FALSE(health.resumable);
     EXPECT_EQ(health.io_error_refusals, 1u);
     EXPECT_EQ(store->TryResume().code(), absl::StatusCode::kFailedPrecondition);
-    EXPECT_EQ((*log)->Append(InputBatch::Dense({5, 6}, 2), {2.0}, nullptr).code(),
+    EXPECT_EQ((*log)->Append(Valid(InputBatch::Dense({5, 6}, 2), {2.0}), nullptr).code(),
               absl::StatusCode::kUnavailable);
   }
   auto store = OpenStore();
@@ -488,11 +560,11 @@ TEST_F(ModelStoreFaultTest, AWriteWhoseFsyncFailedIsDroppedWhenWritesResume) {
       auto store = OpenFaultyStore(/*sync_writes=*/true);
       auto log = store->CreateModel("acme", "churn", SmallConfig());
       ASSERT_TRUE(log.ok()) << log.status();
-      ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}, nullptr).ok());
+      ASSERT_TRUE((*log)->Append(Valid(InputBatch::Dense({1, 2}, 2), {0.5}), nullptr).ok());
       fs_->Arm({.op = FaultInjectingFileSystem::Op::kSync,
                 .file_suffix = ".log",
                 .error = rocksdb::IOStatus::NoSpace("injected at fsync")});
-      absl::Status refused = (*log)->Append(InputBatch::Dense({3, 4}, 2), {1.0}, nullptr);
+      absl::Status refused = (*log)->Append(Valid(InputBatch::Dense({3, 4}, 2), {1.0}), nullptr);
       EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
       EXPECT_THAT(refused.message(), HasSubstr("a restart before writes resume replays it"));
       ASSERT_EQ(fs_->injected(), 1);
@@ -520,7 +592,7 @@ TEST_F(ModelStoreTest, AFailedCheckpointBacksOffDoublingUpToFiveMinutes) {
   auto store = OpenStore();
   auto log = store->CreateModel("acme", "churn", SmallConfig());
   ASSERT_TRUE(log.ok()) << log.status();
-  ASSERT_TRUE((*log)->Append(InputBatch::Dense({1, 2}, 2), {0.5}, nullptr).ok());
+  ASSERT_TRUE((*log)->Append(Valid(InputBatch::Dense({1, 2}, 2), {0.5}), nullptr).ok());
   const absl::Time t0 = absl::Now();
   auto due = [&](absl::Duration after) {
     return (*log)->CheckpointDue(/*every_examples=*/1, absl::ZeroDuration(), t0 + after);
@@ -541,7 +613,7 @@ TEST_F(ModelStoreTest, AFailedCheckpointBacksOffDoublingUpToFiveMinutes) {
   EXPECT_EQ(expected_wait, absl::Minutes(5));
   ASSERT_TRUE((*log)->Checkpoint((*norma)->ExportState(), (*log)->position()).ok());
   EXPECT_FALSE((*log)->checkpoint_failing());
-  ASSERT_TRUE((*log)->Append(InputBatch::Dense({3, 4}, 2), {1.0}, nullptr).ok());
+  ASSERT_TRUE((*log)->Append(Valid(InputBatch::Dense({3, 4}, 2), {1.0}), nullptr).ok());
   EXPECT_TRUE(due(failed_at));  // due at once again
 }
 

@@ -1,5 +1,5 @@
 // tests/server/store_test_util.h: what the model store's tests share: a small model
-// config and a scratch directory named after the running test.
+// config, its validated batches, and a scratch directory named after the running test.
 #ifndef OKL_TESTS_SERVER_STORE_TEST_UTIL_H_
 #define OKL_TESTS_SERVER_STORE_TEST_UTIL_H_
 
@@ -10,7 +10,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/types/span.h"
 #include "core/config.h"
+#include "core/input_batch.h"
+#include "core/model.h"
 #include "gtest/gtest.h"
 
 namespace okl {
@@ -25,6 +28,19 @@ inline ModelConfig SmallConfig(uint32_t max_terms = 32) {
   config.lambda = 0.01;
   config.budget = {.max_terms = max_terms};
   return config;
+}
+
+// A batch for a log (a journal takes only validated batches), validated against
+// `config`'s rules: its views hold xs and ys, so use it within the expression that made
+// them, e.g. log->Append(Valid(InputBatch::Dense({1, 2}, 2), {0.5}), nullptr).
+inline ValidatedBatch Valid(const ModelConfig& config, const InputBatch& xs,
+                            absl::Span<const double> ys) {
+  absl::StatusOr<ValidatedBatch> batch = ValidatedBatch::Make(BatchRules::Of(config), xs, ys);
+  EXPECT_TRUE(batch.ok()) << batch.status();
+  return *std::move(batch);
+}
+inline ValidatedBatch Valid(const InputBatch& xs, absl::Span<const double> ys) {
+  return Valid(SmallConfig(), xs, ys);
 }
 
 // An empty directory under the system's temporary one, named after `prefix`, this
