@@ -55,21 +55,26 @@ LossPoint Loss::At(double y, double f, double margin) const {
   return {};
 }
 
+double Softmax(absl::Span<const double> scores, absl::Span<double> probabilities) {
+  const double top = *std::max_element(scores.begin(), scores.end());
+  double sum = 0.0;
+  for (size_t c = 0; c < scores.size(); ++c) {
+    probabilities[c] = std::exp(scores[c] - top);
+    sum += probabilities[c];
+  }
+  for (size_t c = 0; c < scores.size(); ++c) probabilities[c] /= sum;
+  return std::log(sum) + top;
+}
+
 ClassLossPoint Loss::AtClasses(absl::Span<const double> scores, uint32_t y, double margin,
                                absl::Span<double> gradient) const {
   std::fill(gradient.begin(), gradient.end(), 0.0);
   const size_t classes = scores.size();
   if (classes < 2) return {.rival = y};
   if (config_.type == LossType::kSoftmax) {
-    const double top = *std::max_element(scores.begin(), scores.end());
-    double sum = 0.0;
-    for (size_t c = 0; c < classes; ++c) {
-      gradient[c] = std::exp(scores[c] - top);
-      sum += gradient[c];
-    }
-    for (size_t c = 0; c < classes; ++c) gradient[c] /= sum;
+    const double log_sum = Softmax(scores, gradient);
     gradient[y] -= 1.0;
-    return {.value = std::log(sum) + top - scores[y], .violated = true, .rival = y};
+    return {.value = log_sum - scores[y], .violated = true, .rival = y};
   }
   uint32_t rival = y == 0 ? 1 : 0;
   for (uint32_t c = rival + 1; c < classes; ++c) {

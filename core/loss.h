@@ -37,6 +37,11 @@ struct ClassLossPoint {
   uint32_t rival = 0;
 };
 
+// The softmax of scores (K >= 1 entries) into probabilities (K entries):
+// exp(f_c - top) / sum_c' exp(f_c' - top), top the largest score, so nothing overflows.
+// Returns log sum_c exp(f_c).
+double Softmax(absl::Span<const double> scores, absl::Span<double> probabilities);
+
 class Loss {
  public:
   explicit Loss(const LossConfig& config) : config_(config) {}

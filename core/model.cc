@@ -426,6 +426,30 @@ absl::Status Model::PredictScores(absl::Span<const double> x,
   return absl::OkStatus();
 }
 
+absl::Status Model::PredictClassBatch(const InputBatch& xs, std::vector<uint32_t>* predicted,
+                                      std::vector<double>* scores) const {
+  if (!config_.multiclass()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "PredictClassBatch is for multi-class models; a model of the ",
+        LossTypeName(config_.loss.type), " loss predicts one value (PredictBatch)"));
+  }
+  OKL_RETURN_IF_ERROR(ValidatePredictBatch(xs, xs.size(), PredictionMode::kCurrent));
+  const size_t classes = classes_.size();
+  const size_t first = scores->size();
+  scores->resize(first + xs.size() * classes);
+  predicted->reserve(predicted->size() + xs.size());
+  std::vector<double> dense;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const absl::Span<double> row = absl::MakeSpan(*scores).subspan(first + i * classes, classes);
+    ScoresUnchecked(DenseRowOf(xs, i, config_.dim, dense), row);
+    predicted->push_back(classes == 0 ? kNoClass
+                                      : static_cast<uint32_t>(std::max_element(row.begin(),
+                                                                               row.end()) -
+                                                              row.begin()));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Observation> Model::StepClass(absl::Span<const double> x, uint32_t y,
                                              uint32_t known_classes) {
   return absl::InternalError("StepClass on a model that is not multi-class");

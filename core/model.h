@@ -211,6 +211,9 @@ struct ModelStats {
   std::vector<CandidateStats> candidates;
   uint32_t champion = 0;
   uint64_t champion_changes = 0;
+  // A multi-class model's classes in the order learned (Model::classes()); empty for the
+  // other kinds.
+  std::vector<std::string> classes;
 };
 
 // A model's configuration and statistics at one moment, under its tenant's name (what
@@ -419,6 +422,13 @@ class Model {
   // scores[c] = f_c(x) for each class c of classes() (scores.size() must be
   // classes().size()). InvalidArgument for a bad x or a model that is not multi-class.
   absl::Status PredictScores(absl::Span<const double> x, absl::Span<double> scores) const;
+  // A multi-class model's predictions for a batch: per input the index in classes() of
+  // the class of highest score (the first learned on a tie; kNoClass before any class),
+  // appended to `predicted`, and its classes().size() scores, appended to `scores`
+  // input-major. The inputs are all validated first; InvalidArgument for a bad input or a
+  // model that is not multi-class.
+  absl::Status PredictClassBatch(const InputBatch& xs, std::vector<uint32_t>* predicted,
+                                 std::vector<double>* scores) const;
 
   // |f|^2 in the model's feature space (the offset excluded); for inspection, not for the
   // request path.

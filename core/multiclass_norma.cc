@@ -184,6 +184,7 @@ ModelStats MulticlassNormaModel::stats() const {
   ModelStats stats = ScalarStats();
   stats.expansion_size = static_cast<uint32_t>(terms_.size());
   stats.terms_removed = terms_removed_;
+  stats.classes = classes();
   return stats;
 }
 

@@ -80,12 +80,19 @@ absl::StatusOr<LossConfig> LossFromProto(const v1::LossConfig& proto) {
       if (proto.novelty().has_rho()) loss.rho = proto.novelty().rho();
       loss.nu = proto.novelty().nu();
       return loss;
+    case v1::LossConfig::kMulticlassHinge:
+      loss.type = LossType::kMulticlassHinge;
+      if (proto.multiclass_hinge().has_rho()) loss.rho = proto.multiclass_hinge().rho();
+      return loss;
+    case v1::LossConfig::kSoftmax:
+      loss.type = LossType::kSoftmax;
+      return loss;
     case v1::LossConfig::KIND_NOT_SET:
       break;
   }
   return absl::InvalidArgumentError(
       "loss must set one of squared, hinge, epsilon_insensitive, logistic, huber, "
-      "novelty");
+      "novelty, multiclass_hinge, softmax");
 }
 
 absl::StatusOr<LearningRateConfig> LearningRateFromProto(const v1::LearningRate& proto) {
@@ -211,9 +218,10 @@ v1::LossConfig LossToProto(const LossConfig& loss) {
       proto.mutable_novelty()->set_nu(loss.nu);
       break;
     case LossType::kMulticlassHinge:
+      proto.mutable_multiclass_hinge()->set_rho(loss.rho);
+      break;
     case LossType::kSoftmax:
-      // The core's multi-class models are not on the wire: FromProto makes no config of
-      // these losses, so no server holds one.
+      proto.mutable_softmax();
       break;
   }
   return proto;
@@ -267,6 +275,7 @@ absl::StatusOr<ModelConfig> SelectFromProto(const v1::ModelConfig& proto) {
   config.averaged = proto.averaged();
   config.averaging_window = proto.averaging_window();
   config.regret_window = proto.regret_window();
+  config.max_classes = proto.max_classes();
   config.select.enabled = true;
   config.select.live = proto.select().live();
   switch (proto.select().prediction()) {
@@ -330,6 +339,7 @@ absl::StatusOr<ModelConfig> FromProto(const v1::ModelConfig& proto) {
   config.random_features = {.dimension = proto.random_features().dimension(),
                             .seed = proto.random_features().seed()};
   config.sparse.max_nonzeros = proto.sparse().max_nonzeros();
+  config.max_classes = proto.max_classes();
   OKL_RETURN_IF_ERROR(ValidateConfig(config));
   return config;
 }
@@ -356,6 +366,7 @@ v1::ModelConfig ToProto(const ModelConfig& config) {
     for (const ModelConfig& candidate : config.select.candidates) {
       *select->add_candidates() = ToProto(candidate);
     }
+    proto.set_max_classes(config.max_classes);
     return proto;
   }
   *proto.mutable_kernel() = KernelToProto(config.kernel);
@@ -387,6 +398,7 @@ v1::ModelConfig ToProto(const ModelConfig& config) {
     proto.mutable_random_features()->set_seed(config.random_features.seed);
   }
   if (config.sparse_storage()) proto.mutable_sparse()->set_max_nonzeros(config.sparse.max_nonzeros);
+  proto.set_max_classes(config.max_classes);
   return proto;
 }
 
@@ -457,10 +469,10 @@ v1::ModelSnapshot ToProto(const ModelState& state) {
   v1::ModelSnapshot proto;
   // The oldest version that holds the state, so a server of the version before reads
   // every snapshot it could.
-  proto.set_format_version(state.config.select_kind() ? kSnapshotFormatVersion
-                           : state.config.krls_tracker_kind()
-                               ? kTrackerSnapshotFormatVersion
-                               : kExpansionSnapshotFormatVersion);
+  proto.set_format_version(state.config.multiclass()       ? kSnapshotFormatVersion
+                           : state.config.select_kind()      ? kSelectSnapshotFormatVersion
+                           : state.config.krls_tracker_kind() ? kTrackerSnapshotFormatVersion
+                                                              : kExpansionSnapshotFormatVersion);
   *proto.mutable_config() = ToProto(state.config);
   proto.mutable_support()->Assign(state.support.begin(), state.support.end());
   proto.mutable_coefficients()->Assign(state.coefficients.begin(), state.coefficients.end());
@@ -527,6 +539,7 @@ v1::ModelSnapshot ToProto(const ModelState& state) {
   proto.set_input_scale(state.input_scale);
   proto.mutable_warmup_inputs()->Assign(state.warmup_inputs.begin(), state.warmup_inputs.end());
   proto.mutable_warmup_labels()->Assign(state.warmup_labels.begin(), state.warmup_labels.end());
+  proto.mutable_classes()->Assign(state.classes.begin(), state.classes.end());
   return proto;
 }
 
@@ -624,6 +637,7 @@ absl::StatusOr<ModelState> FromProto(const v1::ModelSnapshot& proto) {
   state.input_scale = proto.input_scale();
   state.warmup_inputs.assign(proto.warmup_inputs().begin(), proto.warmup_inputs().end());
   state.warmup_labels.assign(proto.warmup_labels().begin(), proto.warmup_labels().end());
+  state.classes.assign(proto.classes().begin(), proto.classes().end());
   return state;
 }
 
@@ -666,6 +680,7 @@ v1::ModelStats ToProto(const ModelStats& stats, LossType loss) {
   }
   proto.set_champion(stats.champion);
   proto.set_champion_changes(stats.champion_changes);
+  proto.mutable_classes()->Assign(stats.classes.begin(), stats.classes.end());
   return proto;
 }
 
@@ -694,6 +709,7 @@ ModelStats FromProto(const v1::ModelStats& proto, LossType loss) {
   }
   stats.champion = proto.champion();
   stats.champion_changes = proto.champion_changes();
+  stats.classes.assign(proto.classes().begin(), proto.classes().end());
   switch (MarginKindOf(loss)) {
     case MarginKind::kRho:
       stats.margin = proto.rho();

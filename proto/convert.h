@@ -34,10 +34,12 @@
 
 namespace okl {
 
-// The newest ModelSnapshot layout: ToProto writes it for a selection (version 4 added its
+// The newest ModelSnapshot layout: ToProto writes it for a multi-class model (version 5
+// added its classes), kSelectSnapshotFormatVersion for a selection (version 4 added its
 // fields), kTrackerSnapshotFormatVersion for a KRLS tracker (version 3 added its fields),
 // kExpansionSnapshotFormatVersion for every other kind, and FromProto reads them all.
-inline constexpr uint32_t kSnapshotFormatVersion = 4;
+inline constexpr uint32_t kSnapshotFormatVersion = 5;
+inline constexpr uint32_t kSelectSnapshotFormatVersion = 4;
 inline constexpr uint32_t kTrackerSnapshotFormatVersion = 3;
 inline constexpr uint32_t kExpansionSnapshotFormatVersion = 2;
 // The oldest version still read: version 1 lacks the averaging window's fields (read as

@@ -210,6 +210,15 @@ absl::Status DecodedRequest::Decode(const v1::ObserveRequest& request,
   sparse_ = config.sparse_storage();
   OKL_RETURN_IF_ERROR(sparse_ ? FromProto(request, config.dim, &sparse_batch_, max_bytes)
                               : FromProto(request, config.dim, &dense_batch_, max_bytes));
+  // The class labels, if any example has one (the model's validation checks them; their
+  // bytes are already bounded by the message's).
+  class_labels_.clear();
+  const auto& examples = request.examples();
+  if (std::any_of(examples.begin(), examples.end(),
+                  [](const v1::Example& e) { return !e.class_label().empty(); })) {
+    class_labels_.reserve(examples.size());
+    for (const v1::Example& e : examples) class_labels_.push_back(e.class_label());
+  }
   dim_ = config.dim;
   return absl::OkStatus();
 }
@@ -220,6 +229,7 @@ absl::Status DecodedRequest::Decode(const v1::PredictRequest& request,
   sparse_ = config.sparse_storage();
   dense_batch_.ys.clear();
   sparse_batch_.ys.clear();
+  class_labels_.clear();
   OKL_RETURN_IF_ERROR(sparse_ ? FromProto(request, config.dim, &sparse_batch_.xs, max_bytes)
                               : FromProto(request, config.dim, &dense_batch_.xs, max_bytes));
   dim_ = config.dim;
@@ -239,6 +249,16 @@ void AppendToProto(absl::Span<const Observation> observations, v1::ObserveRespon
   for (const Observation& o : observations) {
     predictions->AddAlreadyReserved(o.prediction);
     losses->AddAlreadyReserved(o.loss);
+  }
+}
+
+void AppendClassesToProto(absl::Span<const Observation> observations,
+                          absl::Span<const std::string> classes,
+                          v1::ObserveResponse* response) {
+  auto* predicted = response->mutable_predicted_classes();
+  predicted->Reserve(predicted->size() + static_cast<int>(observations.size()));
+  for (const Observation& o : observations) {
+    *predicted->Add() = o.predicted_class < classes.size() ? classes[o.predicted_class] : "";
   }
 }
 

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -107,16 +108,26 @@ class DecodedRequest {
   InputBatch inputs() const;
   // The labels of a decoded ObserveRequest (empty for a PredictRequest).
   absl::Span<const double> ys() const { return sparse_ ? sparse_batch_.ys : dense_batch_.ys; }
+  // Its examples' class labels, one per example, if any example has one; else empty
+  // (and always for a PredictRequest).
+  absl::Span<const std::string> class_labels() const { return class_labels_; }
 
  private:
   uint32_t dim_ = 0;  // 0: nothing decoded
   bool sparse_ = false;
   ExampleBatch dense_batch_;
   SparseExampleBatch sparse_batch_;
+  std::vector<std::string> class_labels_;
 };
 
 // Appends one prediction and one loss per observation, in order.
 void AppendToProto(absl::Span<const Observation> observations, v1::ObserveResponse* response);
+// A multi-class model's: appends each observation's predicted class by name, from the
+// model's classes (those after the batch: a class keeps its index once learned), "" for
+// none.
+void AppendClassesToProto(absl::Span<const Observation> observations,
+                          absl::Span<const std::string> classes,
+                          v1::ObserveResponse* response);
 
 // The trailing metadata of an Observe or ObserveStream that okl_server refused with
 // UNAVAILABLE: how many of the call's messages were applied (nothing of the later ones),

@@ -2,6 +2,7 @@
 
 #include "proto/snapshot_codec.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -234,15 +235,20 @@ size_t MaxSnapshotBytes(const ModelConfig& config) {
   const std::optional<ModelCapacity> capacity = LargestState(config);
   if (!capacity.has_value()) return SIZE_MAX;
   // Random features: the weights and, averaged, their sums. Per term: the support (dim
-  // doubles), the coefficient, added_at (a varint of at most 10 bytes) and, averaged,
-  // three more doubles; per retired term, its support, two sums and retired_at.
+  // doubles), the coefficient (a multi-class model's one per class), added_at (a varint
+  // of at most 10 bytes) and, averaged, three more doubles; per retired term, its
+  // support, two sums and retired_at. A multi-class model's classes: each a tag, a
+  // length of at most 2 bytes and at most kMaxClassLabelBytes.
   // Under sparse storage a term's support is at most max_nonzeros indices (varints of at
   // most 5 bytes) and values, and its row's end (a varint of at most 10 bytes).
   const uint64_t per_feature = sizeof(double) * (config.averaged ? 2 : 1);
   const uint64_t support_bytes =
       config.sparse_storage() ? uint64_t{config.sparse.max_nonzeros} * (5 + sizeof(double)) + 10
                               : dim * sizeof(double);
-  const uint64_t per_term = support_bytes + sizeof(double) + 10 + (config.averaged ? 24 : 0);
+  const uint64_t coefficients = std::max<uint64_t>(capacity->classes, 1);
+  const uint64_t per_term =
+      support_bytes + coefficients * sizeof(double) + 10 + (config.averaged ? 24 : 0);
+  const uint64_t class_bytes = uint64_t{capacity->classes} * (kMaxClassLabelBytes + 4);
   const uint64_t per_retired = support_bytes + 2 * sizeof(double) + 10;
   // A KRLS tracker: per basis its support, mean and coefficient, and its rows of the two
   // or three packed triangles.
@@ -251,7 +257,7 @@ size_t MaxSnapshotBytes(const ModelConfig& config) {
   const uint64_t tracker_bytes =
       sizeof(double) * (bases * (dim + 2) + matrices * bases * (bases + 1) / 2);
   return kFixedBytes + capacity->features * per_feature + capacity->terms * per_term +
-         capacity->retired_terms * per_retired + window_bytes + tracker_bytes;
+         capacity->retired_terms * per_retired + window_bytes + tracker_bytes + class_bytes;
 }
 
 absl::StatusOr<std::optional<ModelConfig>> PeekSnapshotConfig(absl::string_view prefix) {

@@ -51,9 +51,13 @@ absl::Status AsyncCall::TakeMessage(google::protobuf::MessageLite* message) {
       grpc::GenericDeserialize<grpc::ProtoBufferReader, google::protobuf::MessageLite>(
           &read_buffer_, message);
   if (status.ok()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("the request message does not parse as ",
-                                                 message->GetTypeName(), ": ",
-                                                 status.error_message()));
+  // Protobuf says no more than that a parse failed; a client's usual cause is a string
+  // field holding bytes that are not UTF-8, which proto3 refuses.
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the request message does not parse as ", message->GetTypeName(),
+      status.error_message().empty() ? "" : ": ", status.error_message(),
+      " (every string field, such as a name, an event id or a class_label, must be valid "
+      "UTF-8)"));
 }
 
 absl::Status AsyncCall::TakeRequest(bool ok, google::protobuf::MessageLite* request) {

@@ -222,6 +222,11 @@ absl::StatusOr<EventBook::Checked> EventBook::Check(const ModelEntry& entry,
                                                     const RememberOptions& options,
                                                     absl::Time now) const {
   const size_t n = inputs.size();
+  if (entry.config().multiclass()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "remember is not offered for a multi-class model (", LossTypeName(entry.config().loss.type),
+        " loss): predict without it, and send each example with its class_label to Observe"));
+  }
   if (!options.event_ids.empty() && options.event_ids.size() != n) {
     return absl::InvalidArgumentError(absl::StrCat(
         "remember.event_ids has ", options.event_ids.size(), " ids for ", n,

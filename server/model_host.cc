@@ -202,6 +202,11 @@ absl::Status ModelHost::CheckConfig(const ModelConfig& config) const {
     }
     return absl::OkStatus();
   }
+  if (config.max_classes > options_.max_classes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.max_classes ", config.max_classes, " is over this server's limit of ",
+                     options_.max_classes, " (--max_classes)"));
+  }
   if (config.krls_tracker.max_basis > options_.max_basis) {
     return absl::InvalidArgumentError(
         absl::StrCat("config.krls_tracker.max_basis ", config.krls_tracker.max_basis,

@@ -85,6 +85,9 @@ class ModelHost {
     // (max_basis + 1)^2 matrices and a step costs O(max_basis^2) (1000: 16-24 MB and about
     // 1 ms a step; 500: 248 us).
     uint32_t max_basis = 1000;
+    // Largest max_classes of a multi-class model accepted: each term keeps a coefficient
+    // per class, so a model's memory and step grow with it as with max_terms.
+    uint32_t max_classes = 1000;
     ResourceQuotas::Limits quotas;
     // The store's directory; empty: in memory only.
     std::string data_dir;
@@ -114,7 +117,8 @@ class ModelHost {
   // serving. FailedPrecondition for an unusable data_dir, DataLoss naming a damaged model.
   absl::Status Open();
 
-  // InvalidArgument naming the flag if `config` is over max_dim, max_terms or max_basis,
+  // InvalidArgument naming the flag if `config` is over max_dim, max_terms, max_basis or
+  // max_classes,
   // has no budget (an expansion), or could outgrow the snapshot size limit.
   absl::Status CheckConfig(const ModelConfig& config) const;
 

@@ -139,6 +139,10 @@ ABSL_FLAG(uint32_t, max_terms, Defaults().host.max_terms,
 ABSL_FLAG(uint32_t, max_basis, Defaults().host.max_basis,
           "Largest krls_tracker.max_basis accepted by CreateModel/Restore (at most 4096); "
           "beyond it: INVALID_ARGUMENT. A tracker's memory and step grow as its square.");
+ABSL_FLAG(uint32_t, max_classes, Defaults().host.max_classes,
+          "Largest max_classes of a multi-class model (multiclass_hinge, softmax) accepted "
+          "by CreateModel/Restore (at most 65536); beyond it: INVALID_ARGUMENT. A term "
+          "keeps a coefficient per class, so memory and step time grow with it.");
 ABSL_FLAG(absl::Duration, max_label_wait, Defaults().host.events.max_wait,
           "Longest remember.wait_seconds a Predict may ask for (delayed feedback: how long "
           "a remembered event awaits its label); beyond it: INVALID_ARGUMENT.");
@@ -272,6 +276,7 @@ bool ServerOptionsFromFlags(okl::Server::Options* options) {
   host.max_sparse_dim = absl::GetFlag(FLAGS_max_sparse_dim);
   host.max_terms = absl::GetFlag(FLAGS_max_terms);
   host.max_basis = absl::GetFlag(FLAGS_max_basis);
+  host.max_classes = absl::GetFlag(FLAGS_max_classes);
   host.quotas.max_models = absl::GetFlag(FLAGS_max_models);
   host.quotas.max_models_per_tenant = absl::GetFlag(FLAGS_max_models_per_tenant);
   host.quotas.max_bytes_per_tenant = absl::GetFlag(FLAGS_max_bytes_per_tenant);

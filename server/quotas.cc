@@ -77,10 +77,12 @@ absl::StatusOr<QuotaReservation> ResourceQuotas::Reserve(absl::string_view tenan
     status = Rejected(
         Quota::kBytesPerTenant,
         absl::StrCat("the model may take ", bytes, " bytes (budget.max_terms x (dim + 1) "
-                     "doubles and bookkeeping, plus its regret window and the comparator's "
-                     "W x W matrix), and tenant \"", tenant, "\" has ", use.bytes,
+                     "doubles, or x (dim + max_classes) for a multi-class model, and "
+                     "bookkeeping, plus its regret window and the comparator's W x W "
+                     "matrix), and tenant \"", tenant, "\" has ", use.bytes,
                      " of its --max_bytes_per_tenant=", limits_.max_bytes_per_tenant,
-                     " reserved; lower max_terms, dim or regret_window, or delete a model"));
+                     " reserved; lower max_terms, dim, max_classes or regret_window, or "
+                     "delete a model"));
   } else if (models_ + models > limits_.max_models) {
     status = Rejected(Quota::kModels,
                       absl::StrCat("the server holds its maximum of ", limits_.max_models,
@@ -91,7 +93,8 @@ absl::StatusOr<QuotaReservation> ResourceQuotas::Reserve(absl::string_view tenan
         Quota::kMemoryBytes,
         absl::StrCat("the model may take ", bytes, " bytes, and the server has ", bytes_,
                      " of its --max_memory_bytes=", limits_.max_memory_bytes,
-                     " reserved for its models; lower max_terms, dim or regret_window"));
+                     " reserved for its models; lower max_terms, dim, max_classes or "
+                     "regret_window"));
   }
   if (!status.ok()) {
     EraseIfEmpty(tenants_.find(tenant));

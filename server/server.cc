@@ -161,6 +161,10 @@ absl::Status ValidateOptions(const Server::Options& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("--max_terms must be 1 to ", kMaxTerms, ", got ", options.host.max_terms));
   }
+  if (options.host.max_classes < 2 || options.host.max_classes > kMaxClasses) {
+    return absl::InvalidArgumentError(absl::StrCat("--max_classes must be 2 to ", kMaxClasses,
+                                                   ", got ", options.host.max_classes));
+  }
   if (options.service.max_batch < 1) {
     return absl::InvalidArgumentError("--max_batch must be at least 1");
   }

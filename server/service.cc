@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
 #include "core/create_model.h"
+#include "core/loss.h"
 #include "core/model.h"
 #include "core/norma.h"
 #include "core/status_macros.h"
@@ -419,6 +420,31 @@ absl::Status OklService::FenceTenant(const ActiveCall&, Admission& admission,
   return absl::OkStatus();
 }
 
+namespace {
+
+// A multi-class model's answer: each input's predicted class by name, its scores and, for
+// softmax, their probabilities.
+void AddClassPredictions(const BatchPrediction& answer, bool softmax,
+                         v1::PredictResponse* response) {
+  const size_t n = answer.predicted_classes.size();
+  response->mutable_predicted_classes()->Reserve(static_cast<int>(n));
+  std::vector<double> probabilities;
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t c = answer.predicted_classes[i];
+    response->add_predicted_classes(c == kNoClass ? "" : answer.classes[c]);
+    const absl::Span<const double> scores = answer.ClassScoresOf(i);
+    response->add_class_scores()->mutable_values()->Assign(scores.begin(), scores.end());
+    if (!softmax) continue;
+    v1::ClassScores* row = response->add_probabilities();
+    if (scores.empty()) continue;
+    probabilities.resize(scores.size());
+    Softmax(scores, absl::MakeSpan(probabilities));
+    row->mutable_values()->Assign(probabilities.begin(), probabilities.end());
+  }
+}
+
+}  // namespace
+
 absl::Status OklService::Predict(const ActiveCall&, Admission& admission,
                                  const v1::PredictRequest& request,
                                  v1::PredictResponse* response) {
@@ -446,6 +472,9 @@ absl::Status OklService::Predict(const ActiveCall&, Admission& admission,
   response->mutable_predictions()->Assign(answer.predictions.begin(), answer.predictions.end());
   response->mutable_variances()->Assign(answer.variances.begin(), answer.variances.end());
   response->mutable_novel()->Assign(answer.novel.begin(), answer.novel.end());
+  if (const ModelConfig& config = admission.model->entry().config(); config.multiclass()) {
+    AddClassPredictions(answer, config.loss.type == LossType::kSoftmax, response);
+  }
   if (request.has_remember()) {
     OKL_RETURN_IF_ERROR(RememberPredicted(admission, request, decoded.inputs(), response));
   }

@@ -126,6 +126,11 @@ class OklService::ObserveSession {
     const size_t room = cap - std::min<uint64_t>(response_->predictions_size(), cap);
     const size_t returned = std::min(room, observations_.size());
     AppendToProto(absl::MakeConstSpan(observations_).first(returned), response_);
+    // Only a multi-class model has classes, and it has one after any applied example.
+    if (!stats_after_.classes.empty()) {
+      AppendClassesToProto(absl::MakeConstSpan(observations_).first(returned),
+                           stats_after_.classes, response_);
+    }
     response_->set_predictions_omitted(response_->predictions_omitted() +
                                        (observations_.size() - returned));
     response_->set_steps(stats_after_.steps);
@@ -142,7 +147,8 @@ class OklService::ObserveSession {
     }
     // Validated once, against this model; its groups apply unchecked.
     OKL_ASSIGN_OR_RETURN(const ValidatedBatch batch,
-                         entry.Validate(decoded_.inputs(), decoded_.ys()));
+                         entry.Validate(decoded_.inputs(), decoded_.ys(),
+                                        decoded_.class_labels()));
     const size_t n = batch.size();
     const double work = WorstCaseWorkPerExample(entry.config());
     const size_t group =

@@ -14,6 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/types/span.h"
 #include "client/io/json_writer.h"
 #include "core/runtime/file.h"
 #include "core/select.h"
@@ -66,7 +68,13 @@ std::string StatsJson(const ModelSummary& summary) {
       .AddUint("expansion_size", stats.expansion_size)
       .AddDouble("cumulative_loss", stats.cumulative_loss)
       .AddDouble("mean_loss", MeanLoss(stats));
-  if (IsClassificationLoss(summary.config.loss.type)) json.AddUint("mistakes", stats.mistakes);
+  const LossType loss = summary.config.loss.type;
+  if (IsClassificationLoss(loss) || IsMulticlassLoss(loss)) {
+    json.AddUint("mistakes", stats.mistakes);
+  }
+  if (IsMulticlassLoss(loss)) {
+    json.AddUint("max_classes", summary.config.max_classes).AddStrings("classes", stats.classes);
+  }
   if (const absl::string_view margin = MarginName(MarginKindOf(summary.config.loss.type)); !margin.empty()) {
     json.AddDouble(margin, stats.margin);
   }
@@ -223,7 +231,18 @@ std::string SummaryText(const ModelSummary& summary, const ModelEventCounts* eve
                         stats.expansion_size);
   absl::StrAppendFormat(&text, "cumulative loss  %.6g\n", stats.cumulative_loss);
   absl::StrAppendFormat(&text, "mean loss        %.6g\n", MeanLoss(stats));
-  if (IsClassificationLoss(summary.config.loss.type)) {
+  const LossType loss = summary.config.loss.type;
+  if (IsMulticlassLoss(loss)) {
+    // The first classes by name (all of them with --json).
+    constexpr size_t kNamed = 12;
+    const size_t named = std::min(stats.classes.size(), kNamed);
+    absl::StrAppendFormat(
+        &text, "classes          %d of at most %d%s%s%s\n", stats.classes.size(),
+        summary.config.max_classes, named > 0 ? ": " : "",
+        absl::StrJoin(absl::MakeConstSpan(stats.classes).first(named), ", "),
+        stats.classes.size() > named ? ", ..." : "");
+  }
+  if (IsClassificationLoss(loss) || IsMulticlassLoss(loss)) {
     const double rate = stats.steps > 0 ? 100.0 * static_cast<double>(stats.mistakes) /
                                               static_cast<double>(stats.steps)
                                         : 0.0;

@@ -23,8 +23,13 @@ ABSL_FLAG(int64_t, degree, 2, "polynomial: the degree, 1..64");
 ABSL_FLAG(double, t, 1.0, "heat: t > 0");
 ABSL_FLAG(std::string, loss, "squared",
           "squared, hinge (labels -1/+1), epsilon_insensitive, logistic (labels -1/+1), "
-          "huber, or novelty (one-class; labels ignored)");
-ABSL_FLAG(double, rho, 1.0, "hinge, novelty: the margin (with --nu > 0, its start value)");
+          "huber, novelty (one-class; labels ignored), or the multi-class multiclass_hinge "
+          "and softmax (named classes; needs --max_classes)");
+ABSL_FLAG(double, rho, 1.0,
+          "hinge, novelty, multiclass_hinge: the margin (with --nu > 0, its start value)");
+ABSL_FLAG(int64_t, max_classes, 0,
+          "multiclass_hinge, softmax: the most classes the model learns, 2 up to the "
+          "server's --max_classes (1000 unless set)");
 ABSL_FLAG(double, epsilon, 0.1,
           "epsilon_insensitive: the tube's half-width (with --nu > 0, its start value)");
 ABSL_FLAG(double, delta, 1.0, "huber: where the loss turns from quadratic to linear");
@@ -80,17 +85,6 @@ absl::StatusOr<Enum> ParseFlagName(absl::string_view flag, absl::string_view val
       absl::StrCat("--", flag, "=", value, ": expected ", NameList(names)));
 }
 
-// The losses okl.v1 carries: the core's multi-class losses, listed after them, are not on
-// the wire.
-constexpr size_t kWireLosses = 6;
-constexpr std::array<EnumName<LossType>, kWireLosses> kWireLossNames = [] {
-  std::array<EnumName<LossType>, kWireLosses> names{};
-  for (size_t i = 0; i < kWireLosses; ++i) names[i] = kLossTypeNames[i];
-  return names;
-}();
-static_assert(!IsMulticlassLoss(kWireLossNames.back().value) &&
-              IsMulticlassLoss(kLossTypeNames[kWireLosses].value));
-
 absl::StatusOr<uint32_t> NonNegative32(absl::string_view name, int64_t value) {
   if (value < 0 || value > 0xffffffffLL) {
     return absl::InvalidArgumentError(absl::StrCat("--", name, "=", value, " is out of range"));
@@ -123,11 +117,17 @@ absl::Status ApplyConfigFlags(const CommandLine& line, bool all, ModelConfig* co
   if (use("t")) config->kernel.t = absl::GetFlag(FLAGS_t);
   if (use("loss")) {
     absl::StatusOr<LossType> loss =
-        ParseFlagName("loss", absl::GetFlag(FLAGS_loss), kWireLossNames);
+        ParseFlagName("loss", absl::GetFlag(FLAGS_loss), kLossTypeNames);
     if (!loss.ok()) return loss.status();
     config->loss.type = *loss;
   }
   if (use("rho")) config->loss.rho = absl::GetFlag(FLAGS_rho);
+  if (use("max_classes")) {
+    absl::StatusOr<uint32_t> max_classes =
+        NonNegative32("max_classes", absl::GetFlag(FLAGS_max_classes));
+    if (!max_classes.ok()) return max_classes.status();
+    config->max_classes = *max_classes;
+  }
   if (use("epsilon")) config->loss.epsilon = absl::GetFlag(FLAGS_epsilon);
   if (use("delta")) config->loss.delta = absl::GetFlag(FLAGS_delta);
   if (use("nu")) config->loss.nu = absl::GetFlag(FLAGS_nu);
@@ -214,7 +214,11 @@ absl::Status ApplyConfigFlags(const CommandLine& line, bool all, ModelConfig* co
       {"c", kernel == KernelType::kLinear || kernel == KernelType::kPolynomial, "kernel"},
       {"degree", kernel == KernelType::kPolynomial, "kernel"},
       {"t", kernel == KernelType::kHeat, "kernel"},
-      {"rho", loss == LossType::kHinge || loss == LossType::kNovelty, "loss"},
+      {"rho",
+       loss == LossType::kHinge || loss == LossType::kNovelty ||
+           loss == LossType::kMulticlassHinge,
+       "loss"},
+      {"max_classes", IsMulticlassLoss(loss), "loss"},
       {"epsilon", loss == LossType::kEpsilonInsensitive, "loss"},
       {"delta", loss == LossType::kHuber, "loss"},
       {"nu",

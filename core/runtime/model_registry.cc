@@ -156,6 +156,7 @@ absl::StatusOr<BatchPrediction> ModelEntry::PredictAll(
                                                    " input values, not a multiple of dim ",
                                                    config_.dim));
   }
+  if (config_.multiclass()) return PredictClasses(xs, before_chunk);
   const bool novelty = config_.loss.type == LossType::kNovelty;
   bool variance = has_predictive_variance();
   BatchPrediction answer;
@@ -186,6 +187,36 @@ absl::StatusOr<BatchPrediction> ModelEntry::PredictAll(
         PredictBatch(part, out, PredictionMode::kConfigured, novelty ? &rho : nullptr));
     if (!novelty) continue;
     for (size_t i = 0; i < count; ++i) answer.novel[begin + i] = out[i] < rho;
+  }
+  return answer;
+}
+
+absl::StatusOr<BatchPrediction> ModelEntry::PredictClasses(
+    const InputBatch& xs, const std::function<absl::Status(size_t)>& before_chunk) const {
+  const size_t n = xs.size();
+  BatchPrediction answer;
+  answer.predictions.resize(n);
+  answer.class_score_begins.reserve(n);
+  for (size_t begin = 0; begin < n; begin += kPredictChunk) {
+    const size_t count = std::min(kPredictChunk, n - begin);
+    if (begin > 0 && before_chunk) OKL_RETURN_IF_ERROR(before_chunk(begin));
+    const size_t first_score = answer.class_scores.size();
+    size_t classes = 0;
+    {
+      ReaderLock lock(&mu_);
+      OKL_RETURN_IF_ERROR(CheckLive());
+      OKL_RETURN_IF_ERROR(learner_->PredictClassBatch(
+          xs.Subrange(begin, count), &answer.predicted_classes, &answer.class_scores));
+      classes = learner_->classes().size();
+      // Classes only join, so the last chunk's names every index of the earlier ones.
+      if (begin + count == n) answer.classes = learner_->classes();
+    }
+    for (size_t i = 0; i < count; ++i) {
+      answer.class_score_begins.push_back(first_score + i * classes);
+      const uint32_t c = answer.predicted_classes[begin + i];
+      answer.predictions[begin + i] =
+          c == kNoClass ? 0.0 : answer.class_scores[first_score + i * classes + c];
+    }
   }
   return answer;
 }

@@ -79,6 +79,24 @@ struct BatchPrediction {
   // For the novelty loss, whether each input is novel (f(x) < rho, with the rho of the
   // model that predicted it); else empty.
   std::vector<bool> novel;
+  // A multi-class model's (else all empty): its classes when the last input was
+  // predicted (a class keeps its index once learned, so these name every index below),
+  // and per input the index of its predicted class (kNoClass before any class was
+  // known; predictions then holds the class's score, or 0) and the scores of the classes
+  // known when it was predicted: class_scores[class_score_begins[i] ..
+  // class_score_begins[i + 1]) (the last row ends at class_scores.size()).
+  std::vector<std::string> classes;
+  std::vector<uint32_t> predicted_classes;
+  std::vector<double> class_scores;
+  std::vector<size_t> class_score_begins;
+
+  // Input i's class scores.
+  absl::Span<const double> ClassScoresOf(size_t i) const {
+    const size_t end =
+        i + 1 < class_score_begins.size() ? class_score_begins[i + 1] : class_scores.size();
+    return absl::MakeConstSpan(class_scores).subspan(class_score_begins[i],
+                                                     end - class_score_begins[i]);
+  }
 };
 
 class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
@@ -154,7 +172,8 @@ class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
   // multiply-adds. Before each chunk after the first, `before_chunk` (if set) is called
   // with the inputs predicted so far, and an error from it ends the call with that error
   // (a cancelled call). A selection whose champion changes to one without variances
-  // mid-batch answers none. NotFound once deleted.
+  // mid-batch answers none. A multi-class model answers its classes and scores; a class
+  // it learns during the call is in the later chunks' rows only. NotFound once deleted.
   absl::StatusOr<BatchPrediction> PredictAll(
       const InputBatch& xs,
       const std::function<absl::Status(size_t predicted)>& before_chunk = nullptr) const
@@ -201,6 +220,10 @@ class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
  private:
   absl::Status CheckLive() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // learner_->stats() with the published regret.
+  // PredictAll for a multi-class model.
+  absl::StatusOr<BatchPrediction> PredictClasses(
+      const InputBatch& xs, const std::function<absl::Status(size_t)>& before_chunk) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   ModelStats StatsLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_)
       ABSL_LOCKS_EXCLUDED(regret_mu_);
   // True if the scheduler should be asked now, after a batch ending at `steps`; updates

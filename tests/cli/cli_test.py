@@ -450,6 +450,30 @@ class OklCliTest(unittest.TestCase):
         self.assertEqual((code, out), (2, ""))
         self.assertIn("MERGE", err)
 
+    def test_create_and_get_a_multi_class_model(self):
+        base = ["--tenant=classes", "--model=m"]
+        self.okl("create", *base, "--dim=4", "--loss=multiclass_hinge", "--rho=0.5",
+                 "--max_classes=26", "--max_terms=100", "--policy=merge", "--eta0=0.5",
+                 "--lambda=0.01", expect=0)
+        _, text, _ = self.okl("get", *base, expect=0)
+        _, out, _ = self.okl("get", *base, "--json", expect=0)
+        got = json.loads(out)
+        self.assertEqual(got["config"]["max_classes"], 26)
+        self.assertEqual(got["config"]["loss"]["multiclass_hinge"]["rho"], 0.5)
+        self.assertEqual(got["stats"]["classes"], [])
+        self.assertEqual(got["stats"]["max_classes"], 26)
+        self.assertEqual(got["stats"]["mistakes"], 0)
+        self.assertIn("\nclasses          0 of at most 26\n", text)
+        # A multi-class loss needs --max_classes; no other loss takes it.
+        code, out, err = self.okl("create", "--tenant=classes", "--model=none", "--dim=4",
+                                  "--loss=softmax")
+        self.assertEqual((code, out), (2, ""))
+        self.assertIn("max_classes must be in [2, ", err)
+        code, out, err = self.okl("create", "--tenant=classes", "--model=binary", "--dim=4",
+                                  "--loss=hinge", "--max_classes=3")
+        self.assertEqual((code, out), (2, ""))
+        self.assertIn("--max_classes does not apply to the hinge loss", err)
+
     def test_observe_curve_matches_replay_bit_for_bit(self):
         self.okl("create", "--tenant=curve", "--model=mg", *MG_FLAGS, expect=0)
         curve = self.path("observe-curve.csv")

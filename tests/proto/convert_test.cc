@@ -416,6 +416,7 @@ ModelStats SampleStats(LossType loss, bool with_bound_and_regret) {
   const bool has_margin = loss == LossType::kHinge || loss == LossType::kNovelty ||
                           loss == LossType::kEpsilonInsensitive;
   stats.margin = has_margin ? 2.0 / 3 : 0.0;
+  if (IsMulticlassLoss(loss)) stats.classes = {"b", "a", "\xC3\xA9t\xC3\xA9"};
   if (with_bound_and_regret) {
     stats.truncation_error_bound = 1.0 / 11;
     stats.regret = RegretResult{.regret = -5.0 / 13,
@@ -432,6 +433,7 @@ void ExpectSameStats(const ModelStats& actual, const ModelStats& expected) {
   EXPECT_EQ(actual.cumulative_loss, expected.cumulative_loss);
   EXPECT_EQ(actual.mistakes, expected.mistakes);
   EXPECT_EQ(actual.terms_removed, expected.terms_removed);
+  EXPECT_EQ(actual.classes, expected.classes);
   EXPECT_EQ(actual.offset, expected.offset);
   EXPECT_EQ(actual.margin, expected.margin);
   EXPECT_EQ(actual.truncation_error_bound, expected.truncation_error_bound);
@@ -448,7 +450,8 @@ void ExpectSameStats(const ModelStats& actual, const ModelStats& expected) {
 
 TEST(ConvertStatsTest, RoundTripsForEveryKindOfMargin) {
   for (const LossType loss : {LossType::kHinge, LossType::kNovelty,
-                              LossType::kEpsilonInsensitive, LossType::kSquared}) {
+                              LossType::kEpsilonInsensitive, LossType::kSquared,
+                              LossType::kMulticlassHinge}) {
     for (const bool with_bound_and_regret : {false, true}) {
       SCOPED_TRACE(absl::StrCat(LossTypeName(loss),
                                 with_bound_and_regret ? " with" : " without",
@@ -462,8 +465,7 @@ TEST(ConvertStatsTest, RoundTripsForEveryKindOfMargin) {
 // Every value the wire can carry has a name in core's tables, and the same one: a
 // kernel's or loss's oneof field, a schedule's, policy's or candidate status's enum
 // value (lower case) is the core name of what it converts to, and each table has as
-// many entries as the wire has values. The one exception: the core's multi-class losses,
-// which the wire does not carry (no class labels in okl.v1), so no server holds one.
+// many entries as the wire has values.
 TEST(ConvertConfigTest, WireValuesAndCoreNameTablesAgree) {
   const google::protobuf::OneofDescriptor* kernels =
       v1::KernelConfig::descriptor()->FindOneofByName("kind");
@@ -472,11 +474,7 @@ TEST(ConvertConfigTest, WireValuesAndCoreNameTablesAgree) {
   const google::protobuf::OneofDescriptor* losses =
       v1::LossConfig::descriptor()->FindOneofByName("kind");
   ASSERT_NE(losses, nullptr);
-  const auto on_the_wire = [](LossType loss) { return !IsMulticlassLoss(loss); };
-  EXPECT_EQ(static_cast<size_t>(losses->field_count()),
-            static_cast<size_t>(std::count_if(
-                kLossTypeNames.begin(), kLossTypeNames.end(),
-                [&](const auto& entry) { return on_the_wire(entry.value); })));
+  EXPECT_EQ(static_cast<size_t>(losses->field_count()), kLossTypeNames.size());
   EXPECT_EQ(static_cast<size_t>(v1::LearningRate::Schedule_descriptor()->value_count() - 1),
             kScheduleNames.size());
   EXPECT_EQ(static_cast<size_t>(v1::Budget::Policy_descriptor()->value_count() - 1),
@@ -503,7 +501,7 @@ TEST(ConvertConfigTest, WireValuesAndCoreNameTablesAgree) {
   }
   for (const auto& [loss, name] : kLossTypeNames) {
     config.loss.type = loss;
-    EXPECT_EQ(set_field(ToProto(config).loss(), losses), on_the_wire(loss) ? name : "");
+    EXPECT_EQ(set_field(ToProto(config).loss(), losses), name);
   }
   for (const auto& [schedule, name] : kScheduleNames) {
     config.learning_rate.schedule = schedule;
@@ -734,6 +732,25 @@ TEST(CanonicalConfigBytesTest, EqualExactlyForTheSameConfiguration) {
 
 // A sparse-storage model (config.sparse) round-trips through the snapshot bytes with its
 // terms and retired terms as rows of non-zeros, and continues bit-identically.
+// The model `state` becomes through its snapshot bytes: they stay within the config's
+// MaxSnapshotBytes and decode to `state` exactly. Null (and a failure) otherwise.
+std::unique_ptr<Model> ThroughSnapshotBytes(const ModelState& state) {
+  const std::string bytes = EncodeOrDie(state);
+  EXPECT_LE(bytes.size(), MaxSnapshotBytes(state.config));
+  absl::StatusOr<ModelState> back = DecodeSnapshot(bytes);
+  if (!back.ok()) {
+    ADD_FAILURE() << back.status();
+    return nullptr;
+  }
+  EXPECT_EQ(*back, state);
+  absl::StatusOr<std::unique_ptr<Model>> restored = ModelFromState(*back);
+  if (!restored.ok()) {
+    ADD_FAILURE() << restored.status();
+    return nullptr;
+  }
+  return *std::move(restored);
+}
+
 TEST(ConvertSnapshotTest, SparseStorageRoundTripsAndContinuesBitIdentically) {
   ModelConfig config = BaseConfig();
   config.dim = 1u << 20;
@@ -762,22 +779,124 @@ TEST(ConvertSnapshotTest, SparseStorageRoundTripsAndContinuesBitIdentically) {
   EXPECT_EQ(snapshot.config().sparse().max_nonzeros(), 3u);
   EXPECT_EQ(snapshot.support_size(), 0);
   EXPECT_EQ(snapshot.sparse_support_ends_size(), 5);
-  const std::string bytes = EncodeOrDie(state);
-  EXPECT_LE(bytes.size(), MaxSnapshotBytes(config));
-  absl::StatusOr<ModelState> back = DecodeSnapshot(bytes);
-  ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(*back, state);
-  absl::StatusOr<std::unique_ptr<Model>> restored = ModelFromState(*back);
-  ASSERT_TRUE(restored.ok()) << restored.status();
+  std::unique_ptr<Model> restored = ThroughSnapshotBytes(state);
+  ASSERT_NE(restored, nullptr);
   for (int t = 14; t < 24; ++t) {
     input(t, &indices, &values);
     absl::StatusOr<Observation> a = (*model)->ObserveSparse({indices, values}, 0.2 * t);
-    absl::StatusOr<Observation> b = (*restored)->ObserveSparse({indices, values}, 0.2 * t);
+    absl::StatusOr<Observation> b = restored->ObserveSparse({indices, values}, 0.2 * t);
     ASSERT_TRUE(a.ok() && b.ok());
     EXPECT_EQ(std::bit_cast<uint64_t>(a->prediction), std::bit_cast<uint64_t>(b->prediction))
         << "step " << t;
   }
-  EXPECT_EQ((*model)->ExportState(), (*restored)->ExportState());
+  EXPECT_EQ((*model)->ExportState(), restored->ExportState());
+}
+
+// A multi-class model's config: dim 2, a Gaussian kernel, a MERGE budget of 5 terms and up
+// to 4 classes.
+ModelConfig ClassConfig(LossType loss) {
+  ModelConfig config = BaseConfig();
+  config.dim = 2;
+  config.loss = {.type = loss};
+  if (loss == LossType::kMulticlassHinge) config.loss.rho = 0.5;  // softmax has no margin
+  config.budget = {.max_terms = 5, .policy = BudgetPolicy::kMerge};
+  config.max_classes = 4;
+  return config;
+}
+
+TEST(ConvertConfigTest, MultiClassConfigsRoundTrip) {
+  for (const LossType loss : {LossType::kMulticlassHinge, LossType::kSoftmax}) {
+    SCOPED_TRACE(LossTypeName(loss));
+    const ModelConfig config = ClassConfig(loss);
+    ExpectConfigRoundTrip(config);
+    EXPECT_EQ(ToProto(config).max_classes(), 4u);
+  }
+  // Unset, the multi-class hinge's margin is 1, as the binary hinge's.
+  v1::ModelConfig proto = ToProto(ClassConfig(LossType::kMulticlassHinge));
+  proto.mutable_loss()->mutable_multiclass_hinge()->clear_rho();
+  absl::StatusOr<ModelConfig> config = FromProto(proto);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->loss.rho, 1.0);
+}
+
+TEST(ConvertConfigTest, AMultiClassLossNeedsMaxClassesAndNoOtherLossTakesIt) {
+  v1::ModelConfig proto = ToProto(ClassConfig(LossType::kSoftmax));
+  proto.set_max_classes(0);
+  absl::Status status = FromProto(proto).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("max_classes must be in [2, "));
+  proto.set_max_classes(1);
+  EXPECT_EQ(FromProto(proto).status().code(), absl::StatusCode::kInvalidArgument);
+  v1::ModelConfig binary = ToProto(BaseConfig());
+  binary.set_max_classes(3);
+  status = FromProto(binary).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("max_classes is for the multi-class losses"));
+  // What a multi-class model does not offer is named.
+  v1::ModelConfig averaged = ToProto(ClassConfig(LossType::kMulticlassHinge));
+  averaged.set_averaged(true);
+  status = FromProto(averaged).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("averaged is not offered for a multi-class model"));
+}
+
+// A multi-class model's snapshot is format version 5 with its classes, decodes to the same
+// state, stays within MaxSnapshotBytes, and the restored model continues bit for bit.
+TEST(ConvertSnapshotTest, AMultiClassModelRoundTripsAsVersion5AndContinuesBitIdentically) {
+  for (const LossType loss : {LossType::kMulticlassHinge, LossType::kSoftmax}) {
+    SCOPED_TRACE(LossTypeName(loss));
+    const ModelConfig config = ClassConfig(loss);
+    absl::StatusOr<std::unique_ptr<Model>> model = CreateModel(config);
+    ASSERT_TRUE(model.ok()) << model.status();
+    const std::string names[] = {"cat", "dog \xF0\x9F\x90\x95", std::string(kMaxClassLabelBytes, 'e')};
+    auto x_at = [](int t) { return std::vector<double>{std::sin(0.9 * t), std::cos(1.3 * t)}; };
+    for (int t = 0; t < 12; ++t) {
+      ASSERT_TRUE((*model)->ObserveClass(x_at(t), names[t % 3]).ok());
+    }
+    const ModelState state = (*model)->ExportState();
+    ASSERT_EQ(state.classes.size(), 3u);
+    const v1::ModelSnapshot snapshot = ToProto(state);
+    EXPECT_EQ(snapshot.format_version(), kSnapshotFormatVersion);
+    EXPECT_EQ(kSnapshotFormatVersion, 5u);
+    ASSERT_EQ(snapshot.classes_size(), 3);
+    EXPECT_EQ(snapshot.classes(1), names[1]);
+    EXPECT_EQ(snapshot.coefficients_size(), snapshot.added_at_size() * 3);
+    std::unique_ptr<Model> restored = ThroughSnapshotBytes(state);
+    ASSERT_NE(restored, nullptr);
+    for (int t = 12; t < 24; ++t) {
+      const std::string name = t == 20 ? "emu" : names[t % 3];  // a fourth class joins
+      absl::StatusOr<Observation> a = (*model)->ObserveClass(x_at(t), name);
+      absl::StatusOr<Observation> b = restored->ObserveClass(x_at(t), name);
+      ASSERT_TRUE(a.ok() && b.ok());
+      EXPECT_EQ(std::bit_cast<uint64_t>(a->prediction), std::bit_cast<uint64_t>(b->prediction))
+          << "step " << t;
+      EXPECT_EQ(a->predicted_class, b->predicted_class);
+    }
+    EXPECT_EQ((*model)->ExportState(), restored->ExportState());
+  }
+}
+
+// The bound covers a full multi-class model: every class, each with the longest name, and
+// a coefficient per class on every term.
+TEST(MaxSnapshotBytesTest, BoundsAFullMultiClassModel) {
+  ModelConfig config = ClassConfig(LossType::kSoftmax);
+  config.max_classes = 6;
+  config.budget.max_terms = 8;
+  absl::StatusOr<std::unique_ptr<Model>> model = CreateModel(config);
+  ASSERT_TRUE(model.ok()) << model.status();
+  for (int t = 0; t < 40; ++t) {
+    const std::vector<double> x = {std::sin(0.7 * t), std::cos(0.4 * t)};
+    const std::string name(kMaxClassLabelBytes, static_cast<char>('a' + t % 6));
+    ASSERT_TRUE((*model)->ObserveClass(x, name).ok());
+  }
+  ASSERT_EQ((*model)->expansion_size(), 8u);
+  ASSERT_EQ((*model)->classes().size(), 6u);
+  const std::string bytes = EncodeOrDie((*model)->ExportState());
+  EXPECT_LE(bytes.size(), MaxSnapshotBytes(config));
+  // Loose by at most the fixed part, one more term (a step's, which the bound counts) and
+  // 2 bytes a class.
+  EXPECT_GE(bytes.size() + 4096 + (2 + 6) * sizeof(double) + 10 + 6 * 2,
+            MaxSnapshotBytes(config));
 }
 
 // A full model's snapshot never exceeds MaxSnapshotBytes, and the bound is not loose by
@@ -1070,7 +1189,7 @@ TEST(ConvertSelectTest, SnapshotIsVersion4AndContinuesBitIdentically) {
       ASSERT_TRUE((*model)->Observe(x, std::sin(0.5 * t)).ok());
     }
     const ModelState state = (*model)->ExportState();
-    EXPECT_EQ(ToProto(state).format_version(), kSnapshotFormatVersion);
+    EXPECT_EQ(ToProto(state).format_version(), kSelectSnapshotFormatVersion);
     const std::string bytes = EncodeOrDie(state);
     EXPECT_LE(bytes.size(), MaxSnapshotBytes(state.config));
     absl::StatusOr<ModelState> decoded = DecodeSnapshot(bytes);

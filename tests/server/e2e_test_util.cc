@@ -99,6 +99,7 @@ std::vector<v1::Example> MakeStream(const v1::ModelConfig& config, size_t n, uin
   std::mt19937_64 random(seed);
   std::normal_distribution<double> noise(0.0, 0.05);
   const bool classification = config.loss().has_hinge() || config.loss().has_logistic();
+  const bool classes = config.loss().has_multiclass_hinge() || config.loss().has_softmax();
   std::vector<v1::Example> stream;
   stream.reserve(n);
   for (size_t i = 0; i < n; ++i) {
@@ -110,6 +111,11 @@ std::vector<v1::Example> MakeStream(const v1::ModelConfig& config, size_t n, uin
     }
     double y = signal + noise(random);
     if (classification) y = y >= 0.0 ? 1.0 : -1.0;
+    if (classes) {  // three bands of the signal, named in the order they may first come
+      stream.push_back(MakeExample(std::move(x), 0.0));
+      stream.back().set_class_label(y < -0.5 ? "low" : y < 0.5 ? "mid band" : "high \xE2\x86\x91");
+      continue;
+    }
     stream.push_back(MakeExample(std::move(x), y));
   }
   return stream;
@@ -389,13 +395,18 @@ std::unique_ptr<CoreTwin> CoreTwin::FromState(const ModelState& state) {
 std::vector<Observation> CoreTwin::Observe(absl::Span<const v1::Example> examples) {
   std::vector<double> xs;
   std::vector<double> ys;
+  std::vector<std::string> class_labels;
   for (const v1::Example& example : examples) {
     const std::vector<double> x = Densify(example.x(), dim());
     xs.insert(xs.end(), x.begin(), x.end());
     ys.push_back(example.y());
+    class_labels.push_back(example.class_label());
   }
   std::vector<Observation> out;
-  absl::Status status = model_->ObserveBatch(xs, ys, &out);
+  absl::Status status =
+      model_->config().multiclass()
+          ? model_->ObserveClassBatch(InputBatch::Dense(xs, dim()), class_labels, &out)
+          : model_->ObserveBatch(xs, ys, &out);
   if (!status.ok()) ADD_FAILURE() << "core ObserveBatch: " << status;
   return out;
 }

@@ -72,7 +72,8 @@ std::vector<double> Densify(const v1::Vector& vector, uint32_t dim);
 
 // `n` examples for `config` from a fixed seed: inputs in [-1, 1] (sparse with a few
 // strictly increasing indices if `sparse`), labels +-1 for the classification losses,
-// a smooth function of x plus noise otherwise.
+// a smooth function of x plus noise otherwise; for the multi-class losses y 0 and a
+// class_label naming the band of that function: "low", "mid band" or "high \u2191".
 std::vector<v1::Example> MakeStream(const v1::ModelConfig& config, size_t n, uint64_t seed,
                                     bool sparse = false);
 // `n` inputs for Predict, likewise.

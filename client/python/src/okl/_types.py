@@ -59,6 +59,8 @@ class ModelStats:
     labels_duplicate: int = 0         # labels for events labelled before
     served_loss: float = 0.0          # sum of the losses of the predictions served
     served_labels: int = 0            # the labels it sums over
+    # A multi-class model's classes in the order learned: the columns of its scores.
+    classes: List[str] = field(default_factory=list)
 
     @property
     def average_loss(self) -> float:
@@ -86,7 +88,7 @@ class ModelStats:
             champion_changes=stats.champion_changes, events_pending=stats.events_pending,
             labels_applied=stats.labels_applied, events_expired=stats.events_expired,
             labels_duplicate=stats.labels_duplicate, served_loss=stats.served_loss,
-            served_labels=stats.served_labels)
+            served_labels=stats.served_labels, classes=list(stats.classes))
 
 
 @dataclass(frozen=True)
