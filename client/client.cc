@@ -383,7 +383,8 @@ absl::StatusOr<v1::PredictResponse> CallPredict(const ClientOptions& options,
 absl::StatusOr<std::vector<double>> Client::Predict(const ModelId& id,
                                                     absl::Span<const double> xs, uint32_t dim,
                                                     std::vector<bool>* novel,
-                                                    std::vector<double>* variances) const {
+                                                    std::vector<double>* variances,
+                                                    ClassPredictions* classes) const {
   OKL_ASSIGN_OR_RETURN(const v1::PredictResponse response,
                        CallPredict(options_, *stub_->okl, "Predict", id, xs, dim,
                                    /*remember=*/nullptr, Retry::kOnUnavailable));
@@ -396,6 +397,27 @@ absl::StatusOr<std::vector<double>> Client::Predict(const ModelId& id,
     novel->assign(response.novel().begin(), response.novel().end());
   }
   if (variances != nullptr) *variances = ToVector(response.variances());
+  if (classes != nullptr) {
+    const int n = response.predictions_size();
+    if ((response.predicted_classes_size() != 0 && response.predicted_classes_size() != n) ||
+        response.class_scores_size() != response.predicted_classes_size() ||
+        (response.probabilities_size() != 0 && response.probabilities_size() != n)) {
+      return absl::InternalError(absl::StrCat(
+          "Predict: the server answered ", response.predicted_classes_size(), " classes, ",
+          response.class_scores_size(), " score rows and ", response.probabilities_size(),
+          " probability rows for ", n, " predictions"));
+    }
+    classes->predicted_classes.assign(response.predicted_classes().begin(),
+                                      response.predicted_classes().end());
+    classes->class_scores.clear();
+    for (const v1::ClassScores& row : response.class_scores()) {
+      classes->class_scores.push_back(ToVector(row.values()));
+    }
+    classes->probabilities.clear();
+    for (const v1::ClassScores& row : response.probabilities()) {
+      classes->probabilities.push_back(ToVector(row.values()));
+    }
+  }
   return ToVector(response.predictions());
 }
 

@@ -141,6 +141,9 @@ struct AckedBatch {
   // okl_server --max_response_predictions (100,000) of them if the stream was longer.
   std::vector<double> predictions;
   std::vector<double> losses;
+  // A multi-class model's prequential predicted classes, as the predictions ("" for an
+  // example that came before any class); empty for the other models.
+  std::vector<std::string> predicted_classes;
   uint64_t steps = 0;           // the model's step count after example first + count - 1
   uint32_t expansion_size = 0;  // stored terms then
   // A stream the server refused part-way (its tenant being moved, see ObserveWriter)
@@ -178,9 +181,22 @@ struct RememberOptions {
 
 // The answer of Client::PredictRemembering: per input, in order, the prediction served
 // and the event id it is remembered under.
+// A multi-class model's answer beside its predictions: per input the predicted class
+// ("" before the model knew any), the score of each class in the order of
+// ModelStats::classes, and for the softmax loss each class's probability (no rows for the
+// other losses).
+struct ClassPredictions {
+  std::vector<std::string> predicted_classes;
+  std::vector<std::vector<double>> class_scores;
+  std::vector<std::vector<double>> probabilities;
+};
+
 struct RememberedPredictions {
   std::vector<double> predictions;
   std::vector<std::string> event_ids;
+  // A multi-class model's classes and scores (Predict's `classes`; empty for the other
+  // kinds, and for remembered predictions, which a multi-class model does not make).
+  ClassPredictions classes;
   // A KRLS tracker's predictive variances (as Predict's), empty for the other kinds.
   std::vector<double> variances;
 };
@@ -287,10 +303,13 @@ class Client {
   // receives, for a novelty model, the server's decision f(x) < rho per input (with the
   // rho of the model that made the predictions), and is emptied for any other model. If
   // `variances` is not null, it receives, for a KRLS tracker, the predictive variance of
-  // each prediction, and is emptied for any other model.
+  // each prediction, and is emptied for any other model. If `classes` is not null, it
+  // receives a multi-class model's classes and scores (each prediction is then its
+  // predicted class's score), and is emptied for any other model.
   absl::StatusOr<std::vector<double>> Predict(const ModelId& id, absl::Span<const double> xs,
                                               uint32_t dim, std::vector<bool>* novel = nullptr,
-                                              std::vector<double>* variances = nullptr) const;
+                                              std::vector<double>* variances = nullptr,
+                                              ClassPredictions* classes = nullptr) const;
 
   // Predict, and the server keeps each input and its prediction under an event id until
   // a Label for it arrives or its wait ends (delayed feedback: docs/delayed-feedback.md).
@@ -433,6 +452,10 @@ class ObserveWriter {
   absl::Status Add(absl::Span<const double> x, double y);
   // Adds ys.size() examples: xs holds them example-major (ys.size() * dim values).
   absl::Status Add(absl::Span<const double> xs, absl::Span<const double> ys);
+  // Adds one example of a multi-class model: x of class `class_label` (y 0). The server
+  // checks the label (1 to 128 bytes of UTF-8); a bad one fails the writer as a bad x
+  // does.
+  absl::Status AddClass(absl::Span<const double> x, absl::string_view class_label);
 
   // Sends the examples buffered and closes the stream, so that every example added so
   // far is acknowledged (or the writer failed).
@@ -467,7 +490,10 @@ class ObserveWriter {
                 uint64_t steps_at_open);
 
   // Appends one example to the pending batch, sending it once full.
-  absl::Status Append(absl::Span<const double> x, double y);
+  absl::Status Append(absl::Span<const double> x, double y,
+                      absl::string_view class_label = "");
+  // Add and AddClass: checks x and the writer's state, then Appends.
+  absl::Status AddExample(absl::Span<const double> x, double y, absl::string_view class_label);
   // Sends the pending batch on the open stream (opening one if needed).
   absl::Status SendBatch();
   // Opens a stream (state_->writer).

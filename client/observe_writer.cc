@@ -61,13 +61,23 @@ ObserveWriter::~ObserveWriter() {
 }
 
 absl::Status ObserveWriter::Add(absl::Span<const double> x, double y) {
+  return AddExample(x, y, "");
+}
+
+absl::Status ObserveWriter::AddClass(absl::Span<const double> x,
+                                     absl::string_view class_label) {
+  return AddExample(x, 0.0, class_label);
+}
+
+absl::Status ObserveWriter::AddExample(absl::Span<const double> x, double y,
+                                       absl::string_view class_label) {
   if (x.size() != dim_) {
     return absl::InvalidArgumentError(absl::StrCat("ObserveWriter::Add: x has ", x.size(),
                                                    " values but the model's dim is ", dim_));
   }
   if (!status_.ok()) return status_;
   if (closed_) return absl::FailedPreconditionError("ObserveWriter::Add after Close");
-  return Append(x, y);
+  return Append(x, y, class_label);
 }
 
 absl::Status ObserveWriter::Add(absl::Span<const double> xs, absl::Span<const double> ys) {
@@ -84,13 +94,15 @@ absl::Status ObserveWriter::Add(absl::Span<const double> xs, absl::Span<const do
   return absl::OkStatus();
 }
 
-absl::Status ObserveWriter::Append(absl::Span<const double> x, double y) {
+absl::Status ObserveWriter::Append(absl::Span<const double> x, double y,
+                                   absl::string_view class_label) {
   // Cleared messages stay allocated in the repeated field and are reused here.
   v1::Example* example = state_->batch.add_examples();
   // The writer checked x's size against the model's dim, which the dense form would
   // have let the server check: the smaller form is safe here.
   ToCompactVector(x, example->mutable_x());
   example->set_y(y);
+  example->set_class_label(std::string(class_label));
   ++added_;
   if (static_cast<size_t>(state_->batch.examples_size()) < options_.batch_size) {
     return absl::OkStatus();
@@ -238,6 +250,8 @@ absl::Status ObserveWriter::AcknowledgeAnswered() {
     ack.count = count;
     ack.predictions = ToVector(response.predictions());
     ack.losses = ToVector(response.losses());
+    ack.predicted_classes.assign(response.predicted_classes().begin(),
+                                 response.predicted_classes().end());
     ack.steps = response.steps();
     ack.expansion_size = response.expansion_size();
     options_.on_ack(ack);

@@ -113,31 +113,44 @@ absl::StatusOr<bool> LineReader::Next(absl::string_view* line) {
 }
 
 absl::StatusOr<std::unique_ptr<RowReader>> RowReader::Open(
-    const std::vector<std::string>& paths, RowFormat format, uint32_t dim, bool labelled) {
+    const std::vector<std::string>& paths, RowFormat format, uint32_t dim, bool labelled,
+    bool class_labels) {
   if (dim == 0) return absl::InvalidArgumentError("the input dimension must be positive");
   absl::StatusOr<std::unique_ptr<LineReader>> lines = LineReader::Open(paths);
   if (!lines.ok()) return lines.status();
-  return std::unique_ptr<RowReader>(new RowReader(*std::move(lines), format, dim, labelled));
+  return std::unique_ptr<RowReader>(
+      new RowReader(*std::move(lines), format, dim, labelled, labelled && class_labels));
 }
 
 RowReader::RowReader(std::unique_ptr<LineReader> lines, RowFormat format, uint32_t dim,
-                     bool labelled)
-    : lines_(std::move(lines)), format_(format), dim_(dim), labelled_(labelled) {
+                     bool labelled, bool class_labels)
+    : lines_(std::move(lines)),
+      format_(format),
+      dim_(dim),
+      labelled_(labelled),
+      class_labels_(class_labels) {
   if (format_ == RowFormat::kLibsvm) seen_.assign(dim_, 0);
 }
 
 absl::StatusOr<bool> RowReader::Next(std::vector<double>* x, double* y) {
+  return Next(x, y, nullptr);
+}
+
+absl::StatusOr<bool> RowReader::Next(std::vector<double>* x, double* y,
+                                     std::string* class_label) {
   absl::string_view line;
   absl::StatusOr<bool> more = lines_->Next(&line);
   if (!more.ok() || !*more) return more;
-  if (absl::Status parsed = ParseLine(line, x, y); !parsed.ok()) return parsed;
+  if (absl::Status parsed = ParseLine(line, x, y, class_label); !parsed.ok()) return parsed;
   ++rows_;
   return true;
 }
 
-absl::Status RowReader::ParseLine(absl::string_view line, std::vector<double>* x, double* y) {
+absl::Status RowReader::ParseLine(absl::string_view line, std::vector<double>* x, double* y,
+                                  std::string* class_label) {
   x->assign(dim_, 0.0);
   *y = 0.0;
+  if (class_label != nullptr) class_label->clear();
   if (format_ == RowFormat::kCsv) {
     const size_t want = dim_ + (labelled_ ? 1 : 0);
     size_t column = 0;
@@ -145,7 +158,10 @@ absl::Status RowReader::ParseLine(absl::string_view line, std::vector<double>* x
       const size_t comma = line.find(',');
       const absl::string_view field = Trim(line.substr(0, comma));
       ++column;
-      if (column <= want) {
+      if (column <= want && column > dim_ && class_labels_) {
+        if (field.empty()) return lines_->Error(absl::StrCat("no class in column ", column));
+        if (class_label != nullptr) class_label->assign(field.data(), field.size());
+      } else if (column <= want) {
         double value = 0;
         const std::string error = text::ParseNumber(field, &value);
         if (!error.empty()) return lines_->Error(absl::StrCat(error, " in column ", column));
@@ -159,16 +175,25 @@ absl::Status RowReader::ParseLine(absl::string_view line, std::vector<double>* x
       line.remove_prefix(comma + 1);
     }
     if (column != want) {
-      return lines_->Error(absl::StrCat("expected ", want, " columns (", dim_, " inputs",
-                                        labelled_ ? " and a label" : "", "), got ", column));
+      const absl::string_view label = !labelled_       ? ""
+                                      : class_labels_ ? " and a class"
+                                                      : " and a label";
+      return lines_->Error(
+          absl::StrCat("expected ", want, " columns (", dim_, " inputs", label, "), got ", column));
     }
     return absl::OkStatus();
   }
 
   // libsvm
+  if (class_labels_) {  // the first word is the class; the rest, index:value pairs
+    const size_t end = line.find_first_of(" \t");
+    const absl::string_view word = line.substr(0, end);
+    if (class_label != nullptr) class_label->assign(word.data(), word.size());
+    line = end == absl::string_view::npos ? absl::string_view() : line.substr(end + 1);
+  }
   const uint64_t mark = rows_ + 1;
   const std::string error = text::ParseLibsvmLine(
-      line, labelled_,
+      line, labelled_ && !class_labels_,
       [&](double label) {
         if (labelled_) *y = label;
         return std::string();

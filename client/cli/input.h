@@ -91,16 +91,20 @@ class RowReader {
  public:
   // Reads `paths` in order; "-" is stdin. Every file is opened here, so a missing one
   // fails before any row is read. Each row must have dimension `dim` (> 0); `labelled`
-  // rows end (csv) or start (libsvm) with their label.
+  // rows end (csv) or start (libsvm) with their label: with `class_labels` (a multi-class
+  // model's rows) a class, the field's text as it is (csv: trimmed of spaces; libsvm: the
+  // line's first word), else a number.
   static absl::StatusOr<std::unique_ptr<RowReader>> Open(const std::vector<std::string>& paths,
                                                          RowFormat format, uint32_t dim,
-                                                         bool labelled);
+                                                         bool labelled, bool class_labels = false);
   RowReader(const RowReader&) = delete;
   RowReader& operator=(const RowReader&) = delete;
 
   // Replaces *x with the next row's dim inputs and sets *y to its label (0 if
   // unlabelled); false after the last row.
   absl::StatusOr<bool> Next(std::vector<double>* x, double* y);
+  // The same for rows with class labels: *class_label gets the row's class (and *y 0).
+  absl::StatusOr<bool> Next(std::vector<double>* x, double* y, std::string* class_label);
 
   // Rows returned so far.
   uint64_t rows() const { return rows_; }
@@ -111,15 +115,19 @@ class RowReader {
   std::optional<uint64_t> total_bytes() const { return lines_->total_bytes(); }
 
  private:
-  RowReader(std::unique_ptr<LineReader> lines, RowFormat format, uint32_t dim, bool labelled);
+  RowReader(std::unique_ptr<LineReader> lines, RowFormat format, uint32_t dim, bool labelled,
+            bool class_labels);
 
-  // Parses one trimmed data line of the current input.
-  absl::Status ParseLine(absl::string_view line, std::vector<double>* x, double* y);
+  // Parses one trimmed data line of the current input; class_label is set (and may be
+  // null) only with class labels.
+  absl::Status ParseLine(absl::string_view line, std::vector<double>* x, double* y,
+                         std::string* class_label);
 
   std::unique_ptr<LineReader> lines_;
   const RowFormat format_;
   const uint32_t dim_;
   const bool labelled_;
+  const bool class_labels_;
   uint64_t rows_ = 0;
   std::vector<uint64_t> seen_;  // libsvm: seen_[j] == rows_ + 1 when index j was set
 };

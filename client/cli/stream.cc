@@ -33,6 +33,13 @@ std::string InputsLabel(const std::vector<std::string>& inputs) {
   });
 }
 
+// The label of an example sent and not yet acknowledged: y, or a multi-class model's
+// class.
+struct SentLabel {
+  double y = 0;
+  std::string class_label;
+};
+
 // What the acknowledgements told so far.
 struct AckTotals {
   uint64_t acknowledged = 0;
@@ -43,14 +50,18 @@ struct AckTotals {
 
   // Adds an acknowledged batch. `labels` are those of the examples added and not yet
   // acknowledged, oldest first: a classification's mistakes compare them with the
-  // predictions.
-  void Add(const AckedBatch& ack, bool classification, std::deque<double>* labels) {
+  // predictions (a multi-class model's with the predicted classes).
+  void Add(const AckedBatch& ack, bool classification, std::deque<SentLabel>* labels) {
     for (uint64_t i = 0; i < ack.count; ++i) {
       const double loss = i < ack.losses.size() ? ack.losses[i] : 0.0;
       const double prediction = i < ack.predictions.size() ? ack.predictions[i] : 0.0;
       loss_sum += loss;
       if (!labels->empty()) {
-        if (classification && !(prediction * labels->front() > 0)) ++mistakes;
+        if (i < ack.predicted_classes.size()) {
+          if (ack.predicted_classes[i] != labels->front().class_label) ++mistakes;
+        } else if (classification && !(prediction * labels->front().y > 0)) {
+          ++mistakes;
+        }
         labels->pop_front();
       }
     }
@@ -114,17 +125,20 @@ std::optional<double> ProgressFraction(const RowReader& reader, const ObserveOpt
 // row the writer refuses (Close returns why) or one that cannot be read (returned).
 template <typename Report>
 absl::Status SendRows(RowReader& reader, ObserveWriter& writer, const ObserveOptions& options,
-                      std::deque<double>* labels, const Report& report, uint64_t* sent) {
+                      bool class_labels, std::deque<SentLabel>* labels, const Report& report,
+                      uint64_t* sent) {
   std::vector<double> x;
-  double y = 0;
+  SentLabel label;
   for (;;) {
     if (options.limit.has_value() && *sent >= *options.limit) break;
-    absl::StatusOr<bool> more = reader.Next(&x, &y);
+    absl::StatusOr<bool> more = reader.Next(&x, &label.y, &label.class_label);
     if (!more.ok()) return more.status();
     if (!*more) break;
     if (reader.rows() <= options.skip) continue;
-    labels->push_back(y);
-    if (absl::Status added = writer.Add(x, y); !added.ok()) break;
+    labels->push_back(label);
+    const absl::Status added =
+        class_labels ? writer.AddClass(x, label.class_label) : writer.Add(x, label.y);
+    if (!added.ok()) break;
     ++*sent;
     if ((*sent & 63) == 0) report(false);
   }
@@ -163,7 +177,8 @@ absl::Status ReadFailure(const absl::Status& read_status, uint64_t sent, uint64_
 void PrintObserveSummary(const ModelId& id, const ModelConfig& config,
                          const CurveOptions& curve, const ObserveResult& result,
                          const Output& output) {
-  const bool classification = IsClassificationLoss(config.loss.type);
+  const bool classification =
+      IsClassificationLoss(config.loss.type) || IsMulticlassLoss(config.loss.type);
   const uint64_t sent = result.sent;
   const AckTotals& totals = result.totals;
   const double seconds = result.seconds;
@@ -211,15 +226,16 @@ absl::Status RunObserve(const Client& client, const ModelId& id, const ObserveOp
   absl::StatusOr<ModelSummary> model = client.GetModel(id);
   if (!model.ok()) return model.status();
   const bool classification = IsClassificationLoss(model->config.loss.type);
-  OKL_ASSIGN_OR_RETURN(
-      std::unique_ptr<RowReader> reader,
-      RowReader::Open(options.inputs, options.format, model->config.dim, /*labelled=*/true));
+  const bool class_labels = model->config.multiclass();
+  OKL_ASSIGN_OR_RETURN(std::unique_ptr<RowReader> reader,
+                       RowReader::Open(options.inputs, options.format, model->config.dim,
+                                       /*labelled=*/true, class_labels));
   OKL_ASSIGN_OR_RETURN(std::unique_ptr<CurveWriter> curve, OpenCurve(options.curve));
 
   ObserveResult result;
   result.totals.steps = model->stats.steps;
   result.totals.expansion_size = model->stats.expansion_size;
-  std::deque<double> labels;  // of the examples added and not yet acknowledged
+  std::deque<SentLabel> labels;  // of the examples added and not yet acknowledged
   absl::Status curve_status;
   WriterOptions writer_options;
   writer_options.batch_size = options.batch_size;
@@ -241,7 +257,7 @@ absl::Status RunObserve(const Client& client, const ModelId& id, const ObserveOp
 
   const Clock::time_point start = Clock::now();
   const absl::Status read_status =
-      SendRows(*reader, *writer, options, &labels, report, &result.sent);
+      SendRows(*reader, *writer, options, class_labels, &labels, report, &result.sent);
   // Rows read before a malformed one are sent too: everything before it is applied, so
   // that --skip can resume right after it once it is fixed.
   const absl::Status closed = writer->Close();
@@ -308,6 +324,14 @@ class PredictionSink {
     if (std::fwrite(text.data(), 1, text.size(), file_) != text.size()) failed_ = true;
   }
 
+  // A multi-class model's predictions: one predicted class a line (an empty line before
+  // the model knew any class).
+  void WriteClasses(absl::Span<const std::string> classes) {
+    std::string text;
+    for (const std::string& c : classes) absl::StrAppend(&text, c, "\n");
+    if (std::fwrite(text.data(), 1, text.size(), file_) != text.size()) failed_ = true;
+  }
+
   absl::Status Close() {
     errno = 0;
     bool ok = !failed_ && std::fflush(file_) == 0;
@@ -350,7 +374,8 @@ absl::StatusOr<RememberedPredictions> PredictBatch(
   }
   RememberedPredictions predicted;
   OKL_ASSIGN_OR_RETURN(predicted.predictions,
-                       client.Predict(id, batch, dim, /*novel=*/nullptr, &predicted.variances));
+                       client.Predict(id, batch, dim, /*novel=*/nullptr, &predicted.variances,
+                                      &predicted.classes));
   return predicted;
 }
 
@@ -431,6 +456,12 @@ class PredictBatcher {
       Append(predicted.predictions, &collected_.predictions);
       Append(predicted.variances, &collected_.variances);
       Append(predicted.event_ids, &collected_.event_ids);
+      ClassPredictions& classes = collected_.classes;
+      Append(predicted.classes.predicted_classes, &classes.predicted_classes);
+      Append(predicted.classes.class_scores, &classes.class_scores);
+      Append(predicted.classes.probabilities, &classes.probabilities);
+    } else if (!predicted.classes.predicted_classes.empty()) {
+      sink_->WriteClasses(predicted.classes.predicted_classes);
     } else {
       sink_->Write(predicted.predictions, predicted.variances, predicted.event_ids);
     }
@@ -455,6 +486,19 @@ class PredictBatcher {
   RememberedPredictions collected_;
 };
 
+// Rows of numbers as a JSON array of arrays.
+std::string JsonRows(const std::vector<std::vector<double>>& rows) {
+  std::string json = "[";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    absl::StrAppend(&json, i > 0 ? ",[" : "[");
+    for (size_t c = 0; c < rows[i].size(); ++c) {
+      absl::StrAppend(&json, c > 0 ? "," : "", JsonNumber(rows[i][c]));
+    }
+    absl::StrAppend(&json, "]");
+  }
+  return json + "]";
+}
+
 // Predict's JSON object on stdout, holding the collected predictions.
 void PrintCollectedPredictions(const ModelId& id, const ModelConfig& config,
                                const PredictOptions& options, const PredictBatcher& batcher,
@@ -464,6 +508,14 @@ void PrintCollectedPredictions(const ModelId& id, const ModelConfig& config,
   json.AddUint("count", batcher.count()).AddDoubles("predictions", collected.predictions);
   if (config.krls_tracker_kind()) json.AddDoubles("variances", collected.variances);
   if (options.remember.has_value()) json.AddStrings("event_ids", collected.event_ids);
+  if (config.multiclass()) {
+    const ClassPredictions& classes = collected.classes;
+    json.AddStrings("predicted_classes", classes.predicted_classes)
+        .AddRaw("class_scores", JsonRows(classes.class_scores));
+    if (config.loss.type == LossType::kSoftmax) {
+      json.AddRaw("probabilities", JsonRows(classes.probabilities));
+    }
+  }
   std::fprintf(output.out, "%s\n", json.str().c_str());
 }
 

@@ -474,6 +474,51 @@ class OklCliTest(unittest.TestCase):
         self.assertEqual((code, out), (2, ""))
         self.assertIn("--max_classes does not apply to the hinge loss", err)
 
+    def test_observe_and_predict_named_classes(self):
+        """A multi-class model learns the CSV's last column as its class, and predict
+        prints each input's class (--json: the scores and a softmax model's
+        probabilities too)."""
+        base = ["--tenant=classes", "--model=sat"]
+        with open(os.path.join(ARGS.data_dir, "satimage.csv")) as f:
+            rows = [line.rstrip("\n") for line in f][:600]
+        train = self.path("sat-train.csv")
+        with open(train, "w") as f:
+            f.write("\n".join(rows[:500]) + "\n")
+        probes = self.path("sat-probes.csv")
+        with open(probes, "w") as f:
+            f.write("\n".join(r.rsplit(",", 1)[0] for r in rows[500:]) + "\n")
+        truth = [r.rsplit(",", 1)[1] for r in rows[500:]]
+        self.okl("create", *base, "--dim=36", "--loss=softmax", "--max_classes=6",
+                 "--gamma=0.0001", "--eta0=0.5", "--lambda=0.0001", "--max_terms=100",
+                 "--policy=merge", expect=0)
+        _, out, _ = self.okl("observe", *base, "--json", train, expect=0)
+        observed = json.loads(out)
+        self.assertEqual(observed["examples"], 500)
+        self.assertLess(observed["mistakes"], 150)  # prequential; 6 classes
+        _, out, _ = self.okl("get", *base, "--json", expect=0)
+        stats = json.loads(out)["stats"]
+        self.assertEqual(stats["mistakes"], observed["mistakes"])
+        first_seen = list(dict.fromkeys(r.rsplit(",", 1)[1] for r in rows[:500]))
+        self.assertEqual(stats["classes"], first_seen)
+        _, text, _ = self.okl("predict", *base, probes, expect=0)
+        predicted = text.splitlines()
+        self.assertEqual(len(predicted), 100)
+        self.assertTrue(set(predicted) <= set(first_seen), predicted)
+        self.assertGreater(sum(p == t for p, t in zip(predicted, truth)), 70)
+        _, out, _ = self.okl("predict", *base, "--json", probes, expect=0)
+        got = json.loads(out)
+        self.assertEqual(got["predicted_classes"], predicted)
+        for scores, probabilities, name, prediction in zip(
+                got["class_scores"], got["probabilities"], predicted, got["predictions"]):
+            self.assertEqual(len(scores), len(first_seen))
+            self.assertEqual(first_seen[scores.index(max(scores))], name)
+            self.assertEqual(prediction, max(scores))
+            self.assertAlmostEqual(sum(probabilities), 1.0, places=12)
+        # A row without its class names the column.
+        code, _, err = self.okl("observe", *base, "-", stdin_text=rows[0].rsplit(",", 1)[0] + ",\n")
+        self.assertEqual(code, 1)
+        self.assertIn("no class in column 37", err)
+
     def test_observe_curve_matches_replay_bit_for_bit(self):
         self.okl("create", "--tenant=curve", "--model=mg", *MG_FLAGS, expect=0)
         curve = self.path("observe-curve.csv")
