@@ -285,8 +285,9 @@ absl::Status BatchRules::CheckClassLabel(absl::string_view class_label) const {
 
 absl::Status BatchRules::CheckExampleLabels(double y, absl::string_view class_label) const {
   if (!IsMulticlassLoss(loss)) {
-    OKL_RETURN_IF_ERROR(CheckLabel(y));
-    return class_label.empty() ? absl::OkStatus() : CheckClassLabel(class_label);
+    // A class label says the caller took the model for a multi-class one: said first.
+    if (!class_label.empty()) return CheckClassLabel(class_label);
+    return CheckLabel(y);
   }
   if (class_label.empty()) return CheckLabel(y);  // says to give a class label
   OKL_RETURN_IF_ERROR(CheckClassLabel(class_label));

@@ -452,6 +452,10 @@ TEST(MulticlassNormaTest, AValidatedBatchCarriesItsClassLabels) {
   EXPECT_THAT(refusal(two->Validate(InputBatch::Dense(xs, 3), signs, {"", "y"})),
               HasSubstr("example 1: class_label is for the multi-class losses"));
   EXPECT_TRUE(two->Validate(InputBatch::Dense(xs, 3), signs, {"", ""}).ok());
+  // The class label is named even beside a y the model would refuse too (a client that
+  // took it for a multi-class model sends y 0).
+  EXPECT_THAT(refusal(two->Validate(InputBatch::Dense(xs, 3), zeros, {"cat", "dog"})),
+              HasSubstr("example 0: class_label is for the multi-class losses"));
   EXPECT_TRUE(model->CheckClassCapacity(*two->Validate(InputBatch::Dense(xs, 3), signs)).ok());
 }
 

@@ -163,6 +163,68 @@ def test_predict_of_no_rows_is_empty_and_many_rows_go_in_several_requests(
     small.close()
 
 
+SOFTMAX_CONFIG = {"dim": 2, "kernel": {"gaussian": {"gamma": 2}}, "loss": {"softmax": {}},
+                  "learning_rate": {"eta0": 0.5}, "lambda": 0.01,
+                  "budget": {"max_terms": 40, "policy": "MERGE"}, "max_classes": 4}
+
+
+def three_blobs(rng, count):
+    """Points around three centres, each named by its centre's class (3 is an int: its
+    class is "3")."""
+    names = np.array(["north", "south-west", 3], dtype=object)
+    centres = np.array([[0.0, 1.0], [-1.0, -0.5], [1.0, -0.5]])
+    which = rng.integers(0, 3, size=count)
+    return centres[which] + 0.3 * rng.normal(size=(count, 2)), names[which]
+
+
+def test_a_multi_class_model_learns_named_classes_unary_or_streamed(server, tenant, rng):
+    X, classes = three_blobs(rng, 60)
+    small = okl.Client(server.address, max_batch=7)
+    client = okl.Client(server.address)
+    unary = client.create_model(tenant, "unary", SOFTMAX_CONFIG)
+    streamed = small.create_model(tenant, "streamed", SOFTMAX_CONFIG)
+    one = unary.observe_classes(X, classes)  # one request
+    many = streamed.observe_classes(X, classes)  # messages of at most 7
+    np.testing.assert_array_equal(one.predictions, many.predictions)
+    np.testing.assert_array_equal(one.losses, many.losses)
+    assert one.predicted_classes == many.predicted_classes
+    assert one.predicted_classes[0] == ""  # before any class was known
+    assert set(one.predicted_classes[1:]) <= {"north", "south-west", "3"}
+    stats = unary.stats()
+    assert stats.classes == list(dict.fromkeys(str(c) for c in classes))
+    assert stats.mistakes == sum(p != str(c) for p, c in zip(one.predicted_classes, classes))
+    assert stats.mistakes < 30
+
+    probes, truth = three_blobs(rng, 20)
+    details = unary.predict_details(probes)
+    assert details.class_scores.shape == (20, 3) and details.probabilities.shape == (20, 3)
+    best = details.class_scores.argmax(axis=1)
+    assert details.predicted_classes == [stats.classes[i] for i in best]
+    np.testing.assert_array_equal(details.predictions, details.class_scores.max(axis=1))
+    shifted = np.exp(details.class_scores - details.class_scores.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(details.probabilities,
+                               shifted / shifted.sum(axis=1, keepdims=True), rtol=1e-12)
+    assert sum(p == str(t) for p, t in zip(details.predicted_classes, truth)) >= 15
+    np.testing.assert_array_equal(unary.predict(probes), details.predictions)
+
+    # A bad class is refused before anything is sent, even when the call would stream.
+    for bad, message in ((["x" * 129] * 60, "129 bytes"), ([""] * 60, "0 bytes"),
+                         (classes[:59], "pass one class per row")):
+        with pytest.raises(okl.InvalidArgument, match=message):
+            streamed.observe_classes(X, bad)
+    assert streamed.stats().steps == 60
+    # A model of another loss refuses class labels; a multi-class model refuses y.
+    binary = client.create_model(tenant, "binary", {
+        "dim": 2, "kernel": {"gaussian": {"gamma": 2}}, "loss": {"hinge": {}},
+        "learning_rate": {"eta0": 0.5}, "budget": {"max_terms": 10}})
+    with pytest.raises(okl.InvalidArgument, match="leave class_label empty"):
+        binary.observe_classes(X[:2], ["a", "b"])
+    with pytest.raises(okl.InvalidArgument, match="class_label"):
+        unary.observe(X[:2], [1.0, -1.0])
+    small.close()
+    client.close()
+
+
 # --- Errors -------------------------------------------------------------------------------
 
 

@@ -36,6 +36,7 @@ _TAG_REF = b"\x0a"          # ObserveRequest.ref, PredictRequest.ref: field 1, L
 _TAG_ROW = b"\x12"          # ObserveRequest.examples, PredictRequest.inputs: field 2, LEN
 _TAG_EXAMPLE_X = b"\x0a"    # Example.x: field 1, LEN
 _TAG_EXAMPLE_Y = 0x11       # Example.y: field 2, I64
+_TAG_CLASS_LABEL = b"\x1a"  # Example.class_label: field 3, LEN
 _TAG_VALUES = b"\x0a"       # Vector.values (packed doubles): field 1, LEN
 _TAG_INDICES = b"\x12"      # Vector.indices (packed varints): field 2, LEN
 _TAG_TENANT = b"\x0a"       # ModelRef.tenant: field 1, LEN
@@ -311,6 +312,64 @@ def encode(x: Any, y: Optional[FloatArray] = None) -> Rows:
 def inputs(x: Any) -> Rows:
     """X checked (matrix()) and encoded as PredictRequest.inputs entries."""
     return encode(matrix(x))
+
+
+MAX_CLASS_LABEL_BYTES = 128
+
+
+def class_labels(classes: Any, count: int, name: str = "classes") -> List[bytes]:
+    """A multi-class model's labels, one per row, as UTF-8 bytes: each a str (any other
+    value, an int say, is named by str(value)) of 1 to 128 bytes, or InvalidArgument
+    naming the first bad one, as the server would (checked here so that a call split into
+    several requests applies none of them)."""
+    if classes is None or isinstance(classes, (str, bytes)):
+        raise InvalidArgument(f"{name} must be a sequence of class names, one per row of X; "
+                              f"got {type(classes).__name__}")
+    try:
+        items = list(classes)
+    except TypeError:
+        raise InvalidArgument(f"{name} must be a sequence of class names; got "
+                              f"{type(classes).__name__}") from None
+    if len(items) != count:
+        raise InvalidArgument(f"X has {count} rows but {name} has {len(items)} classes: pass "
+                              "one class per row")
+    encoded = []
+    for index, item in enumerate(items):
+        label = (item if isinstance(item, str) else str(item)).encode("utf-8")
+        if not 1 <= len(label) <= MAX_CLASS_LABEL_BYTES:
+            raise InvalidArgument(f"{name}[{index}] is {len(label)} bytes of UTF-8: a class "
+                                  f"is 1 to {MAX_CLASS_LABEL_BYTES} bytes")
+        encoded.append(label)
+    return encoded
+
+
+def _read_varint(data: bytes, at: int) -> Tuple[int, int]:
+    """The varint at data[at:] and where it ends."""
+    value, shift = 0, 0
+    while True:
+        byte = data[at]
+        value |= (byte & 0x7F) << shift
+        at += 1
+        if byte < 0x80:
+            return value, at
+        shift += 7
+
+
+def with_class_labels(rows: Rows, labels: Sequence[bytes]) -> Rows:
+    """Example rows (encode(x, zeros)) with Example.class_label appended to each."""
+    parts: List[bytes] = []
+    offsets = np.zeros(rows.count + 1, dtype=np.int64)
+    total = 0
+    for row in range(rows.count):
+        encoded = rows.slice(row, row + 1)
+        length, body = _read_varint(encoded, len(_TAG_ROW))
+        example = (encoded[body:body + length] + _TAG_CLASS_LABEL + varint(len(labels[row]))
+                   + labels[row])
+        entry = _TAG_ROW + varint(len(example)) + example
+        parts.append(entry)
+        total += len(entry)
+        offsets[row + 1] = total
+    return Rows(blob=b"".join(parts), count=rows.count, dim=rows.dim, offsets=offsets)
 
 
 def rows_per_request(rows: Rows, max_batch: int, max_bytes: int, extra_bytes: int = 0) -> int:

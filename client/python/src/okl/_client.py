@@ -354,7 +354,24 @@ class Model:
         labels = _arrays.labels(y, x.shape[0])
         if x.shape[0] == 0:
             raise InvalidArgument("X has no rows: nothing to observe")
-        rows = _arrays.encode(x, labels)
+        return self._observe_rows(x, labels, _arrays.encode(x, labels))
+
+    def observe_classes(self, X: Any, classes: Any) -> ObserveResult:
+        """observe() for a multi-class model (loss multiclass_hinge or softmax): each row
+        of X is of the class named in `classes` (one per row: a str of 1 to 128 bytes of
+        UTF-8, or a value named by str(value), so 3 is "3"). A class joins the model when
+        first seen; a request whose new classes would pass the config's max_classes is
+        refused whole (okl.FailedPrecondition). The result's predicted_classes holds each
+        example's prequential predicted class."""
+        x = _arrays.matrix(X)
+        labels = _arrays.class_labels(classes, x.shape[0])
+        if x.shape[0] == 0:
+            raise InvalidArgument("X has no rows: nothing to observe")
+        zeros = np.zeros(x.shape[0])
+        return self._observe_rows(x, zeros, _arrays.with_class_labels(_arrays.encode(x, zeros),
+                                                                      labels))
+
+    def _observe_rows(self, x: Any, labels: FloatArray, rows: _arrays.Rows) -> ObserveResult:
         options = self._client.options
         if rows.count > options.max_batch or len(rows.blob) > options.max_request_bytes:
             # The server checks each message of a stream, not the stream: a bad value
@@ -370,7 +387,8 @@ class Model:
                            f"predictions and {losses.shape[0]} losses for {rows.count} "
                            "examples")
         return ObserveResult(predictions=predictions, losses=losses, steps=response.steps,
-                             expansion_size=response.expansion_size)
+                             expansion_size=response.expansion_size,
+                             predicted_classes=list(response.predicted_classes))
 
     def _observe_streamed(self, rows: _arrays.Rows) -> ObserveResult:
         options = self._client.options
@@ -378,12 +396,16 @@ class Model:
                                          _STREAM_MESSAGE_BYTES)
         predictions = np.full(rows.count, np.nan)
         losses = np.full(rows.count, np.nan)
+        predicted_classes: List[str] = []
         last: List[AckedBatch] = []
 
         def on_ack(ack: AckedBatch) -> None:
             answered = ack.predictions.shape[0]
             predictions[ack.first:ack.first + answered] = ack.predictions
             losses[ack.first:ack.first + answered] = ack.losses
+            if ack.predicted_classes:
+                predicted_classes[len(predicted_classes):] = (
+                    [""] * (ack.first - len(predicted_classes)) + ack.predicted_classes)
             if answered:
                 last[:] = [ack]
 
@@ -397,7 +419,7 @@ class Model:
             stats = self.stats()
             steps, size = stats.steps, stats.expansion_size
         return ObserveResult(predictions=predictions, losses=losses, steps=steps,
-                             expansion_size=size)
+                             expansion_size=size, predicted_classes=predicted_classes)
 
     def stream(self, batch_size: int = 256, batches_per_stream: int = 64,
                on_ack: Optional[Callable[[AckedBatch], Any]] = None) -> ObserveStream:
@@ -433,9 +455,16 @@ class Model:
         if predictions.shape[0] != count:
             raise Internal(f"Predict: the server's answer does not hold one prediction for "
                            f"each of the {count} inputs")
+        predicted_classes = [c for r in responses for c in r.predicted_classes]
+        if predicted_classes and len(predicted_classes) != count:
+            raise Internal(f"Predict: the server answered {len(predicted_classes)} classes for "
+                           f"{count} inputs")
         return Prediction(predictions=predictions,
                           novel=_joined(responses, "novel", bool, count),
-                          variances=_joined(responses, "variances", np.float64, count))
+                          variances=_joined(responses, "variances", np.float64, count),
+                          predicted_classes=predicted_classes,
+                          class_scores=_class_rows(responses, "class_scores"),
+                          probabilities=_class_rows(responses, "probabilities"))
 
     def _predict(self, X: Any) -> Tuple[List[Any], int]:
         """The PredictResponses for the rows of X, and how many rows there are."""
@@ -674,6 +703,19 @@ def _remembered_before(error: Error, first: int, count: int, predictions: List[F
              "ids)")
     failed.remembered = Remembered(predictions=np.concatenate(predictions), event_ids=ids)
     return failed
+
+
+def _class_rows(responses: Sequence[Any], field: str) -> FloatArray:
+    """A multi-class Predict's rows of class values (class_scores or probabilities) as one
+    (n, K) array, K the longest row's length: a row predicted before a class joined has 0
+    for it. Shape (0, 0) when the responses have none."""
+    rows = [row.values for r in responses for row in getattr(r, field)]
+    if not rows:
+        return np.empty((0, 0))
+    out = np.zeros((len(rows), max(len(row) for row in rows)))
+    for i, row in enumerate(rows):
+        out[i, :len(row)] = row
+    return out
 
 
 def _joined(responses: Sequence[Any], field: str, dtype: Any, count: int) -> "npt.NDArray[Any]":

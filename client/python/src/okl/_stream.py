@@ -345,7 +345,8 @@ class ObserveStream:
                 first=first, count=count,
                 predictions=np.array(response.predictions, dtype=np.float64),
                 losses=np.array(response.losses, dtype=np.float64),
-                steps=response.steps, expansion_size=response.expansion_size))
+                steps=response.steps, expansion_size=response.expansion_size,
+                predicted_classes=list(response.predicted_classes)))
 
     def _acknowledge_refused_prefix(self, messages: int) -> None:
         count = sum(examples for _, examples in self._unacknowledged[:messages])

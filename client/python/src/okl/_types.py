@@ -116,16 +116,28 @@ class ObserveResult:
     losses: FloatArray
     steps: int
     expansion_size: int
+    # observe_classes(): per example, the class it predicted before learning it ("" for
+    # an example that came before any class was known); empty from observe().
+    predicted_classes: List[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Prediction:
     """predict_details(): the predictions, and per input, for a novelty model whether it
-    is a novelty (else empty) and for a KRLS tracker the predictive variance (else empty)."""
+    is a novelty (else empty) and for a KRLS tracker the predictive variance (else empty).
+    A multi-class model's (else empty): per input its predicted class ("" before the model
+    knew any; the prediction is then 0, else that class's score), class_scores of shape
+    (n, K) in the order of ModelStats.classes (K the classes known when the last input was
+    predicted; a row predicted before a class joined has 0 for it, the score a class
+    unknown to that model has), and for the softmax loss probabilities of the same shape
+    (each row sums to 1; a row of no known class is all 0)."""
 
     predictions: FloatArray
     novel: BoolArray
     variances: FloatArray
+    predicted_classes: List[str] = field(default_factory=list)
+    class_scores: FloatArray = field(default_factory=lambda: np.empty((0, 0)))
+    probabilities: FloatArray = field(default_factory=lambda: np.empty((0, 0)))
 
 
 @dataclass(frozen=True)
@@ -142,6 +154,8 @@ class AckedBatch:
     losses: FloatArray
     steps: int
     expansion_size: int
+    # A multi-class model's prequential predicted classes, as the predictions.
+    predicted_classes: List[str] = field(default_factory=list)
 
 
 class LabelOutcome(enum.Enum):
