@@ -144,13 +144,16 @@ def test_classifier_maps_any_two_labels_to_signs_and_back(server, client, tenant
     assert dog > 0.4 and cat < -0.4
     with pytest.raises(okl.InvalidArgument, match="y holds 'bird', not one of the classes"):
         classifier.partial_fit(X[:2], ["cat", "bird"])
-    with pytest.raises(okl.InvalidArgument, match="3 classes .*OneVsRestClassifier"):
-        KernelClassifier(server.address, tenant).fit(X[:3], ["a", "b", "c"])
+    with pytest.raises(okl.InvalidArgument, match="3 classes but the config's loss is binary"):
+        KernelClassifier(server.address, tenant, config=SMALL.replace("squared", "hinge")).fit(
+            X[:3], ["a", "b", "c"])
+    with pytest.raises(okl.InvalidArgument, match="at least two"):
+        KernelClassifier(server.address, tenant).fit(X[:3], ["a", "a", "a"])
     # partial_fit: classes on the first call when y holds one label only.
     online = KernelClassifier(server.address, tenant, config=(
         "kernel { gaussian { gamma: 0.5 } } loss { logistic {} } learning_rate { eta0: 0.5 } "
         "budget { max_terms: 100 }"))
-    with pytest.raises(okl.InvalidArgument, match=r"pass classes=\[a, b\]"):
+    with pytest.raises(okl.InvalidArgument, match=r"pass classes=\[a, b, ...\]"):
         online.partial_fit(X[:1], [True])
     for start in range(0, 400, 50):
         online.partial_fit(X[start:start + 50], labels[start:start + 50] == "dog",
@@ -183,6 +186,47 @@ def test_classifier_in_cross_val_score_and_one_vs_rest(server, client, tenant, r
     del ovr
     gc.collect()
     assert models_of(client, tenant) == []
+
+
+def test_classifier_of_many_classes_is_one_multi_class_model(server, client, tenant, rng):
+    """More than two classes: one multi-class model whose columns are the sorted
+    classes_, whatever order the server first saw them in."""
+    X, _ = regression_data(rng, 900)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    # Four bands of X[:, 0], named so that sorted order is not the order first seen.
+    names = np.array(["zebra", "bee", "apple", "moth"])
+    labels = names[np.digitize(X[:, 0], [-0.7, 0.0, 0.7])]
+    classifier = KernelClassifier(server.address, tenant).fit(X[:700], labels[:700])
+    assert classifier.classes_.tolist() == sorted(names.tolist())
+    config = classifier.model_.config()
+    assert config.loss.HasField("multiclass_hinge") and config.max_classes == 4
+    assert classifier.model_.stats().classes == list(dict.fromkeys(str(c) for c in labels[:700]))
+    decision = classifier.decision_function(X[700:])
+    assert decision.shape == (200, 4)
+    predicted = classifier.predict(X[700:])
+    np.testing.assert_array_equal(predicted, classifier.classes_[decision.argmax(axis=1)])
+    assert classifier.score(X[700:], labels[700:]) > 0.8
+    with pytest.raises(okl.InvalidArgument, match="predict_proba needs a softmax model"):
+        classifier.predict_proba(X[:2])
+    # A softmax config: probabilities in the classes_' columns; a class declared to
+    # partial_fit but not seen yet has probability 0 and score 0.
+    softmax = KernelClassifier(server.address, tenant, config=(
+        "kernel { gaussian { gamma: 0.5 } } loss { softmax {} } learning_rate { eta0: 0.5 } "
+        "lambda: 0.001 budget { max_terms: 100 policy: MERGE }"))
+    seen = labels[:300] != "moth"
+    softmax.partial_fit(X[:300][seen], labels[:300][seen], classes=names)
+    assert softmax.model_.config().max_classes == 4
+    probabilities = softmax.predict_proba(X[700:])
+    assert probabilities.shape == (200, 4)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-12)
+    moth = classifier.classes_.tolist().index("moth")
+    assert (probabilities[:, moth] == 0).all()
+    assert (softmax.decision_function(X[700:])[:, moth] == 0).all()
+    softmax.partial_fit(X[300:700], labels[300:700])
+    assert (softmax.predict_proba(X[700:])[:, moth] > 0).all()
+    assert softmax.score(X[700:], labels[700:]) > 0.7
+    with pytest.raises(okl.InvalidArgument, match="not one of the classes"):
+        softmax.partial_fit(X[:1], ["wasp"])
 
 
 def test_sparse_input_to_the_estimators(server, tenant, rng):

@@ -16,8 +16,10 @@ delete_model().
 
 They follow scikit-learn's estimator protocol (get_params/set_params, clone-able, usable
 in a Pipeline and in cross_val_score) without importing scikit-learn: where it is not
-installed they still work on their own. The classifier is binary: any two labels, mapped
-to -1 and +1 on the wire (classes_[1] is +1) and back.
+installed they still work on their own. The classifier takes any number of classes: two
+are mapped to -1 and +1 on the wire (classes_[1] is +1) for a binary loss; more (or a
+multi-class loss in the config) make a multi-class model whose classes are the labels'
+str() names.
 
 Example:
     from sklearn.pipeline import make_pipeline
@@ -56,6 +58,14 @@ except ImportError:
 
 _REGRESSOR_CONFIG = "loss { squared {} } select {}"
 _CLASSIFIER_CONFIG = "loss { hinge {} } select {}"
+# More than two classes: budgeted Pegasos (eta_t = 1 / (lambda t)) on the Crammer-Singer
+# hinge with 500 merged terms, the Gaussian kernel's gamma scaled to the data as
+# scikit-learn's SVC does by default (gamma="scale": 1 / (n_features * X.var())).
+_MULTICLASS_LAMBDA = 1e-4
+_MULTICLASS_CONFIG = (
+    "loss {{ multiclass_hinge {{}} }} kernel {{ gaussian {{ gamma: {gamma!r} }} }} "
+    "learning_rate {{ eta0: {eta0!r} schedule: POWER theta: 1 }} lambda: {lam!r} "
+    "budget {{ max_terms: 500 policy: MERGE }}")
 _CLEANUP_DEADLINE_S = 5.0
 
 # One client per connection, shared by every estimator in the process (clones too).
@@ -170,12 +180,13 @@ class _ServerEstimator:
                                       f"{config.dim}: leave dim unset to take X's")
         return config
 
-    def _create(self, dim: int) -> None:
-        """Creates the model for inputs of `dim` features: a named one replaces the model
-        of its name; an unnamed one gets a fresh name, and the estimator's previous unnamed
-        model is deleted."""
+    def _create(self, dim: int, config: Any = None) -> None:
+        """Creates the model for inputs of `dim` features (of `config`, else the
+        estimator's): a named one replaces the model of its name; an unnamed one gets a
+        fresh name, and the estimator's previous unnamed model is deleted."""
         client = self._client()
-        config = self._config(dim)
+        if config is None:
+            config = self._config(dim)
         finalizer = getattr(self, "_finalizer", None)
         if finalizer is not None:
             finalizer()  # deletes the previous unnamed model now
@@ -195,7 +206,7 @@ class _ServerEstimator:
         self.model_name_ = name
         self.n_features_in_ = dim
 
-    def _attach_or_create(self, dim: int) -> None:
+    def _attach_or_create(self, dim: int, config: Any = None) -> None:
         """partial_fit's first call: a named model that exists is continued."""
         if self.model is not None:
             try:
@@ -210,7 +221,7 @@ class _ServerEstimator:
                 self.model_name_ = self.model
                 self.n_features_in_ = dim
                 return
-        self._create(dim)
+        self._create(dim, config)
 
     def delete_model(self) -> None:
         """Deletes the model on the server (named or not) and unfits the estimator."""
@@ -293,14 +304,22 @@ class KernelRegressor(_ServerEstimator):
 
 
 class KernelClassifier(_ServerEstimator):
-    """Binary classification by an okl model: any two labels (numbers, strings, bools)
-    are mapped to -1 (classes_[0]) and +1 (classes_[1]) for the server's classification
-    losses (hinge by default, with okl's model selection: `loss { hinge {} } select {}`).
-    decision_function is the model's prediction f(x); predict is classes_[1] where it is
-    positive. For more classes, wrap it in sklearn.multiclass.OneVsRestClassifier.
+    """Classification by an okl model, of any number of classes (numbers, strings, bools;
+    classes_ is their sorted unique values, as scikit-learn requires).
 
-    Parameters: as KernelRegressor's (the default config
-    `loss { hinge {} } select {}`).
+    Two classes go to a binary loss as -1 (classes_[0]) and +1 (classes_[1]): hinge by
+    default, with okl's model selection (`loss { hinge {} } select {}`); decision_function
+    is the model's f(x), of shape (n,), and predict is classes_[1] where it is positive.
+
+    More classes (or a config whose loss is multiclass_hinge or softmax) make a
+    multi-class model: each class is named on the server by str(label) (so those names
+    must differ), max_classes is the number of classes unless the config sets it, and the
+    default config is budgeted Pegasos on the Crammer-Singer hinge with 500 merged terms
+    and gamma = 1 / (n_features * X.var()). decision_function is then of shape (n, K),
+    its columns the classes_ (the server keeps them in the order first seen; a class not
+    seen yet scores 0), and predict_proba (softmax models) the same for probabilities.
+
+    Parameters: as KernelRegressor's.
 
     Attributes after fit: classes_, model_name_, model_ (the okl.Model), n_features_in_.
     """
@@ -310,18 +329,18 @@ class KernelClassifier(_ServerEstimator):
 
     def fit(self, X: Any, y: Any) -> "KernelClassifier":
         """Learns (X, y) in order on a new model (replacing the model of that name); y
-        holds exactly two distinct labels."""
+        holds at least two distinct labels."""
         X = _arrays.matrix(X)
         labels = _label_array(y, _row_count(X))
-        self.classes_ = _two_classes(np.unique(labels), "y")
-        self._create(X.shape[1])
-        self.model_.observe(X, self._signs(labels))
+        self._set_classes(np.unique(labels), "y")
+        self._create(X.shape[1], self._classifier_config(X))
+        self._observe(X, labels)
         return self
 
     def partial_fit(self, X: Any, y: Any, classes: Any = None) -> "KernelClassifier":
         """Learns (X, y) in order on the model. The first call creates it (or continues a
         named model that exists) and fixes classes_: from `classes` if given, else from y,
-        which must then hold both labels."""
+        which must then hold every class (at least two)."""
         X = _arrays.matrix(X)
         labels = _label_array(y, _row_count(X))
         if not hasattr(self, "classes_"):
@@ -329,27 +348,54 @@ class KernelClassifier(_ServerEstimator):
                 found = np.unique(labels)
                 if found.shape[0] < 2:
                     raise okl.InvalidArgument(
-                        f"y holds only {found.tolist()}: pass classes=[a, b] on the first "
-                        "partial_fit call")
-                self.classes_ = _two_classes(found, "y")
+                        f"y holds only {found.tolist()}: pass classes=[a, b, ...] on the "
+                        "first partial_fit call")
+                self._set_classes(found, "y")
             else:
-                self.classes_ = _two_classes(np.unique(np.asarray(classes)), "classes")
+                self._set_classes(np.unique(np.asarray(classes)), "classes")
         elif classes is not None and not np.array_equal(np.unique(np.asarray(classes)),
                                                          self.classes_):
             raise okl.InvalidArgument(f"classes {np.asarray(classes).tolist()} differ from "
                                       f"the first call's {self.classes_.tolist()}")
-        self._continue(X, self._signs(labels))
+        if not hasattr(self, "model_name_"):
+            self._attach_or_create(X.shape[1], self._classifier_config(X))
+            loss = self.model_.config().loss  # a named model continued keeps its own
+            self._multiclass_ = loss.HasField("multiclass_hinge") or loss.HasField("softmax")
+        else:
+            X = self._inputs(X)
+        self._observe(X, labels)
         return self
 
     def decision_function(self, X: Any) -> FloatArray:
-        """The model's f(x) per row of X: positive for classes_[1], negative for
-        classes_[0]."""
-        return self._decision(X)
+        """Two classes: the model's f(x) per row of X, positive for classes_[1]. More: the
+        score of each class, shape (n, len(classes_)), its columns the classes_."""
+        self._check_fitted()
+        if not self._multiclass_:
+            return self._decision(X)
+        scores = self._class_columns(self._details(X).class_scores)
+        return scores[:, 1] - scores[:, 0] if len(self.classes_) == 2 else scores
 
     def predict(self, X: Any) -> "npt.NDArray[Any]":
-        """classes_[1] where decision_function is positive, else classes_[0]."""
+        """Each row's class: the one of highest score (two classes: classes_[1] where
+        decision_function is positive, else classes_[0])."""
         self._check_fitted()
-        return self.classes_[(self.decision_function(X) > 0).astype(np.intp)]
+        if not self._multiclass_:
+            return self.classes_[(self.decision_function(X) > 0).astype(np.intp)]
+        by_name = {name: i for i, name in enumerate(self._names)}
+        details = self._details(X)
+        # The server's own choice (its ties go to the class learned first).
+        return self.classes_[np.array([by_name[c] for c in details.predicted_classes],
+                                      dtype=np.intp)]
+
+    def predict_proba(self, X: Any) -> FloatArray:
+        """A softmax model's probability of each class, shape (n, len(classes_)), its
+        columns the classes_ (a class not seen yet has probability 0); each row sums to
+        1."""
+        self._check_fitted()
+        if not self._multiclass_ or not self.model_.config().loss.HasField("softmax"):
+            raise okl.InvalidArgument("predict_proba needs a softmax model: set the config's "
+                                      "loss to softmax {}")
+        return self._class_columns(self._details(X).probabilities)
 
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
         """The (weighted) fraction of rows whose predicted label is y's."""
@@ -357,13 +403,65 @@ class KernelClassifier(_ServerEstimator):
         correct = (self.predict(X) == truth).astype(np.float64)
         return float(np.average(correct, weights=sample_weight))
 
-    def _signs(self, labels: "npt.NDArray[Any]") -> FloatArray:
+    # --- Classes on the wire ------------------------------------------------------------
+
+    def _set_classes(self, classes: "npt.NDArray[Any]", what: str) -> None:
+        if classes.shape[0] < 2:
+            raise okl.InvalidArgument(f"{what} holds {classes.shape[0]} class "
+                                      f"{classes.tolist()}: a classifier needs at least two")
+        names = [str(c) for c in classes.tolist()]
+        if len(set(names)) != len(names):
+            raise okl.InvalidArgument(f"{what}'s classes {classes.tolist()[:10]} are not "
+                                      "told apart by their str() names, which the server "
+                                      "keeps")
+        self.classes_ = classes
+        self._names = names
+
+    def _classifier_config(self, X: Any) -> Any:
+        """The config fit creates: the estimator's, or for more than two classes the
+        multi-class default scaled to X; a multi-class config gets max_classes."""
+        dim = X.shape[1]
+        count = len(self.classes_)
+        if self.config is None and count > 2:
+            variance = float(_arrays.matrix(X).power(2).mean() - X.mean() ** 2) \
+                if _arrays.is_sparse(X) else float(np.var(X))
+            gamma = 1.0 / (dim * variance) if variance > 0 else 1.0
+            config = model_config(_MULTICLASS_CONFIG.format(
+                gamma=gamma, eta0=1.0 / _MULTICLASS_LAMBDA, lam=_MULTICLASS_LAMBDA), dim=dim)
+        else:
+            config = self._config(dim)
+        self._multiclass_ = config.loss.HasField("multiclass_hinge") or \
+            config.loss.HasField("softmax")
+        if self._multiclass_ and config.max_classes == 0:
+            config.max_classes = count
+        elif not self._multiclass_ and count > 2:
+            raise okl.InvalidArgument(
+                f"y holds {count} classes but the config's loss is binary: use "
+                "loss { multiclass_hinge {} } or loss { softmax {} }, or leave config unset")
+        return config
+
+    def _observe(self, X: Any, labels: "npt.NDArray[Any]") -> None:
         unknown = ~np.isin(labels, self.classes_)
         if unknown.any():
             raise okl.InvalidArgument(
                 f"y holds {labels[unknown][0]!r}, not one of the classes "
                 f"{self.classes_.tolist()}")
-        return np.where(labels == self.classes_[1], 1.0, -1.0)
+        if self._multiclass_:
+            self.model_.observe_classes(X, [str(c) for c in labels.tolist()])
+        else:
+            self.model_.observe(X, np.where(labels == self.classes_[1], 1.0, -1.0))
+
+    def _details(self, X: Any) -> Any:
+        return self.model_.predict_details(self._inputs(X))
+
+    def _class_columns(self, rows: FloatArray) -> FloatArray:
+        """The server's columns (its classes in the order first seen) as the classes_'."""
+        server = self.model_.stats().classes
+        out = np.zeros((rows.shape[0], len(self.classes_)))
+        for j, name in enumerate(self._names):
+            if name in server and server.index(name) < rows.shape[1]:
+                out[:, j] = rows[:, server.index(name)]
+        return out
 
     def _check_fitted(self) -> None:
         super()._check_fitted()
@@ -387,15 +485,6 @@ def _label_array(y: Any, count: int) -> "npt.NDArray[Any]":
         raise okl.InvalidArgument(f"X has {count} rows but y has {labels.shape[0]} labels: "
                                   "pass one label per row")
     return labels
-
-
-def _two_classes(classes: "npt.NDArray[Any]", what: str) -> "npt.NDArray[Any]":
-    if classes.shape[0] != 2:
-        raise okl.InvalidArgument(
-            f"{what} holds {classes.shape[0]} classes {classes.tolist()[:10]}: "
-            "KernelClassifier is binary (for more, wrap it in "
-            "sklearn.multiclass.OneVsRestClassifier)")
-    return classes
 
 
 def _r2(truth: FloatArray, predicted: FloatArray, sample_weight: Any) -> float:
