@@ -136,12 +136,19 @@ constexpr ModelSeries kModelSeries[] = {
      MetricType::Counter,
      [](const ModelReading& m) -> std::optional<double> { return m.stats().cumulative_loss; }},
     {"okl_model_mistakes_total",
-     "Examples whose prequential prediction had the wrong sign (classification losses "
-     "only).",
+     "Examples whose prequential prediction had the wrong sign, or a multi-class model's "
+     "the wrong class (classification losses only).",
      MetricType::Counter,
      [](const ModelReading& m) -> std::optional<double> {
-       if (!IsClassificationLoss(m.summary.config.loss.type)) return std::nullopt;
+       const LossType loss = m.summary.config.loss.type;
+       if (!IsClassificationLoss(loss) && !IsMulticlassLoss(loss)) return std::nullopt;
        return static_cast<double>(m.stats().mistakes);
+     }},
+    {"okl_model_classes", "Classes a multi-class model has learned (at most its max_classes).",
+     MetricType::Gauge,
+     [](const ModelReading& m) -> std::optional<double> {
+       if (!m.summary.config.multiclass()) return std::nullopt;
+       return static_cast<double>(m.stats().classes.size());
      }},
     // The regret series: models with regret tracking, once it was computed.
     {"okl_model_regret",

@@ -191,26 +191,38 @@ ModelConfig Config(LossType loss, uint32_t max_terms = 64, uint32_t regret_windo
   config.lambda = 0.01;
   config.budget = {.max_terms = max_terms, .policy = BudgetPolicy::kOldest};
   config.regret_window = regret_window;
+  if (IsMulticlassLoss(loss)) config.max_classes = 4;
   return config;
 }
 
 // `n` examples from a fixed seed: inputs in [-1, 1], labels +-1 for the classification
-// losses and a smooth function of x otherwise.
+// losses, a multi-class model's classes "neg", "pos" and "far" by the inputs' sum, and a
+// smooth function of x otherwise.
 void Feed(ModelEntry& entry, size_t n, uint32_t seed) {
   std::mt19937 random(seed);
   std::uniform_real_distribution<double> uniform(-1.0, 1.0);
   const uint32_t dim = entry.config().dim;
   std::vector<double> xs(n * dim);
   std::vector<double> ys(n);
+  std::vector<std::string> classes;
+  const bool multiclass = entry.config().multiclass();
   for (size_t i = 0; i < n; ++i) {
     double sum = 0;
     for (uint32_t j = 0; j < dim; ++j) sum += xs[i * dim + j] = uniform(random);
+    if (multiclass) {
+      ys[i] = 0;
+      classes.push_back(sum > 1 ? "far" : sum > 0 ? "pos" : "neg");
+      continue;
+    }
     ys[i] = IsClassificationLoss(entry.config().loss.type)
                 ? (sum > 0 ? 1.0 : -1.0)
                 : std::sin(sum) + 0.1 * uniform(random);
   }
+  absl::StatusOr<ValidatedBatch> batch =
+      entry.Validate(InputBatch::Dense(xs, dim), ys, classes);
+  ASSERT_TRUE(batch.ok()) << batch.status();
   std::vector<Observation> out;
-  ASSERT_TRUE(entry.ObserveBatch(xs, ys, &out).ok());
+  ASSERT_TRUE(entry.ObserveBatch(*batch, &out).ok());
 }
 
 // `entry`, fed `examples` examples; null (with a failure) if it was not made.
@@ -459,6 +471,8 @@ TEST(ServerMetricsTest, PerModelSeriesEqualTheModelSummaries) {
   tracker_config.krls_tracker = {.max_basis = 10, .noise_variance = 0.01};
   std::shared_ptr<ModelEntry> tracker =
       AddModel(registry, "zeta", "tracker", tracker_config, 40, 15);
+  std::shared_ptr<ModelEntry> classes =
+      AddModel(registry, "zeta", "classes", Config(LossType::kSoftmax), 40, 16);
   ASSERT_TRUE(hinge->ComputeRegret().ok());
   Feed(*hinge, 7, 14);  // the regret now lags by 7 steps
   ServerMetrics metrics(ModelsOf(&registry), nullptr, {});
@@ -466,7 +480,7 @@ TEST(ServerMetricsTest, PerModelSeriesEqualTheModelSummaries) {
   const Exposition exposition = Parse(metrics.Scrape());
   double terms = 0;
   double bytes = 0;
-  for (const std::shared_ptr<ModelEntry>& entry : {hinge, squared, empty, tracker}) {
+  for (const std::shared_ptr<ModelEntry>& entry : {hinge, squared, empty, tracker, classes}) {
     const ModelSummary summary = SummaryOf(*entry);
     const ModelStats& stats = summary.stats;
     terms += stats.expansion_size;
@@ -481,11 +495,19 @@ TEST(ServerMetricsTest, PerModelSeriesEqualTheModelSummaries) {
                   name);
     EXPECT_EQ(exposition.Value(Key("okl_model_memory_bytes", labels)), summary.memory_bytes)
         << name;
-    if (IsClassificationLoss(summary.config.loss.type)) {
+    const LossType loss = summary.config.loss.type;
+    if (IsClassificationLoss(loss) || IsMulticlassLoss(loss)) {
       EXPECT_EQ(exposition.Value(Key("okl_model_mistakes_total", labels)), stats.mistakes)
           << name;
     } else {
       EXPECT_FALSE(exposition.Has(Key("okl_model_mistakes_total", labels))) << name;
+    }
+    if (summary.config.multiclass()) {
+      EXPECT_EQ(exposition.Value(Key("okl_model_classes", labels)), stats.classes.size())
+          << name;
+      EXPECT_GT(stats.classes.size(), 1u) << name;
+    } else {
+      EXPECT_FALSE(exposition.Has(Key("okl_model_classes", labels))) << name;
     }
     if (summary.config.krls_tracker_kind()) {
       EXPECT_GT(stats.noise_variance, 0.0);
@@ -525,7 +547,7 @@ TEST(ServerMetricsTest, PerModelSeriesEqualTheModelSummaries) {
   EXPECT_EQ(hinge_summary.stats.regret->window, 32u);
   EXPECT_GT(hinge_summary.stats.mistakes, 0u);
 
-  EXPECT_EQ(exposition.Value("okl_models"), 4);
+  EXPECT_EQ(exposition.Value("okl_models"), 5);
   EXPECT_EQ(exposition.Value("okl_metrics_models_omitted"), 0);
   EXPECT_EQ(exposition.Value("okl_expansion_terms"), terms);
   EXPECT_EQ(exposition.Value("okl_expansion_bytes"), bytes);
@@ -552,8 +574,10 @@ class ExpectedModelSection {
               "Cumulative prequential loss sum_t loss(y_t, p_t) of the model, in its loss's "
               "units."},
              {"okl_model_mistakes_total", MetricType::Counter,
-              "Examples whose prequential prediction had the wrong sign (classification "
-              "losses only)."},
+              "Examples whose prequential prediction had the wrong sign, or a multi-class "
+              "model's the wrong class (classification losses only)."},
+             {"okl_model_classes", MetricType::Gauge,
+              "Classes a multi-class model has learned (at most its max_classes)."},
              {"okl_model_regret", MetricType::Gauge,
               "Windowed regret: online loss minus the batch comparator's loss over the last "
               "regret_window examples, in loss units; lags by "
@@ -627,8 +651,12 @@ class ExpectedModelSection {
     Add("okl_model_expansion_size", labels, stats.expansion_size);
     Add("okl_model_steps_total", labels, static_cast<double>(stats.steps));
     Add("okl_model_loss_total", labels, stats.cumulative_loss);
-    if (IsClassificationLoss(summary.config.loss.type)) {
+    const LossType loss = summary.config.loss.type;
+    if (IsClassificationLoss(loss) || IsMulticlassLoss(loss)) {
       Add("okl_model_mistakes_total", labels, static_cast<double>(stats.mistakes));
+    }
+    if (summary.config.multiclass()) {
+      Add("okl_model_classes", labels, static_cast<double>(stats.classes.size()));
     }
     if (stats.regret.has_value()) {
       const RegretResult& regret = *stats.regret;
