@@ -104,14 +104,17 @@ def call(options: Options, retry: Retry, attempt: Callable[[float], T]) -> T:
     attempts = 0
     while True:
         attempts += 1
+        started = time.monotonic()
         try:
-            return attempt(max(deadline - time.monotonic(), 0.0))
+            return attempt(max(deadline - started, 0.0))
         except grpc.RpcError as error:
             if (error.code() != grpc.StatusCode.UNAVAILABLE or attempts >= max_attempts
                     or (retry is Retry.WHEN_NOT_APPLIED and batches_applied(error) != 0)):
                 raise from_rpc_error(error) from None
             sleep = jittered(min(backoff, options.max_backoff))
-            if time.monotonic() + sleep >= deadline:
+            # An attempt left less time than this one took would most likely end in
+            # DEADLINE_EXCEEDED, which says less than the refusal: that is the answer.
+            if time.monotonic() + sleep + (time.monotonic() - started) >= deadline:
                 raise from_rpc_error(error) from None
             time.sleep(sleep)
             backoff *= options.backoff_multiplier
