@@ -456,11 +456,12 @@ class KernelClassifier(_ServerEstimator):
 
     def _class_columns(self, rows: FloatArray) -> FloatArray:
         """The server's columns (its classes in the order first seen) as the classes_'."""
-        server = self.model_.stats().classes
+        column = {name: i for i, name in enumerate(self.model_.stats().classes)}
         out = np.zeros((rows.shape[0], len(self.classes_)))
         for j, name in enumerate(self._names):
-            if name in server and server.index(name) < rows.shape[1]:
-                out[:, j] = rows[:, server.index(name)]
+            i = column.get(name, rows.shape[1])
+            if i < rows.shape[1]:
+                out[:, j] = rows[:, i]
         return out
 
     def _check_fitted(self) -> None:
