@@ -75,9 +75,9 @@
 #include "core/runtime/model_registry.h"
 #include "core/status_macros.h"
 #include "proto/label_outcome.h"
-#include "server/event_log.h"
-#include "server/model_events.h"
-#include "server/model_store.h"
+#include "server/store/event_log.h"
+#include "server/events/model_events.h"
+#include "server/store/model_store.h"
 
 ABSL_FLAG(int, models, 10000, "Models in the store.");
 ABSL_FLAG(int, terms, 100, "Terms per model (its budget too).");

@@ -3,7 +3,7 @@
 // The bearer token okl's clients send (metadata `authorization: Bearer <token>`) and the
 // line of okl_server's tokens file that grants it: the credential half of the contract
 // between clients and servers, beside the wire contract. The `okl` tool makes tokens and
-// their lines (`okl token new`); the server reads the lines (server/tokens.h, whose
+// their lines (`okl token new`); the server reads the lines (server/auth/tokens.h, whose
 // comment has the file's format) and checks presented tokens against them. A token is
 // "okl_" and 43 base64url characters of 32 random bytes; a line holds its SHA-256 (hex),
 // a role and the tenants it covers. Every function is thread-safe.

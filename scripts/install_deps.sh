@@ -12,7 +12,7 @@ packages=(
   # wire contract, service, storage, metrics
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   librocksdb-dev prometheus-cpp-dev
-  libssl-dev  # bearer tokens: SHA-256 and constant-time compares (server/tokens.h)
+  libssl-dev  # bearer tokens: SHA-256 and constant-time compares (server/auth/tokens.h)
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   openssl  # the TLS tests and bench/security_cost.sh make their certificates with it

@@ -33,10 +33,10 @@
 #include "absl/time/time.h"
 #include "core/config.h"
 #include "core/runtime/file.h"
-#include "server/failpoint.h"
-#include "server/metrics.h"
+#include "server/base/failpoint.h"
+#include "server/metrics/metrics.h"
 #include "server/server.h"
-#include "server/service.h"
+#include "server/rpc/service.h"
 
 namespace {
 
@@ -170,7 +170,7 @@ ABSL_FLAG(bool, mutex_deadlock_detection, false,
           "gRPC's and okl's -- updates one global lock-order graph under one global lock.");
 ABSL_FLAG(std::string, failpoint, "",
           "For crash tests: SIGKILL the server at a named place in its durable writes, the "
-          "first time it is reached (NAME) or the N-th (NAME@N). server/failpoint.h lists "
+          "first time it is reached (NAME) or the N-th (NAME@N). server/base/failpoint.h lists "
           "the names; an unknown one is refused with the list. Empty: none.");
 ABSL_FLAG(bool, reflection, Defaults().reflection,
           "Serve gRPC server reflection (grpc.reflection.v1alpha), for grpcurl and the like.");

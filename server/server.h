@@ -17,7 +17,7 @@
 // (tls_client_ca_file); bearer tokens with auth_tokens_file (ReloadAuthTokens() re-reads
 // it). Without tokens the server listens on loopback only, unless allow_unauthenticated.
 //
-// Durability and resources: the ModelHost (server/model_host.h) owns the models, their
+// Durability and resources: the ModelHost (server/host/model_host.h) owns the models, their
 // store (host.data_dir: restored before listening, checkpointed in the background and
 // after the drain) and the quotas.
 //
@@ -55,12 +55,12 @@
 #include "core/runtime/model_registry.h"
 #include "core/runtime/mutex.h"
 #include "core/runtime/regret_scheduler.h"
-#include "server/async_rpc.h"
-#include "server/health_service.h"
-#include "server/metrics.h"
-#include "server/model_host.h"
-#include "server/service.h"
-#include "server/tokens.h"
+#include "server/rpc/async_rpc.h"
+#include "server/rpc/health_service.h"
+#include "server/metrics/metrics.h"
+#include "server/host/model_host.h"
+#include "server/rpc/service.h"
+#include "server/auth/tokens.h"
 
 namespace okl {
 
@@ -79,7 +79,7 @@ class Server {
     std::string tls_cert_file;
     std::string tls_key_file;
     std::string tls_client_ca_file;
-    // Bearer tokens (server/tokens.h): every okl call must carry one that grants it.
+    // Bearer tokens (server/auth/tokens.h): every okl call must carry one that grants it.
     // Empty: no authentication, which is allowed on loopback addresses only, unless
     // allow_unauthenticated.
     std::string auth_tokens_file;
@@ -95,7 +95,7 @@ class Server {
     // The RPC handlers' per-request limits and the offload pool.
     OklService::Options service;
     // Threads serving the calls, each polling its own completion queue
-    // (server/async_rpc.h); 0: one per CPU the server may use (UsableCpus).
+    // (server/rpc/async_rpc.h); 0: one per CPU the server may use (UsableCpus).
     int32_t rpc_threads = 0;
     // host:port to serve Prometheus metrics on (/metrics); port 0 picks a free port, see
     // metrics_port(). Empty: no metrics endpoint. (okl_server's flag defaults to

@@ -29,7 +29,7 @@
 #include "client/cli/progress.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/tokens.h"
+#include "server/auth/tokens.h"
 
 ABSL_FLAG(std::string, test_name, "", "a string flag");
 ABSL_FLAG(bool, test_verbose, false, "a bool flag");

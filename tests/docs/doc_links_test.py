@@ -5,7 +5,7 @@
 - Every Markdown link `[text](target)` of README.md, docs/*.md and the other READMEs
   names a file or folder that exists (relative to the page), and its `#anchor`, if any,
   is a heading of that page (GitHub's anchor for it).
-- Every repository path a page quotes in backticks (`server/model_host.h`,
+- Every repository path a page quotes in backticks (`server/host/model_host.h`,
   `docs/core.md`) exists, or is a program its folder's CMakeLists.txt builds
   (`bench/okl_loadgen`), or lies in a folder .gitignore keeps out (`deploy/secrets/`);
   paths with placeholders are not checked.

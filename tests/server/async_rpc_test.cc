@@ -1,4 +1,4 @@
-// The async serving layer (server/async_rpc.h) on its own: a small test service on
+// The async serving layer (server/rpc/async_rpc.h) on its own: a small test service on
 // CompletionQueueThreads and a real gRPC server on a loopback port, called through the
 // generated okl.v1 stub (the layer serves methods by name, so the test service answers
 // three of okl's methods with behaviour of its own). Covered: a unary call answered on
@@ -9,7 +9,7 @@
 // that ends (OnDone, cancelled) and is deleted; and Stop after Shutdown leaving no call
 // behind.
 
-#include "server/async_rpc.h"
+#include "server/rpc/async_rpc.h"
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/codegen/client_unary_call.h>

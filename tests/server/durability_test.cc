@@ -802,7 +802,7 @@ TEST(DurabilityTest, DamagedModelStopsTheServerUnlessSkipped) {
   StopGracefully(*server);
   server.reset();
 
-  // The key that names the model ("m/acme/victim-model" in server/model_store.h's
+  // The key that names the model ("m/acme/victim-model" in server/store/model_store.h's
   // layout) holds its config.
   absl::StatusOr<std::vector<std::string>> corrupted = CorruptValues(
       dir.data_dir(),
@@ -823,7 +823,7 @@ TEST(DurabilityTest, DamagedModelStopsTheServerUnlessSkipped) {
 
 // A damaged log record (not the config) is damage too: replaying around it would give a
 // model that never existed. The victim's records are found by their count: in
-// server/model_store.h's layout a model's log is "i/<incarnation>/l/<seq>", and the
+// server/store/model_store.h's layout a model's log is "i/<incarnation>/l/<seq>", and the
 // victim has three records where the healthy model has one.
 TEST(DurabilityTest, DamagedLogRecordStopsTheServerUnlessSkipped) {
   TempDir dir("okl_durability_test");

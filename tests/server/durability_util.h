@@ -110,7 +110,7 @@ inline void KillHard(ServerProcess& server) {
   ASSERT_TRUE(status.ok()) << status.status();
 }
 
-// --- Failpoints (server/failpoint.h) ---------------------------------------------------
+// --- Failpoints (server/base/failpoint.h) ---------------------------------------------------
 
 // True once `killed` is set, waiting up to 10 s for it: a server that kills itself (a
 // failpoint) fails its clients' calls a moment before the test has seen it exit.

@@ -5,7 +5,7 @@
 // expiry applies a default label once or drops the event; limits and bad requests change
 // nothing; the counts (and the served loss) follow, and survive a reopen of the store.
 
-#include "server/event_book.h"
+#include "server/events/event_book.h"
 
 #include <cmath>
 #include <memory>
@@ -19,10 +19,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/snapshot_codec.h"
-#include "server/event_log.h"
-#include "server/event_snapshot.h"
-#include "server/model_store.h"
-#include "server/work_pool.h"
+#include "server/store/event_log.h"
+#include "server/events/event_snapshot.h"
+#include "server/store/model_store.h"
+#include "server/base/work_pool.h"
 #include "tests/server/store_test_util.h"
 
 namespace okl {

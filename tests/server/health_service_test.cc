@@ -1,11 +1,11 @@
 // tests/server/health_service_test.cc
 //
-// HealthService and the completion-queue engine under it (server/async_rpc.h), on a real
+// HealthService and the completion-queue engine under it (server/rpc/async_rpc.h), on a real
 // gRPC server on a loopback port: Check and Watch as grpc.health.v1 specifies them, what
 // Shutdown() does to open watches, and that the engine stops cleanly with calls of every
 // kind in flight, on one queue and on several.
 
-#include "server/health_service.h"
+#include "server/rpc/health_service.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -20,7 +20,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "server/async_rpc.h"
+#include "server/rpc/async_rpc.h"
 #include "tests/server/server_process.h"
 
 namespace okl {

@@ -1,7 +1,7 @@
 // tests/server/label_crash_test.cc
 //
 // Delayed feedback (docs/delayed-feedback.md) under a SIGKILL at each of its failpoints
-// (server/failpoint.h), on the real binary with a --data_dir that outlives it: a kill at
+// (server/base/failpoint.h), on the real binary with a --data_dir that outlives it: a kill at
 // any moment loses no acknowledged remembered event and no acknowledged label, lands a
 // request in flight whole or not at all, and applies no label twice. After each restart
 // the model must equal core's model (CoreTwin) fed Observe(x_e, y) in the order the

@@ -334,7 +334,7 @@ TEST(DelayedFeedbackOffloadedTest, APredictOnTheOffloadPoolRemembersAsAnInlineOn
 TEST(DelayedFeedbackQuotaTest, ATenantsEventBytesAreBoundedAndGivenBack) {
   // One event of d = 2 with a server-made id (33 hex digits while a model's counter is
   // under 16) in the store: its expiry key "i/<16>/x/<16>/<id>", which holds its record
-  // (39 fixed bytes and 2 doubles), as server/model_events.h lays them out.
+  // (39 fixed bytes and 2 doubles), as server/events/model_events.h lays them out.
   constexpr int kEventBytes = (38 + 33) + 39 + 2 * 8;
   TempDir dir("okl_label_quota");
   const std::vector<std::string> flags = {

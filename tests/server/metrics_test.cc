@@ -6,7 +6,7 @@
 // over HTTP by the small socket-level client below. Debian's promtool (OKL_PROMTOOL)
 // checks the exposition.
 
-#include "server/metrics.h"
+#include "server/metrics/metrics.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -60,11 +60,11 @@
 #include "prometheus/metric_type.h"
 #include "prometheus/text_serializer.h"
 #include "proto/bearer_token.h"
-#include "server/health_service.h"
-#include "server/hosted_model.h"
-#include "server/model_events.h"
-#include "server/model_host.h"
-#include "server/service.h"
+#include "server/rpc/health_service.h"
+#include "server/host/hosted_model.h"
+#include "server/events/model_events.h"
+#include "server/host/model_host.h"
+#include "server/rpc/service.h"
 #include "tests/core/test_model_key.h"
 #include "tests/server/e2e_test_util.h"
 #include "tests/server/fault_file_system.h"

@@ -1,11 +1,11 @@
 // tests/server/model_events_test.cc
 //
-// Remembered events in the model store (server/model_events.h, server/event_log.h)
+// Remembered events in the model store (server/events/model_events.h, server/store/event_log.h)
 // against a real RocksDB in a temporary directory: the record's round trip, id validation, Remember's all-or-nothing
 // write, a label batch's note written atomically with its log record (through a real
 // ModelEntry), the expiry index's order, and events going with their model.
 
-#include "server/model_events.h"
+#include "server/events/model_events.h"
 
 #include <unistd.h>
 
@@ -22,8 +22,8 @@
 #include "core/create_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/event_log.h"
-#include "server/model_store.h"
+#include "server/store/event_log.h"
+#include "server/store/model_store.h"
 #include "tests/server/store_test_util.h"
 
 namespace okl {

@@ -7,7 +7,7 @@
 // batches into it, the write fences of tenant moves, and checkpoints meeting injected
 // I/O errors.
 
-#include "server/model_host.h"
+#include "server/host/model_host.h"
 
 #include <unistd.h>
 
@@ -25,9 +25,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/convert.h"
-#include "server/event_book.h"
-#include "server/hosted_model.h"
-#include "server/quotas.h"
+#include "server/events/event_book.h"
+#include "server/host/hosted_model.h"
+#include "server/base/quotas.h"
 #include "tests/core/test_model_key.h"
 #include "tests/server/fault_file_system.h"
 #include "tests/server/store_test_util.h"

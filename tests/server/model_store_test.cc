@@ -5,7 +5,7 @@
 // name, RestoreModels' bit-identical replay, and writes failing on injected I/O errors
 // (a full disk that is freed again, a failing device).
 
-#include "server/model_store.h"
+#include "server/store/model_store.h"
 
 #include <unistd.h>
 

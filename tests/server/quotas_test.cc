@@ -1,10 +1,10 @@
-// ResourceQuotas (server/quotas.h) on its own: each quota refuses with its flag, limit and
+// ResourceQuotas (server/base/quotas.h) on its own: each quota refuses with its flag, limit and
 // use and reserves nothing; a reservation returns its bytes unless committed, including
 // across moves; a replacement counts bytes but no model; restored models are counted
 // whatever the limits; the token bucket admits a second's worth, then refills at the
 // rate; tenants never share a count; and concurrent reservations never pass a limit.
 
-#include "server/quotas.h"
+#include "server/base/quotas.h"
 
 #include <atomic>
 #include <cstdint>

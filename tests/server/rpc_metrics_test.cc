@@ -5,7 +5,7 @@
 // validation of paths and its cap, and CollectRpcMetrics' order. The interceptor itself
 // is tested through a real server in metrics_test.cc.
 
-#include "server/rpc_metrics.h"
+#include "server/metrics/rpc_metrics.h"
 
 #include <chrono>
 #include <cstddef>

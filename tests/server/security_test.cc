@@ -45,7 +45,7 @@
 #include "gtest/gtest.h"
 #include "okl/v1/okl.pb.h"
 #include "proto/convert.h"
-#include "server/tokens.h"
+#include "server/auth/tokens.h"
 #include "tests/server/e2e_test_util.h"
 #include "tests/server/security_util.h"
 #include "tests/server/server_process.h"

@@ -1,10 +1,10 @@
 // tests/server/tokens_test.cc
 //
-// server/tokens.h: SHA-256 against NIST's known answers (FIPS 180-2, appendix B), the
+// server/auth/tokens.h: SHA-256 against NIST's known answers (FIPS 180-2, appendix B), the
 // tokens file's grammar and each of its errors, grants, fresh tokens, and the
 // Authenticator (reload, a broken reload, calls racing reloads).
 
-#include "server/tokens.h"
+#include "server/auth/tokens.h"
 
 #include <unistd.h>
 

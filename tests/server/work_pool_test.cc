@@ -1,7 +1,7 @@
 // tests/server/work_pool_test.cc: WorkPool runs every closure once, on its own threads,
 // in parallel, and its destructor runs what is still queued.
 
-#include "server/work_pool.h"
+#include "server/base/work_pool.h"
 
 #include <pthread.h>
 #include <sched.h>
