@@ -219,11 +219,11 @@ class ModelEntry : public std::enable_shared_from_this<ModelEntry> {
 
  private:
   absl::Status CheckLive() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // learner_->stats() with the published regret.
   // PredictAll for a multi-class model.
   absl::StatusOr<BatchPrediction> PredictClasses(
       const InputBatch& xs, const std::function<absl::Status(size_t)>& before_chunk) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // learner_->stats() with the published regret.
   ModelStats StatsLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_)
       ABSL_LOCKS_EXCLUDED(regret_mu_);
   // True if the scheduler should be asked now, after a batch ending at `steps`; updates

@@ -118,8 +118,7 @@ class ModelHost {
   absl::Status Open();
 
   // InvalidArgument naming the flag if `config` is over max_dim, max_terms, max_basis or
-  // max_classes,
-  // has no budget (an expansion), or could outgrow the snapshot size limit.
+  // max_classes, has no budget (an expansion), or could outgrow the snapshot size limit.
   absl::Status CheckConfig(const ModelConfig& config) const;
 
   // CheckConfig, then reserves a model of `config` against the tenant's and the server's
